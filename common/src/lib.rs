@@ -1,0 +1,10 @@
+//! What every trainguard tool shares: exit codes and the error that carries one,
+//! output formats, the memdiag report (`memdiag/v1`) and the memory tiers.
+//! Each fact lives here once; the tools only call it.
+
+pub mod cli;
+pub mod exit;
+pub mod format;
+pub mod input;
+pub mod report;
+pub mod tiers;

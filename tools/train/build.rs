@@ -1,0 +1,55 @@
+//! Links train against the libtorch that torch-sys found, so that it runs
+//! without LD_LIBRARY_PATH and really loads CUDA:
+//! - rustc links with `--as-needed`, which drops libtorch_cuda (nothing refers
+//!   to it by symbol; it registers CUDA kernels from its constructors), so it
+//!   is linked again under `--no-as-needed` (tch-rs issues #907, #980, #787);
+//! - an rpath to the libtorch directory, so the binary finds it at run time.
+//!
+//! torch-sys publishes that directory as DEP_TCH_LIBTORCH_LIB (its `links` key
+//! is "tch"), which is why this crate depends on torch-sys directly.
+
+use std::path::Path;
+
+fn main() {
+    println!("cargo:rerun-if-changed=build.rs");
+    let Ok(lib) = std::env::var("DEP_TCH_LIBTORCH_LIB") else {
+        println!(
+            "cargo:warning=torch-sys did not report its libtorch directory; \
+             train will need LD_LIBRARY_PATH to run"
+        );
+        println!("cargo:rustc-env=TRAIN_LIBTORCH_LIB=");
+        println!("cargo:rustc-env=TRAIN_TORCH_VERSION=unknown");
+        println!("cargo:rustc-env=TRAIN_CUDA_BUILD=0");
+        return;
+    };
+    let lib = Path::new(&lib);
+    println!("cargo:rustc-link-arg=-Wl,-rpath,{}", lib.display());
+    let cuda = lib.join("libtorch_cuda.so").exists();
+    if cuda {
+        println!("cargo:rustc-link-arg=-Wl,--no-as-needed");
+        println!("cargo:rustc-link-arg=-ltorch_cuda");
+        println!("cargo:rustc-link-arg=-Wl,--as-needed");
+    }
+    println!("cargo:rustc-env=TRAIN_LIBTORCH_LIB={}", lib.display());
+    println!("cargo:rustc-env=TRAIN_CUDA_BUILD={}", u8::from(cuda));
+    println!("cargo:rustc-env=TRAIN_TORCH_VERSION={}", torch_version(lib));
+}
+
+/// The version in the headers train is compiled against: PyPI's wheel and the
+/// libtorch archives both keep `include/` beside `lib/`.
+fn torch_version(lib: &Path) -> String {
+    let header = lib.join("../include/torch/headeronly/version.h");
+    println!("cargo:rerun-if-changed={}", header.display());
+    let Ok(text) = std::fs::read_to_string(&header) else {
+        return "unknown".to_string();
+    };
+    let part = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("#define TORCH_VERSION_{name} ")))
+            .map(|v| v.trim().to_string())
+    };
+    match (part("MAJOR"), part("MINOR"), part("PATCH")) {
+        (Some(a), Some(b), Some(c)) => format!("{a}.{b}.{c}"),
+        _ => "unknown".to_string(),
+    }
+}
