@@ -17,14 +17,14 @@ const MIB: u64 = 1024 * 1024;
 
 /// A live NVML session, or the reason there is none.
 pub enum Session {
-    Ready(Nvml),
+    Ready(Box<Nvml>),
     Unavailable(String),
 }
 
 impl Session {
     pub fn open() -> Session {
         match Nvml::init() {
-            Ok(nvml) => Session::Ready(nvml),
+            Ok(nvml) => Session::Ready(Box::new(nvml)),
             Err(NvmlError::LibloadingError(e)) => Session::Unavailable(format!(
                 "NVML not available: cannot load libnvidia-ml.so.1 ({e}); no NVIDIA driver on this machine"
             )),

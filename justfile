@@ -1,0 +1,77 @@
+# trainguard: the map of what a user can do. `just --list` shows it.
+
+set shell := ["bash", "-euo", "pipefail", "-c"]
+
+# The Python environment whose torch (2.11.0, what tch 0.24 expects) `train`
+# builds and runs against. Default: a project-local .venv that `just setup`
+# fills. Reuse one you have with TORCH_ENV=/path/to/env (a venv or conda env
+# with bin/python).
+torch_env := env("TORCH_ENV", justfile_directory() / ".venv")
+torch_version := "2.11.0"
+
+# torch-sys asks `python` on PATH (VIRTUAL_ENV set) for libtorch's paths.
+export VIRTUAL_ENV := torch_env
+export PATH := torch_env / "bin" + ":" + env("PATH")
+export LIBTORCH_USE_PYTORCH := "1"
+
+release := justfile_directory() / "target/release"
+
+# List the recipes
+default:
+    @just --list
+
+# Run the main job end to end on the built-in defaults (CPU when there is no GPU)
+[group('use')]
+demo: setup build
+    #!/usr/bin/env bash
+    set -euo pipefail
+    bin="{{ release }}"
+    step() { printf '\n\033[1m$ %s\033[0m\n' "$*" >&2; }
+    step train info
+    "$bin/train" info
+    step memdiag
+    "$bin/memdiag" --format table
+    step memdiag --from configs/gpus/t4.yaml
+    "$bin/memdiag" --from configs/gpus/t4.yaml --format table
+    step 'memdiag --from configs/gpus/t4.yaml --watch 0.2 --count 3'
+    "$bin/memdiag" --from configs/gpus/t4.yaml --watch 0.2 --count 3
+    printf '\nNot built yet: cfgcheck, training, verify-fixes (see README, "Status").\n' >&2
+
+# Build every tool in release mode
+[group('use')]
+build: setup
+    cargo build --release --workspace
+
+# Create the Python environment with torch 2.11.0 unless it is there
+[group('setup')]
+setup:
+    #!/usr/bin/env bash
+    set -euo pipefail
+    env_dir="{{ torch_env }}"
+    have() { "$env_dir/bin/python" -c 'import torch, sys; sys.exit(torch.__version__.split("+")[0] != "{{ torch_version }}")' 2>/dev/null; }
+    if have; then exit 0; fi
+    if [ -n "${TORCH_ENV:-}" ]; then
+        echo "setup: TORCH_ENV=$env_dir has no torch {{ torch_version }} (bin/python cannot import it); install it there or unset TORCH_ENV" >&2
+        exit 2
+    fi
+    echo "setup: creating $env_dir with torch=={{ torch_version }} from PyPI (about 4.6 GB, cached by pip)" >&2
+    python3 -m venv "$env_dir"
+    "$env_dir/bin/python" -m pip install --quiet --upgrade pip
+    "$env_dir/bin/python" -m pip install --quiet "torch=={{ torch_version }}"
+    have
+
+# The whole suite: format, lints, every crate's tests
+[group('test')]
+test: setup
+    cargo fmt --all --check
+    cargo clippy --workspace --all-targets -- -D warnings
+    cargo test --workspace
+
+# Side-by-side benchmarks; results go to bench/results/
+[group('bench')]
+bench: build
+    python bench/memdiag_oneshot.py --bin "{{ release }}/memdiag" --runs 50
+
+# What CI runs (.ci/run)
+[group('test')]
+ci: test

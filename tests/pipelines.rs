@@ -1,0 +1,84 @@
+//! Cross-tool pipelines, run as a user types them in a shell. The binaries are
+//! the ones `cargo test --workspace` builds beside this test.
+
+use common::input::Input;
+use common::report::Report;
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+/// target/<profile>/<name>, next to this test's own executable in deps/.
+fn bin(name: &str) -> PathBuf {
+    let mut dir = std::env::current_exe().unwrap();
+    dir.pop();
+    if dir.ends_with("deps") {
+        dir.pop();
+    }
+    let path = dir.join(name);
+    assert!(
+        path.exists(),
+        "{} not built: run `cargo test --workspace`",
+        path.display()
+    );
+    path
+}
+
+/// Runs a bash pipeline with pipefail from the repository root, with the
+/// tools' directory first on PATH.
+fn sh(script: &str) -> Output {
+    let dir = bin("memdiag").parent().unwrap().to_path_buf();
+    let path = format!(
+        "{}:{}",
+        dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    Command::new("bash")
+        .args(["-o", "pipefail", "-c", script])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("PATH", path)
+        .env_remove("LD_LIBRARY_PATH")
+        .output()
+        .unwrap()
+}
+
+fn report(out: &Output) -> Report {
+    assert!(out.status.success(), "{out:?}");
+    Report::parse(&Input {
+        name: "pipeline".into(),
+        text: String::from_utf8(out.stdout.clone()).unwrap(),
+    })
+    .unwrap()
+}
+
+#[test]
+fn live_report_replays_through_a_pipe() {
+    let direct = report(&sh("memdiag --format json"));
+    let replayed = report(&sh(
+        "memdiag --format json | memdiag --from - --format yaml",
+    ));
+    assert_eq!(replayed.gpus.len(), direct.gpus.len());
+    assert_eq!(replayed.notes, direct.notes);
+}
+
+#[test]
+fn csv_report_survives_a_round_trip_in_a_pipeline() {
+    let yaml = report(&sh("memdiag --from configs/gpus/h100-80gb.yaml"));
+    let via_csv = report(&sh(
+        "memdiag --from configs/gpus/h100-80gb.yaml --format csv | memdiag --from -",
+    ));
+    assert_eq!(via_csv, yaml);
+}
+
+#[test]
+fn train_and_memdiag_agree_on_the_gpus_they_see() {
+    let info = sh("train info --format yaml");
+    assert!(info.status.success(), "{info:?}");
+    let info: serde_yaml::Value = serde_yaml::from_slice(&info.stdout).unwrap();
+    let cuda_devices = info["device_count"].as_i64().unwrap() as usize;
+    let nvml = report(&sh("memdiag"));
+    // CUDA_VISIBLE_DEVICES can hide GPUs from libtorch, never add them.
+    assert!(
+        cuda_devices <= nvml.gpus.len(),
+        "libtorch sees {cuda_devices} GPU(s), NVML {}",
+        nvml.gpus.len()
+    );
+}

@@ -1,0 +1,92 @@
+//! `train info` and the link fixes it depends on, checked on the real binary.
+
+use assert_cmd::Command;
+use std::path::Path;
+
+const BIN: &str = env!("CARGO_BIN_EXE_train");
+
+/// Runs `train info` the way a user does: without the LD_LIBRARY_PATH that
+/// cargo adds for tests, so the rpath alone must find libtorch.
+fn info(format: &str) -> String {
+    let out = Command::new(BIN)
+        .args(["info", "--format", format])
+        .env_remove("LD_LIBRARY_PATH")
+        .assert()
+        .success();
+    String::from_utf8(out.get_output().stdout.clone()).unwrap()
+}
+
+fn yaml() -> serde_yaml::Value {
+    serde_yaml::from_str(&info("yaml")).unwrap()
+}
+
+#[test]
+fn info_reports_torch_and_devices() {
+    let v = yaml();
+    assert_eq!(v["schema"].as_str(), Some("train-info/v1"));
+    assert_eq!(
+        v["torch_version"].as_str(),
+        Some("2.11.0"),
+        "tch 0.24 expects PyTorch 2.11.0"
+    );
+    let available = v["cuda_available"].as_bool().unwrap();
+    let count = v["device_count"].as_i64().unwrap();
+    let devices = v["devices"].as_sequence().unwrap();
+    if available {
+        assert!(count > 0);
+        assert_eq!(
+            devices.len() as i64,
+            count,
+            "libtorch and the driver see the same GPUs"
+        );
+        assert!(devices
+            .iter()
+            .all(|d| !d["name"].as_str().unwrap().is_empty()));
+    } else {
+        assert_eq!(count, 0);
+        assert_eq!(v["cudnn_version"], serde_yaml::Value::Null);
+        let notes = v["notes"].as_sequence().unwrap();
+        assert!(!notes.is_empty(), "says why CUDA is unavailable");
+    }
+}
+
+#[test]
+fn json_matches_yaml() {
+    let json: serde_json::Value = serde_json::from_str(&info("json")).unwrap();
+    let yaml: serde_json::Value = serde_json::to_value(yaml()).unwrap();
+    assert_eq!(json, yaml);
+}
+
+#[test]
+fn libtorch_cuda_survives_as_needed() {
+    let v = yaml();
+    let dir = v["libtorch_dir"].as_str().unwrap();
+    let cuda_lib = Path::new(dir).join("libtorch_cuda.so").exists();
+    assert_eq!(v["cuda_build"].as_bool(), Some(cuda_lib));
+    let ldd = std::process::Command::new("ldd")
+        .arg(BIN)
+        .env_remove("LD_LIBRARY_PATH")
+        .output()
+        .unwrap();
+    let ldd = String::from_utf8_lossy(&ldd.stdout);
+    assert!(
+        !ldd.contains("not found"),
+        "every library resolves through the rpath:\n{ldd}"
+    );
+    assert!(ldd.contains("libtorch_cpu.so"), "{ldd}");
+    if cuda_lib {
+        assert!(
+            ldd.contains("libtorch_cuda.so"),
+            "libtorch_cuda must be NEEDED:\n{ldd}"
+        );
+    }
+}
+
+#[test]
+fn bad_usage_exits_2() {
+    Command::new(BIN)
+        .args(["info", "--format", "xml"])
+        .assert()
+        .code(2);
+    Command::new(BIN).arg("fly").assert().code(2);
+}
