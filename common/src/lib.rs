@@ -3,8 +3,12 @@
 //! Each fact lives here once; the tools only call it.
 
 pub mod cli;
+pub mod config;
+pub mod estimate;
 pub mod exit;
 pub mod format;
 pub mod input;
+pub mod model;
 pub mod report;
 pub mod tiers;
+pub mod yaml_index;

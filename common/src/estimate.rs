@@ -1,0 +1,282 @@
+//! The analytic memory estimate of one training step's peak on the GPU, from
+//! the model train builds (`model::ModelSpec`). Each line's formula is printed
+//! with it and documented in README ("The memory estimate"). Its accuracy is a
+//! measurement, not an assumption: the benchmark issue compares it with
+//! measured peaks on a GPU; until then the constants below are first guesses.
+
+use crate::config::{Config, Precision};
+use crate::model::ModelSpec;
+use serde::{Deserialize, Serialize};
+
+pub const MIB: u64 = 1024 * 1024;
+
+/// CUDA context, cuDNN/cuBLAS handles and workspaces: memory a process holds
+/// on the GPU beyond its tensors. A first guess until measured (issue 7).
+pub const CONTEXT_BYTES: u64 = 512 * MIB;
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Line {
+    pub component: String,
+    pub bytes: u64,
+    pub formula: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Estimate {
+    pub parameters: u64,
+    pub lines: Vec<Line>,
+    pub peak_bytes: u64,
+}
+
+impl Estimate {
+    pub fn peak_mib(&self) -> u64 {
+        self.peak_bytes.div_ceil(MIB)
+    }
+}
+
+/// Bytes autograd keeps per sample, by part of the model.
+struct Saved {
+    /// One frame through the CNN encoder.
+    encoder_frame: u64,
+    /// The frame embeddings that cross the encoder boundary, all frames.
+    boundary: u64,
+    temporal: u64,
+    scalars: u64,
+    fusion: u64,
+    /// The largest single activation of one frame (backward's gradient buffers).
+    largest_frame_tensor: u64,
+}
+
+fn saved_per_sample(m: &ModelSpec, ab: u64) -> Saved {
+    let d = m.embed_dim;
+    let mut encoder_frame = 0;
+    let mut largest = 0;
+    for b in &m.blocks {
+        let s2 = b.size * b.size;
+        let half = (b.size / 2) * (b.size / 2);
+        // conv input, batch-norm input (conv output), ReLU output (also the
+        // max pool's input); the pool's int64 indices.
+        encoder_frame +=
+            ab * (b.in_channels * s2 + 2 * b.out_channels * s2) + 8 * b.out_channels * half;
+        largest = largest.max(ab * b.out_channels * s2);
+    }
+    // Projection input and ReLU output, and a one-byte dropout mask.
+    encoder_frame += ab * (m.cnn_width() + d) + d;
+    let t = m.frames;
+    // Per attention layer: in_proj input, q, k, v, out_proj input, residual,
+    // two layer-norm inputs (8·T·d); FFN hidden and its ReLU (2·T·ff);
+    // attention probabilities (h·T²); two one-byte dropout masks.
+    let temporal =
+        m.attention_layers * (ab * (8 * t * d + 2 * t * m.ffn_dim + m.heads * t * t) + 2 * t * d);
+    let scalars = if m.scalar_features > 0 {
+        ab * (m.scalar_features + 2 * m.scalar_hidden + d)
+    } else {
+        0
+    };
+    let fusion = ab * (m.fusion_inputs() + 2 * d) + d;
+    Saved {
+        encoder_frame,
+        boundary: ab * t * d,
+        temporal,
+        scalars,
+        fusion,
+        largest_frame_tensor: largest,
+    }
+}
+
+fn mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / MIB as f64)
+}
+
+pub fn estimate(c: &Config) -> Estimate {
+    let m = ModelSpec::from_config(c);
+    let p = m.parameter_count();
+    let b = u64::from(c.batch_size);
+    let t = m.frames;
+    let mixed = c.mixed_precision != Precision::Off;
+    let ab = c.mixed_precision.activation_bytes();
+    let s = saved_per_sample(&m, ab);
+    let mut lines = Vec::new();
+    let mut line = |component: &str, bytes: u64, formula: String| {
+        lines.push(Line {
+            component: component.to_string(),
+            bytes,
+            formula,
+        })
+    };
+    line(
+        "Model weights",
+        4 * p,
+        format!("4 B × {p} parameters (fp32)"),
+    );
+    line("Gradients", 4 * p, format!("4 B × {p} parameters"));
+    line(
+        "Optimizer state (AdamW)",
+        8 * p,
+        format!("2 moments × 4 B × {p} parameters"),
+    );
+    if mixed {
+        line(
+            "Autocast weight copies",
+            2 * p,
+            "2 B × parameters (half-precision casts kept for the step)".into(),
+        );
+    }
+    let input =
+        4 * b * (t * m.image_channels * m.image_size * m.image_size + m.scalar_features + 1);
+    line(
+        "Input batch",
+        input,
+        format!(
+            "4 B × batch {b} × (frames {t} × {}×{}×{} + {} scalars + target)",
+            m.image_channels, m.image_size, m.image_size, m.scalar_features
+        ),
+    );
+    let (encoder, encoder_formula, unit) = if c.gradient_checkpointing {
+        (
+            b * (s.encoder_frame + s.boundary),
+            format!(
+                "batch {b} × (one frame's encoder activations {} + frame embeddings {}): per-frame checkpointing keeps one frame's graph at a time",
+                mib(s.encoder_frame),
+                mib(s.boundary)
+            ),
+            b,
+        )
+    } else {
+        (
+            b * t * s.encoder_frame,
+            format!(
+                "batch {b} × frames {t} × encoder activations per frame {}",
+                mib(s.encoder_frame)
+            ),
+            b * t,
+        )
+    };
+    let precision = if mixed {
+        "2 B (mixed precision)"
+    } else {
+        "4 B (fp32)"
+    };
+    line(
+        "Activations: CNN encoder",
+        encoder,
+        format!("{encoder_formula}; elements × {precision}, pool indices 8 B"),
+    );
+    line(
+        "Activations: temporal, scalars, fusion",
+        b * (s.temporal + s.scalars + s.fusion),
+        format!(
+            "batch {b} × ({} attention layer(s) {} + scalar MLP {} + fusion and head {})",
+            m.attention_layers,
+            mib(s.temporal),
+            mib(s.scalars),
+            mib(s.fusion)
+        ),
+    );
+    line(
+        "Backward workspace",
+        2 * unit * s.largest_frame_tensor,
+        format!(
+            "2 gradient buffers × largest activation ({} per frame) × {unit} frame(s) alive in backward",
+            mib(s.largest_frame_tensor)
+        ),
+    );
+    line(
+        "CUDA context and workspaces",
+        CONTEXT_BYTES,
+        format!(
+            "allowance of {} (to be fit from GPU measurements)",
+            mib(CONTEXT_BYTES)
+        ),
+    );
+    let peak_bytes = lines.iter().map(|l| l.bytes).sum();
+    Estimate {
+        parameters: p,
+        lines,
+        peak_bytes,
+    }
+}
+
+/// The largest batch size whose estimated peak is at most `budget_bytes`, up
+/// to `cap`; None when even a batch of 1 does not fit.
+pub fn largest_batch(c: &Config, budget_bytes: u64, cap: u32) -> Option<u32> {
+    let fits = |b: u32| {
+        estimate(&Config {
+            batch_size: b,
+            ..c.clone()
+        })
+        .peak_bytes
+            <= budget_bytes
+    };
+    if !fits(1) {
+        return None;
+    }
+    // The estimate grows with the batch, so bisect.
+    let (mut lo, mut hi) = (1u32, cap.max(1));
+    if fits(hi) {
+        return Some(hi);
+    }
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if fits(mid) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    Some(lo)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn peak(f: impl FnOnce(&mut Config)) -> u64 {
+        let mut c = Config {
+            image_size: 128,
+            batch_size: 16,
+            ..Config::default()
+        };
+        f(&mut c);
+        estimate(&c).peak_bytes
+    }
+
+    #[test]
+    fn each_lever_lowers_the_peak() {
+        let base = peak(|_| {});
+        assert!(peak(|c| c.gradient_checkpointing = true) < base);
+        assert!(peak(|c| c.mixed_precision = Precision::Bf16) < base);
+        assert!(peak(|c| c.memory_optimized = true) < base);
+        assert!(peak(|c| c.temporal_frames = 4) < base);
+        assert!(peak(|c| c.batch_size = 32) > base);
+    }
+
+    #[test]
+    fn lines_add_up_and_parameters_match_the_model() {
+        let c = Config::default();
+        let e = estimate(&c);
+        assert_eq!(e.peak_bytes, e.lines.iter().map(|l| l.bytes).sum::<u64>());
+        assert_eq!(e.parameters, ModelSpec::from_config(&c).parameter_count());
+        assert_eq!(e.lines[0].bytes, 4 * e.parameters);
+    }
+
+    #[test]
+    fn largest_batch_is_the_edge_of_the_budget() {
+        let c = Config {
+            image_size: 128,
+            ..Config::default()
+        };
+        let budget = 4 * 1024 * MIB;
+        let b = largest_batch(&c, budget, 4096).unwrap();
+        let at = |b: u32| {
+            estimate(&Config {
+                batch_size: b,
+                ..c.clone()
+            })
+            .peak_bytes
+        };
+        assert!(at(b) <= budget && at(b + 1) > budget, "batch {b}");
+        assert_eq!(largest_batch(&c, CONTEXT_BYTES, 4096), None);
+        assert_eq!(largest_batch(&c, u64::MAX, 64), Some(64));
+    }
+}
