@@ -35,7 +35,11 @@ demo: setup build
     "$bin/memdiag" --from configs/gpus/t4.yaml --format table
     step 'memdiag --from configs/gpus/t4.yaml --watch 0.2 --count 3'
     "$bin/memdiag" --from configs/gpus/t4.yaml --watch 0.2 --count 3
-    printf '\nNot built yet: cfgcheck, training, verify-fixes (see README, "Status").\n' >&2
+    step 'memdiag --from configs/gpus/t4.yaml | cfgcheck configs/colab_optimized_full.yaml'
+    "$bin/memdiag" --from configs/gpus/t4.yaml | "$bin/cfgcheck" configs/colab_optimized_full.yaml --format table
+    step 'memdiag | cfgcheck configs/colab_optimized_full.yaml   # this machine'
+    "$bin/memdiag" | "$bin/cfgcheck" configs/colab_optimized_full.yaml --format table
+    printf '\nNot built yet: training, verify-fixes (see README, "Status").\n' >&2
 
 # Build every tool in release mode
 [group('use')]

@@ -82,3 +82,36 @@ fn train_and_memdiag_agree_on_the_gpus_they_see() {
         nvml.gpus.len()
     );
 }
+
+#[test]
+fn memdiag_profile_pipes_into_cfgcheck() {
+    let out =
+        sh("memdiag --from configs/gpus/t4.yaml | cfgcheck configs/colab_optimized_full.yaml");
+    assert!(out.status.success(), "{out:?}");
+    let v: serde_yaml::Value = serde_yaml::from_slice(&out.stdout).unwrap();
+    let r = &v["results"][0];
+    assert_eq!(r["target"]["name"].as_str(), Some("Tesla T4"));
+    assert_eq!(r["target"]["source"].as_str(), Some("profile"));
+    assert_ne!(r["verdict"].as_str(), Some("errors"));
+}
+
+#[test]
+fn live_memdiag_pipes_into_cfgcheck() {
+    let report = report(&sh("memdiag"));
+    let out = sh("memdiag | cfgcheck configs/colab_optimized_full.yaml --format json");
+    let v: serde_yaml::Value = serde_yaml::from_slice(&out.stdout).unwrap();
+    let ids: Vec<&str> = v["results"][0]["findings"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|f| f["id"].as_str().unwrap())
+        .collect();
+    if report.gpus.is_empty() {
+        // compile and fp16 on a machine that has no GPU.
+        assert!(ids.contains(&"gpu-features-without-gpu"), "{ids:?}");
+        assert_eq!(v["results"][0]["target"], serde_yaml::Value::Null);
+    } else {
+        assert!(!ids.contains(&"gpu-features-without-gpu"), "{ids:?}");
+        assert!(v["results"][0]["target"]["name"].is_string());
+    }
+}

@@ -84,8 +84,13 @@ fn saved_per_sample(m: &ModelSpec, ab: u64) -> Saved {
     }
 }
 
+/// A size for a formula: MiB, or KiB when under one MiB.
 fn mib(bytes: u64) -> String {
-    format!("{:.1} MiB", bytes as f64 / MIB as f64)
+    if bytes < MIB {
+        format!("{:.1} KiB", bytes as f64 / 1024.0)
+    } else {
+        format!("{:.1} MiB", bytes as f64 / MIB as f64)
+    }
 }
 
 pub fn estimate(c: &Config) -> Estimate {

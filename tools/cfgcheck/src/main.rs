@@ -1,0 +1,271 @@
+//! cfgcheck: will this config run on that GPU? Known-hazard rules and a memory
+//! estimate (both in `common`), before the run. The target GPU comes from a
+//! memdiag report on stdin, `--gpu FILE`, or nothing.
+
+mod output;
+
+use anyhow::Context;
+use clap::Parser;
+use common::config::{Config, LoadedConfig};
+use common::exit::{self, Failure};
+use common::format::Format;
+use common::report::Report;
+use common::rules::{self, Severity, Target};
+use common::{bad_input, fix};
+use output::{ConfigResult, EstimateOut, Output, TargetInfo};
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "cfgcheck",
+    version,
+    about = "Will this config run on that GPU? Known-hazard rules and a memory estimate, before the run",
+    after_help = "The target GPU: a memdiag report piped on stdin (memdiag | cfgcheck cfg.yaml), \
+                  --gpu FILE (a saved report or configs/gpus/*.yaml), or none (memory rules skipped).\n\
+                  Exit codes: 0 no errors (warnings allowed unless --strict), 1 errors found, \
+                  2 could not check (bad input or usage)."
+)]
+struct Cli {
+    /// Config files to check.
+    #[arg(required_unless_present = "list_rules", value_name = "CONFIG")]
+    configs: Vec<PathBuf>,
+    /// The target GPU's report or profile, instead of stdin.
+    #[arg(long, value_name = "FILE")]
+    gpu: Option<PathBuf>,
+    /// Which GPU of the report [default: the one with most free memory].
+    #[arg(long, value_name = "N")]
+    device: Option<u32>,
+    /// Output format [default: table on a terminal, yaml otherwise]
+    #[arg(long, value_enum)]
+    format: Option<Format>,
+    /// Headroom to keep free on the GPU, in percent.
+    #[arg(long, value_name = "PCT", default_value_t = 10.0, value_parser = parse_margin)]
+    margin: f64,
+    /// Host RAM in GiB for the data-loading rules [default: this machine's].
+    #[arg(long, value_name = "GIB")]
+    host_ram_gib: Option<f64>,
+    /// Warnings fail too (exit 1).
+    #[arg(long)]
+    strict: bool,
+    /// Print the corrected config on stdout (one CONFIG); each change is
+    /// explained on stderr.
+    #[arg(long, conflicts_with = "fit")]
+    fix: bool,
+    /// Print the config with the batch size (and model, if needed) computed
+    /// for the target GPU (one CONFIG).
+    #[arg(long)]
+    fit: bool,
+    /// List the rules and exit.
+    #[arg(long)]
+    list_rules: bool,
+}
+
+fn parse_margin(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if (0.0..100.0).contains(&v) => Ok(v / 100.0),
+        _ => Err(format!("expected a percentage in [0, 100), found {s:?}")),
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    common::cli::run("cfgcheck", || run(&cli))
+}
+
+/// The report to check against: --gpu, else stdin when something is piped or
+/// redirected into it (a terminal or /dev/null means no report).
+fn target_report(cli: &Cli) -> anyhow::Result<Option<Report>> {
+    if let Some(path) = &cli.gpu {
+        return Ok(Some(Report::parse(&common::input::read(path)?)?));
+    }
+    if !stdin_has_data() {
+        return Ok(None);
+    }
+    let input = common::input::read_from("<stdin>", std::io::stdin().lock())?;
+    if input.text.trim().is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(Report::parse(&input)?))
+}
+
+fn stdin_has_data() -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    let stdin = std::io::stdin();
+    if stdin.is_terminal() {
+        return false;
+    }
+    match std::fs::metadata("/dev/stdin") {
+        Ok(m) => m.file_type().is_fifo() || m.file_type().is_file(),
+        Err(_) => false,
+    }
+}
+
+/// MemTotal from /proc/meminfo, in MiB.
+fn host_ram_mib() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kib: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kib / 1024)
+}
+
+fn run(cli: &Cli) -> anyhow::Result<u8> {
+    let mut out = std::io::stdout().lock();
+    if cli.list_rules {
+        for r in rules::RULES {
+            writeln!(out, "{:28} {:8} {}", r.id, r.severity.as_str(), r.summary)?;
+        }
+        return Ok(exit::OK);
+    }
+    if (cli.fix || cli.fit) && cli.configs.len() != 1 {
+        return Err(bad_input!("--fix and --fit take exactly one CONFIG"));
+    }
+    let report = target_report(cli)?;
+    let gpu = match (&report, cli.device) {
+        (Some(r), Some(i)) => Some(r.pick_gpu(Some(i)).ok_or_else(|| {
+            bad_input!(
+                "--device {i}: the report has no GPU {i} (it has {})",
+                r.gpus
+                    .iter()
+                    .map(|g| g.index.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        })?),
+        (Some(r), None) => r.pick_gpu(None),
+        (None, _) => None,
+    };
+    let env = |name: &str| std::env::var(name).ok();
+    let target = Target {
+        gpu,
+        known_no_gpu: report.as_ref().is_some_and(|r| r.gpus.is_empty()),
+        host_ram_mib: match cli.host_ram_gib {
+            Some(g) if g.is_finite() && g > 0.0 => Some((g * 1024.0) as u64),
+            Some(g) => {
+                return Err(bad_input!(
+                    "--host-ram-gib: expected a positive number, found {g}"
+                ))
+            }
+            None => host_ram_mib(),
+        },
+        margin: cli.margin,
+        env: &env,
+    };
+
+    if cli.fix || cli.fit {
+        let loaded = load(&cli.configs[0])?;
+        return edit(cli, &loaded, &target, &mut out);
+    }
+
+    let mut results = Vec::new();
+    let mut bad = false;
+    for path in &cli.configs {
+        // A config that cannot be read is reported and the others still checked.
+        let loaded = match load(path) {
+            Ok(l) => l,
+            Err(e) => {
+                eprintln!("cfgcheck: {e:#}");
+                bad = true;
+                continue;
+            }
+        };
+        let outcome = rules::check(&loaded, &target);
+        results.push(ConfigResult {
+            config: loaded.name.clone(),
+            target: gpu.map(|g| {
+                TargetInfo::of(
+                    g,
+                    report.as_ref().expect("a GPU comes from a report").source,
+                )
+            }),
+            verdict: output::verdict(&outcome.findings),
+            estimate: EstimateOut::from(&outcome.estimate),
+            findings: outcome.findings,
+            skipped: outcome.skipped,
+        });
+    }
+    let result = Output {
+        schema: output::SCHEMA,
+        results,
+    };
+    match Format::resolve(cli.format) {
+        Format::Table => output::write_table(&result, &mut out)?,
+        Format::Yaml => out.write_all(serde_yaml::to_string(&result)?.as_bytes())?,
+        Format::Json => {
+            serde_json::to_writer_pretty(&mut out, &result)?;
+            writeln!(out)?;
+        }
+        Format::Csv => output::write_csv(&result, &mut out)?,
+    }
+    out.flush()?;
+    let worst = result
+        .results
+        .iter()
+        .flat_map(|r| r.findings.iter().map(|f| f.severity))
+        .min();
+    Ok(if bad {
+        exit::BAD_INPUT
+    } else if worst == Some(Severity::Error) || (cli.strict && worst == Some(Severity::Warning)) {
+        exit::FOUND
+    } else {
+        exit::OK
+    })
+}
+
+fn load(path: &std::path::Path) -> anyhow::Result<LoadedConfig> {
+    Config::load(&common::input::read(path)?)
+}
+
+/// --fix / --fit: the edited config on stdout, each change on stderr.
+fn edit(
+    cli: &Cli,
+    loaded: &LoadedConfig,
+    target: &Target,
+    out: &mut dyn Write,
+) -> anyhow::Result<u8> {
+    let plan = if cli.fit {
+        fix::plan_fit(loaded, target).map_err(|e| anyhow::Error::new(Failure::bad_input(e)))?
+    } else {
+        fix::plan_fix(loaded, target)
+    };
+    let text = fix::apply(loaded, &plan).map_err(|e| {
+        anyhow::Error::new(Failure::new(exit::FOUND, format!("{}: {e}", loaded.name)))
+    })?;
+    for c in &plan.changes {
+        eprintln!("cfgcheck: {}: {}: {}", loaded.name, c.key, c.why);
+        eprintln!("          set {}: {}", c.key, c.value);
+    }
+    for u in &plan.unfixable {
+        eprintln!("cfgcheck: {}: cannot fix: {u}", loaded.name);
+    }
+    if plan.changes.is_empty() && plan.unfixable.is_empty() {
+        eprintln!("cfgcheck: {}: nothing to change", loaded.name);
+    }
+    out.write_all(text.as_bytes())
+        .context("writing the config")?;
+    out.flush()?;
+    // The edited config must itself pass: say so through the exit code.
+    let edited = LoadedConfig {
+        config: plan.config.clone(),
+        ..Config::load(&common::input::Input {
+            name: loaded.name.clone(),
+            text,
+        })?
+    };
+    let left = rules::check(&edited, target)
+        .findings
+        .iter()
+        .any(|f| f.severity == Severity::Error || (cli.strict && f.severity == Severity::Warning));
+    Ok(if left || !plan.unfixable.is_empty() {
+        exit::FOUND
+    } else {
+        exit::OK
+    })
+}

@@ -1,0 +1,203 @@
+//! cfgcheck's results: the `cfgcheck/v1` machine format (YAML, JSON, CSV) and
+//! the human table.
+
+use comfy_table::{presets::UTF8_FULL_CONDENSED, ContentArrangement, Table};
+use common::estimate::{Estimate, MIB};
+use common::report::{Gpu, Source};
+use common::rules::{Finding, Severity, Skipped};
+use serde::Serialize;
+use std::io::Write;
+
+pub const SCHEMA: &str = "cfgcheck/v1";
+
+#[derive(Serialize)]
+pub struct Output {
+    pub schema: &'static str,
+    pub results: Vec<ConfigResult>,
+}
+
+#[derive(Serialize)]
+pub struct ConfigResult {
+    pub config: String,
+    pub target: Option<TargetInfo>,
+    /// ok, warnings or errors.
+    pub verdict: &'static str,
+    pub findings: Vec<Finding>,
+    pub skipped: Vec<Skipped>,
+    pub estimate: EstimateOut,
+}
+
+#[derive(Serialize)]
+pub struct TargetInfo {
+    pub index: u32,
+    pub name: Option<String>,
+    pub source: Source,
+    pub total_mib: Option<u64>,
+    pub free_mib: Option<u64>,
+}
+
+impl TargetInfo {
+    pub fn of(gpu: &Gpu, source: Source) -> TargetInfo {
+        TargetInfo {
+            index: gpu.index,
+            name: gpu.name.clone(),
+            source,
+            total_mib: gpu.memory.map(|m| m.total_mib),
+            free_mib: gpu.memory.map(|m| m.free_mib),
+        }
+    }
+}
+
+#[derive(Serialize)]
+pub struct EstimateOut {
+    pub parameters: u64,
+    pub peak_mib: u64,
+    pub lines: Vec<EstimateLine>,
+}
+
+#[derive(Serialize)]
+pub struct EstimateLine {
+    pub component: String,
+    pub mib: f64,
+    pub formula: String,
+}
+
+impl From<&Estimate> for EstimateOut {
+    fn from(e: &Estimate) -> Self {
+        EstimateOut {
+            parameters: e.parameters,
+            peak_mib: e.peak_mib(),
+            lines: e
+                .lines
+                .iter()
+                .map(|l| EstimateLine {
+                    component: l.component.clone(),
+                    mib: (l.bytes as f64 / MIB as f64 * 10.0).round() / 10.0,
+                    formula: l.formula.clone(),
+                })
+                .collect(),
+        }
+    }
+}
+
+pub fn verdict(findings: &[Finding]) -> &'static str {
+    match findings.iter().map(|f| f.severity).min() {
+        Some(Severity::Error) => "errors",
+        Some(Severity::Warning) => "warnings",
+        _ => "ok",
+    }
+}
+
+pub fn write_csv(out: &Output, w: &mut dyn Write) -> anyhow::Result<()> {
+    let mut csv = csv::Writer::from_writer(w);
+    csv.write_record([
+        "config", "target", "verdict", "peak_mib", "id", "severity", "key", "line", "message",
+        "fix",
+    ])?;
+    for r in &out.results {
+        let target = r
+            .target
+            .as_ref()
+            .map(|t| {
+                format!(
+                    "{} (GPU {})",
+                    t.name.as_deref().unwrap_or("unnamed"),
+                    t.index
+                )
+            })
+            .unwrap_or_default();
+        let peak = r.estimate.peak_mib.to_string();
+        if r.findings.is_empty() {
+            csv.write_record([&r.config, &target, r.verdict, &peak, "", "", "", "", "", ""])?;
+        }
+        for f in &r.findings {
+            csv.write_record([
+                r.config.as_str(),
+                &target,
+                r.verdict,
+                &peak,
+                &f.id,
+                f.severity.as_str(),
+                f.key.as_deref().unwrap_or(""),
+                &f.line.map(|l| l.to_string()).unwrap_or_default(),
+                &f.message,
+                &f.fix,
+            ])?;
+        }
+    }
+    csv.flush()?;
+    Ok(())
+}
+
+pub fn write_table(out: &Output, w: &mut dyn Write) -> anyhow::Result<()> {
+    for (i, r) in out.results.iter().enumerate() {
+        if i > 0 {
+            writeln!(w)?;
+        }
+        let target = match &r.target {
+            Some(t) => format!(
+                "{} (GPU {}, {} MiB free of {})",
+                t.name.as_deref().unwrap_or("unnamed GPU"),
+                t.index,
+                t.free_mib.map_or("?".into(), |m| m.to_string()),
+                t.total_mib.map_or("?".into(), |m| m.to_string())
+            ),
+            None => "no target GPU".to_string(),
+        };
+        writeln!(
+            w,
+            "{} · {target} · {} parameters · estimated peak {} MiB",
+            r.config, r.estimate.parameters, r.estimate.peak_mib
+        )?;
+        if r.findings.is_empty() {
+            writeln!(w, "no findings")?;
+        } else {
+            let mut t = Table::new();
+            t.load_preset(UTF8_FULL_CONDENSED)
+                .set_content_arrangement(ContentArrangement::Dynamic)
+                .set_width(120)
+                .set_header(["Severity", "Rule", "Line", "What will happen", "Fix"]);
+            for f in &r.findings {
+                t.add_row([
+                    f.severity.as_str().to_string(),
+                    f.id.clone(),
+                    f.line.map_or(String::new(), |l| l.to_string()),
+                    f.message.clone(),
+                    f.fix.clone(),
+                ]);
+            }
+            writeln!(w, "{t}")?;
+        }
+        for s in &r.skipped {
+            writeln!(w, "skipped {}: {}", s.rules.join(", "), s.reason)?;
+        }
+        let mut t = Table::new();
+        t.load_preset(UTF8_FULL_CONDENSED)
+            .set_content_arrangement(ContentArrangement::Dynamic)
+            .set_width(120)
+            .set_header(["Memory budget (per trial)", "MiB", "Formula"]);
+        for l in &r.estimate.lines {
+            t.add_row([
+                l.component.clone(),
+                format!("{:.1}", l.mib),
+                l.formula.clone(),
+            ]);
+        }
+        t.add_row([
+            "Total (estimated peak)".to_string(),
+            r.estimate.peak_mib.to_string(),
+            String::new(),
+        ]);
+        writeln!(w, "{t}")?;
+        let counts = |s: Severity| r.findings.iter().filter(|f| f.severity == s).count();
+        writeln!(
+            w,
+            "verdict: {} ({} error(s), {} warning(s), {} info)",
+            r.verdict,
+            counts(Severity::Error),
+            counts(Severity::Warning),
+            counts(Severity::Info)
+        )?;
+    }
+    Ok(())
+}

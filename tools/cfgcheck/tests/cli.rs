@@ -1,0 +1,308 @@
+//! cfgcheck as a user runs it: the seed configs against the shipped GPU
+//! profiles, the CUDA-graph hazard, --fix and --fit, and bad input.
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+use std::path::{Path, PathBuf};
+
+fn cfgcheck() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_cfgcheck"));
+    // Results must not depend on the caller's shell.
+    for v in [
+        "PYTORCH_ALLOC_CONF",
+        "PYTORCH_CUDA_ALLOC_CONF",
+        "CUDA_LAUNCH_BLOCKING",
+    ] {
+        c.env_remove(v);
+    }
+    c.current_dir(repo(""));
+    c
+}
+
+fn repo(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(path)
+}
+
+fn yaml(out: &[u8]) -> serde_yaml::Value {
+    serde_yaml::from_slice(out).unwrap()
+}
+
+const SEEDS: [&str; 3] = [
+    "configs/colab_optimized_full.yaml",
+    "configs/colab_full_stable.yaml",
+    "configs/colab_optimized.yaml",
+];
+
+#[test]
+fn seed_configs_run_on_every_profile() {
+    // The seeds ran all three on a T4: no errors anywhere; 50 epochs without
+    // expandable segments is the one warning they share.
+    for gpu in ["t4", "a100-40gb", "h100-80gb"] {
+        let out = cfgcheck()
+            .args(SEEDS)
+            .args([
+                "--gpu",
+                &format!("configs/gpus/{gpu}.yaml"),
+                "--format",
+                "yaml",
+                "--host-ram-gib",
+                "12.7",
+            ])
+            .assert()
+            .success();
+        let v = yaml(&out.get_output().stdout);
+        assert_eq!(v["schema"].as_str(), Some("cfgcheck/v1"));
+        for r in v["results"].as_sequence().unwrap() {
+            assert_eq!(r["verdict"].as_str(), Some("warnings"), "{gpu}: {r:?}");
+            let ids: Vec<&str> = r["findings"]
+                .as_sequence()
+                .unwrap()
+                .iter()
+                .map(|f| f["id"].as_str().unwrap())
+                .collect();
+            assert_eq!(ids, ["allocator-fragmentation"], "{gpu}");
+            assert!(r["estimate"]["peak_mib"].as_u64().unwrap() < 15360);
+        }
+        // --strict makes that warning a failure.
+        cfgcheck()
+            .args(SEEDS)
+            .args(["--gpu", &format!("configs/gpus/{gpu}.yaml"), "--strict"])
+            .assert()
+            .code(1);
+    }
+}
+
+#[test]
+fn reduce_overhead_with_checkpointing_is_caught() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("a.yaml");
+    let text = std::fs::read_to_string(repo(SEEDS[0])).unwrap();
+    let written = text.replace(
+        "torch_compile_mode: \"default\"",
+        "torch_compile_mode: \"reduce-overhead\"",
+    );
+    assert_ne!(written, text);
+    std::fs::write(&cfg, &written).unwrap();
+    cfgcheck()
+        .arg(&cfg)
+        .args(["--gpu", "configs/gpus/t4.yaml", "--format", "csv"])
+        .assert()
+        .code(1)
+        .stdout(predicate::str::contains(
+            "cuda-graphs-checkpointing,error,torch_compile_mode,10,",
+        ))
+        .stdout(predicate::str::contains(
+            "static input data pointer changed",
+        ));
+
+    // --fix: the mode goes back to default, comments and order stay.
+    let out = cfgcheck()
+        .arg(&cfg)
+        .args(["--gpu", "configs/gpus/t4.yaml", "--fix"])
+        .assert()
+        .success();
+    let fixed = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    let changed: Vec<(&str, &str)> = written
+        .lines()
+        .zip(fixed.lines())
+        .filter(|(a, b)| a != b)
+        .collect();
+    assert_eq!(changed.len(), 1, "{changed:?}");
+    assert_eq!(
+        changed[0].1,
+        "torch_compile_mode: \"default\"        # Compatible with gradient checkpointing"
+    );
+    assert!(
+        fixed.starts_with(&text),
+        "everything but the mode is as written"
+    );
+    assert!(
+        fixed.ends_with("environment:\n  PYTORCH_ALLOC_CONF: expandable_segments:True\n"),
+        "{fixed}"
+    );
+    assert!(String::from_utf8_lossy(&out.get_output().stderr).contains("seed 001, Option A"));
+}
+
+#[test]
+fn memory_overflow_against_the_t4_and_fit_on_the_a100() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("big.yaml");
+    std::fs::write(
+        &cfg,
+        "batch_size: 64   # too big\nimage_size: 256\nepochs: 5\n",
+    )
+    .unwrap();
+    let out = cfgcheck()
+        .arg(&cfg)
+        .args(["--gpu", "configs/gpus/t4.yaml", "--format", "json"])
+        .assert()
+        .code(1);
+    let v: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    let f = &v["results"][0]["findings"][0];
+    assert_eq!(f["id"], "memory-exceeds-free");
+    assert_eq!(f["line"], 1);
+    let fix = f["fix"].as_str().unwrap();
+    assert!(
+        fix.contains("largest batch_size that fits")
+            && fix.contains("gradient_checkpointing: true saves"),
+        "{fix}"
+    );
+
+    let out = cfgcheck()
+        .arg(&cfg)
+        .args(["--gpu", "configs/gpus/t4.yaml", "--fix"])
+        .assert()
+        .success();
+    let fixed = dir.path().join("fixed.yaml");
+    std::fs::write(&fixed, &out.get_output().stdout).unwrap();
+    cfgcheck()
+        .arg(&fixed)
+        .args(["--gpu", "configs/gpus/t4.yaml"])
+        .assert()
+        .success();
+
+    let out = cfgcheck()
+        .arg(&cfg)
+        .args(["--gpu", "configs/gpus/a100-40gb.yaml", "--fit"])
+        .assert()
+        .success();
+    let text = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    assert!(
+        text.starts_with("batch_size: ") && text.contains("# too big"),
+        "{text}"
+    );
+    assert_ne!(text.lines().next(), Some("batch_size: 64   # too big"));
+    cfgcheck()
+        .arg(&cfg)
+        .arg("--fit")
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--fit needs a target GPU"));
+}
+
+#[test]
+fn without_a_target_memory_rules_are_skipped_and_said() {
+    let out = cfgcheck()
+        .arg(SEEDS[1])
+        .args(["--format", "yaml"])
+        .assert()
+        .success();
+    let v = yaml(&out.get_output().stdout);
+    let skipped = &v["results"][0]["skipped"][0];
+    assert!(
+        skipped["reason"]
+            .as_str()
+            .unwrap()
+            .contains("no target GPU"),
+        "{skipped:?}"
+    );
+    assert_eq!(v["results"][0]["target"], serde_yaml::Value::Null);
+}
+
+#[test]
+fn bad_inputs_exit_2_naming_file_and_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut bomb = String::from("a: &a [x, x, x, x, x, x, x, x, x]\n");
+    for i in 0..9 {
+        let prev = if i == 0 {
+            "a".to_string()
+        } else {
+            format!("b{}", i - 1)
+        };
+        bomb += &format!("b{i}: &b{i} [*{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}]\n");
+    }
+    let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+        ("empty.yaml", vec![], "empty"),
+        (
+            "garbage.yaml",
+            vec![0x00, 0xff, 0x13, 0x37, 0xc3, 0x28],
+            "not text",
+        ),
+        ("bomb.yaml", bomb.into_bytes(), "repetition limit exceeded"),
+        (
+            "huge.yaml",
+            format!("# {}\n", "x".repeat(10 * 1024 * 1024)).into_bytes(),
+            "larger than 4 MiB",
+        ),
+        (
+            "types.yaml",
+            b"epochs: 5\nbatch_size: [1, 2]\n".to_vec(),
+            "batch_size: invalid type: sequence",
+        ),
+        (
+            "zero.yaml",
+            b"batch_size: 0\n".to_vec(),
+            "line 1: `batch_size`: expected a positive integer, found 0",
+        ),
+        (
+            "unknown.yaml",
+            b"epochs: 5\ngradient_checkpoint: true\n".to_vec(),
+            "line 2: unknown key `gradient_checkpoint`; did you mean `gradient_checkpointing`?",
+        ),
+        (
+            "channels.yaml",
+            b"architecture:\n  channels: [64, -1]\n".to_vec(),
+            "architecture.channels[1]",
+        ),
+    ];
+    for (file, bytes, expected) in cases {
+        let path = dir.path().join(file);
+        std::fs::write(&path, bytes).unwrap();
+        cfgcheck()
+            .arg(&path)
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains(file).and(predicate::str::contains(expected)));
+    }
+    cfgcheck()
+        .arg("/nonexistent.yaml")
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("/nonexistent.yaml: cannot open"));
+    // A report of another schema on stdin.
+    cfgcheck()
+        .arg(SEEDS[0])
+        .write_stdin("schema: memdiag/v2\nsource: nvml\n")
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "<stdin>: field `schema`: expected memdiag/v1, found memdiag/v2",
+        ));
+    // One bad config does not hide the verdicts of the others.
+    let bad = dir.path().join("zero.yaml");
+    cfgcheck()
+        .arg(&bad)
+        .arg(SEEDS[0])
+        .args(["--format", "csv"])
+        .assert()
+        .code(2)
+        .stdout(predicate::str::contains("colab_optimized_full.yaml"));
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    cfgcheck().assert().code(2);
+    cfgcheck()
+        .args([SEEDS[0], SEEDS[1], "--fix"])
+        .assert()
+        .code(2);
+    cfgcheck()
+        .args([SEEDS[0], "--margin", "150"])
+        .assert()
+        .code(2);
+    cfgcheck()
+        .args([SEEDS[0], "--gpu", "configs/gpus/t4.yaml", "--device", "3"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("no GPU 3"));
+}
+
+#[test]
+fn list_rules_names_every_rule() {
+    let out = cfgcheck().arg("--list-rules").assert().success();
+    let text = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    assert_eq!(text.lines().count(), common::rules::RULES.len());
+    assert!(text.contains("cuda-graphs-checkpointing"));
+}
