@@ -76,6 +76,11 @@ test: setup
 bench: build
     python bench/memdiag_oneshot.py --bin "{{ release }}/memdiag" --runs 50
 
+# The estimate's activation lines against the bytes autograd saves (CPU, fp32)
+[group('bench')]
+bench-activations: build
+    python bench/saved_activations.py --cfgcheck "{{ release }}/cfgcheck" configs/colab_optimized_full.yaml configs/colab_full_stable.yaml configs/colab_optimized.yaml
+
 # What CI runs (.ci/run)
 [group('test')]
 ci: test

@@ -189,6 +189,7 @@ fn run(cli: &Cli) -> anyhow::Result<u8> {
             estimate: EstimateOut::from(&outcome.estimate),
             findings: outcome.findings,
             skipped: outcome.skipped,
+            resolved: loaded.config,
         });
     }
     let result = Output {

@@ -2,6 +2,7 @@
 //! the human table.
 
 use comfy_table::{presets::UTF8_FULL_CONDENSED, ContentArrangement, Table};
+use common::config::Config;
 use common::estimate::{Estimate, MIB};
 use common::report::{Gpu, Source};
 use common::rules::{Finding, Severity, Skipped};
@@ -25,6 +26,8 @@ pub struct ConfigResult {
     pub findings: Vec<Finding>,
     pub skipped: Vec<Skipped>,
     pub estimate: EstimateOut,
+    /// The config as checked, every default filled in.
+    pub resolved: Config,
 }
 
 #[derive(Serialize)]
