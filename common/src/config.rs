@@ -120,6 +120,8 @@ pub struct Data {
     /// A safetensors or .npz file with frames, scalars and target; null: the
     /// built-in synthetic dataset.
     pub path: Option<PathBuf>,
+    /// The validation file, same layout, required with `path`.
+    pub val_path: Option<PathBuf>,
     /// Size of the synthetic dataset.
     pub synthetic_train_examples: u64,
     pub synthetic_val_examples: u64,
@@ -129,6 +131,7 @@ impl Default for Data {
     fn default() -> Self {
         Data {
             path: None,
+            val_path: None,
             synthetic_train_examples: 2000,
             synthetic_val_examples: 400,
         }
@@ -434,6 +437,26 @@ impl Config {
                 "expected cross_entropy for task classification".into(),
             )),
             _ => {}
+        }
+        if self.data.path.is_some() && self.data.val_path.is_none() {
+            p.push((
+                "data.val_path".into(),
+                "expected a validation file (same layout as data.path)".into(),
+            ));
+        }
+        for (key, n) in [
+            (
+                "data.synthetic_train_examples",
+                self.data.synthetic_train_examples,
+            ),
+            (
+                "data.synthetic_val_examples",
+                self.data.synthetic_val_examples,
+            ),
+        ] {
+            if self.data.path.is_none() && n == 0 {
+                p.push((key.into(), "expected a positive integer, found 0".into()));
+            }
         }
         if self.warmup_epochs > self.epochs && self.epochs > 0 {
             p.push((

@@ -1,22 +1,58 @@
-//! `train`: the libtorch trainer. This build has one command, `train info`,
-//! which reports the libtorch it runs on; training itself is not built yet
-//! (see README, "Status").
+//! `train`: the libtorch trainer for the seeds' model. `train --config CFG`
+//! trains, `train --resume DIR` continues a killed run, `train info` reports
+//! the libtorch it runs on.
 
+mod checkpoint;
+mod console;
 mod cuda_driver;
+mod data;
 mod info;
+mod metrics;
+mod model;
+mod optim;
+mod run;
+mod step;
+mod trainer;
 
 use clap::{Parser, Subcommand};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Parser)]
 #[command(
     name = "train",
     version,
-    about = "libtorch trainer (today: `train info`)"
+    about = "libtorch trainer for the seeds' model",
+    args_conflicts_with_subcommands = true,
+    after_help = "Exit codes: 0 finished, 1 training failed (reason in summary.yaml and on stderr), \
+                  2 bad input or usage, 3 --device cuda without a GPU."
 )]
 struct Cli {
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
+    /// The config to train.
+    #[arg(
+        long,
+        value_name = "CFG",
+        required_unless_present = "resume",
+        conflicts_with = "resume"
+    )]
+    config: Option<PathBuf>,
+    /// Continue the run in DIR from its last checkpoint.
+    #[arg(long, value_name = "DIR")]
+    resume: Option<PathBuf>,
+    /// Run directory [default: runs/<config name>-<time>].
+    #[arg(long, value_name = "DIR", conflicts_with = "resume")]
+    out: Option<PathBuf>,
+    /// Where to train.
+    #[arg(long, value_enum, default_value = "auto")]
+    device: run::DeviceChoice,
+    /// CPU threads for libtorch [default: libtorch's choice].
+    #[arg(long, value_name = "N")]
+    threads: Option<i32>,
+    /// Set CUDA_LAUNCH_BLOCKING=1, so a CUDA error points at its kernel.
+    #[arg(long)]
+    sync_errors: bool,
 }
 
 #[derive(Subcommand)]
@@ -27,7 +63,17 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    common::cli::run("train", || match cli.command {
-        Command::Info(args) => info::run(&args),
+    common::cli::run("train", || {
+        let opts = run::Options {
+            device: cli.device,
+            threads: cli.threads,
+            sync_errors: cli.sync_errors,
+        };
+        match (&cli.command, &cli.resume, &cli.config) {
+            (Some(Command::Info(args)), _, _) => info::run(args),
+            (None, Some(dir), _) => run::resume(dir, &opts),
+            (None, None, Some(cfg)) => run::start(cfg, cli.out.clone(), &opts),
+            (None, None, None) => unreachable!("clap requires --config or --resume"),
+        }
     })
 }

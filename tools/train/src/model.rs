@@ -1,0 +1,242 @@
+//! The seeds' model in tch, tensor for tensor `common::model::ModelSpec` (same
+//! names, so the estimate's parameter count is this model's, and PyTorch's
+//! bench/reference_model.py loads these weights).
+//!
+//! The encoder always runs frame by frame, as the seeds' model does, so batch
+//! norm sees the same statistics with and without checkpointing. Its dropout
+//! mask is drawn explicitly and handed back, so that checkpointing's
+//! recomputation reuses exactly the mask of the first pass.
+
+use common::config::Config;
+use common::model::ModelSpec;
+use tch::nn;
+use tch::{Kind, Tensor};
+
+struct Block {
+    conv: nn::Conv2D,
+    bn: nn::BatchNorm,
+}
+
+struct Layer {
+    in_proj: nn::Linear,
+    out_proj: nn::Linear,
+    norm1: nn::LayerNorm,
+    fc1: nn::Linear,
+    fc2: nn::Linear,
+    norm2: nn::LayerNorm,
+}
+
+pub struct Net {
+    blocks: Vec<Block>,
+    proj: nn::Linear,
+    pos: Option<Tensor>,
+    layers: Vec<Layer>,
+    heads: i64,
+    scalars: Option<(nn::Linear, nn::Linear)>,
+    fusion: nn::Linear,
+    head: nn::Linear,
+    dropout: f64,
+}
+
+/// How the encoder treats batch norm's running statistics: the first (or
+/// only) pass updates them; checkpointing's recomputation must not again.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum BnStats {
+    Update,
+    Frozen,
+}
+
+impl Net {
+    pub fn new(root: &nn::Path, c: &Config) -> Net {
+        let spec = ModelSpec::from_config(c);
+        let d = spec.embed_dim as i64;
+        let enc = root / "encoder";
+        let blocks = spec
+            .blocks
+            .iter()
+            .enumerate()
+            .map(|(i, b)| {
+                let p = &enc / format!("block{i}");
+                let conv_cfg = nn::ConvConfig {
+                    padding: 1,
+                    bias: false,
+                    ..Default::default()
+                };
+                Block {
+                    conv: nn::conv2d(
+                        &p / "conv",
+                        b.in_channels as i64,
+                        b.out_channels as i64,
+                        3,
+                        conv_cfg,
+                    ),
+                    bn: nn::batch_norm2d(&p / "bn", b.out_channels as i64, Default::default()),
+                }
+            })
+            .collect();
+        let proj = nn::linear(
+            &enc / "proj",
+            spec.cnn_width() as i64,
+            d,
+            Default::default(),
+        );
+        let tmp = root / "temporal";
+        let pos = (spec.attention_layers > 0).then(|| {
+            tmp.var(
+                "pos",
+                &[spec.frames as i64, d],
+                nn::Init::Randn {
+                    mean: 0.0,
+                    stdev: 0.02,
+                },
+            )
+        });
+        let ff = spec.ffn_dim as i64;
+        let layers = (0..spec.attention_layers)
+            .map(|l| {
+                let p = &tmp / format!("layer{l}");
+                let ln = || nn::LayerNormConfig::default();
+                Layer {
+                    in_proj: nn::linear(&p / "attn" / "in_proj", d, 3 * d, Default::default()),
+                    out_proj: nn::linear(&p / "attn" / "out_proj", d, d, Default::default()),
+                    norm1: nn::layer_norm(&p / "norm1", vec![d], ln()),
+                    fc1: nn::linear(&p / "ffn" / "fc1", d, ff, Default::default()),
+                    fc2: nn::linear(&p / "ffn" / "fc2", ff, d, Default::default()),
+                    norm2: nn::layer_norm(&p / "norm2", vec![d], ln()),
+                }
+            })
+            .collect();
+        let scalars = (spec.scalar_features > 0).then(|| {
+            let p = root / "scalars";
+            let h = spec.scalar_hidden as i64;
+            (
+                nn::linear(
+                    &p / "fc1",
+                    spec.scalar_features as i64,
+                    h,
+                    Default::default(),
+                ),
+                nn::linear(&p / "fc2", h, d, Default::default()),
+            )
+        });
+        Net {
+            blocks,
+            proj,
+            pos,
+            layers,
+            heads: spec.heads as i64,
+            scalars,
+            fusion: nn::linear(
+                root / "fusion",
+                spec.fusion_inputs() as i64,
+                d,
+                Default::default(),
+            ),
+            head: nn::linear(root / "head", d, spec.outputs as i64, Default::default()),
+            dropout: c.dropout,
+        }
+    }
+
+    /// Draws the encoder's dropout mask for a batch of `n` frames (inverted
+    /// dropout: kept units scaled by 1/(1-p)), or None when there is none.
+    pub fn encoder_mask(&self, n: i64, d: i64, train: bool, like: &Tensor) -> Option<Tensor> {
+        (train && self.dropout > 0.0).then(|| {
+            let keep = Tensor::rand([n, d], (Kind::Float, like.device())).ge(self.dropout);
+            keep.to_kind(Kind::Float) / (1.0 - self.dropout)
+        })
+    }
+
+    pub fn embed_dim(&self) -> i64 {
+        self.proj.ws.size()[0]
+    }
+
+    /// One frame for the whole batch: [B, C, H, W] -> [B, d].
+    pub fn encode_frame(
+        &self,
+        x: &Tensor,
+        train: bool,
+        stats: BnStats,
+        mask: Option<&Tensor>,
+    ) -> Tensor {
+        let mut x = x.shallow_clone();
+        for b in &self.blocks {
+            let y = x.apply(&b.conv);
+            let y = match (train, stats) {
+                (true, BnStats::Frozen) => y.batch_norm(
+                    b.bn.ws.as_ref(),
+                    b.bn.bs.as_ref(),
+                    None::<&Tensor>,
+                    None::<&Tensor>,
+                    true,
+                    0.1,
+                    1e-5,
+                    true,
+                ),
+                _ => y.apply_t(&b.bn, train),
+            };
+            x = y.relu().max_pool2d([2, 2], [2, 2], [0, 0], [1, 1], false);
+        }
+        let x = x
+            .mean_dim(&[2i64, 3][..], false, Kind::Float)
+            .apply(&self.proj)
+            .relu();
+        match mask {
+            Some(m) => x * m,
+            None => x,
+        }
+    }
+
+    /// Everything after the encoder: frame embeddings [B, T, d] and scalars
+    /// [B, S] -> outputs [B, out].
+    pub fn head_forward(&self, emb: &Tensor, scalars: &Tensor, train: bool) -> Tensor {
+        let mut x = emb.shallow_clone();
+        if let Some(pos) = &self.pos {
+            x = x + pos;
+        }
+        for l in &self.layers {
+            let a = self.attention(l, &x).dropout(self.dropout, train);
+            x = (&x + a).apply(&l.norm1);
+            let f = x
+                .apply(&l.fc1)
+                .relu()
+                .apply(&l.fc2)
+                .dropout(self.dropout, train);
+            x = (&x + f).apply(&l.norm2);
+        }
+        let mut x = x.mean_dim(&[1i64][..], false, Kind::Float);
+        if let Some((fc1, fc2)) = &self.scalars {
+            let s = scalars.apply(fc1).relu().apply(fc2).relu();
+            x = Tensor::cat(&[x, s], 1);
+        }
+        x.apply(&self.fusion)
+            .relu()
+            .dropout(self.dropout, train)
+            .apply(&self.head)
+    }
+
+    fn attention(&self, l: &Layer, x: &Tensor) -> Tensor {
+        let (b, t, d) = x.size3().expect("[B, T, d]");
+        let hd = d / self.heads;
+        let qkv = x.apply(&l.in_proj).chunk(3, -1);
+        let split = |z: &Tensor| z.view([b, t, self.heads, hd]).transpose(1, 2);
+        let (q, k, v) = (split(&qkv[0]), split(&qkv[1]), split(&qkv[2]));
+        let att = (q.matmul(&k.transpose(-2, -1)) / (hd as f64).sqrt()).softmax(-1, Kind::Float);
+        att.matmul(&v)
+            .transpose(1, 2)
+            .reshape([b, t, d])
+            .apply(&l.out_proj)
+    }
+
+    /// The whole forward without checkpointing: frames [B, T, C, H, W].
+    pub fn forward(&self, frames: &Tensor, scalars: &Tensor, train: bool) -> Tensor {
+        let (b, t) = (frames.size()[0], frames.size()[1]);
+        let d = self.embed_dim();
+        let emb: Vec<Tensor> = (0..t)
+            .map(|i| {
+                let mask = self.encoder_mask(b, d, train, frames);
+                self.encode_frame(&frames.select(1, i), train, BnStats::Update, mask.as_ref())
+            })
+            .collect();
+        self.head_forward(&Tensor::stack(&emb, 1), scalars, train)
+    }
+}

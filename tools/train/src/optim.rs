@@ -1,0 +1,155 @@
+//! AdamW in Rust (tch's optimizer state cannot be saved), its learning-rate
+//! schedule and gradient clipping. The update is PyTorch's AdamW, so the two
+//! agree step for step; its moments go into the checkpoint for exact resume.
+
+use std::collections::HashMap;
+use tch::{nn::VarStore, Kind, Tensor};
+
+pub struct AdamW {
+    /// Updates taken so far (bias correction uses it).
+    pub steps: i64,
+    names: Vec<String>,
+    params: Vec<Tensor>,
+    m: Vec<Tensor>,
+    v: Vec<Tensor>,
+    weight_decay: f64,
+}
+
+const BETA1: f64 = 0.9;
+const BETA2: f64 = 0.999;
+const EPS: f64 = 1e-8;
+
+impl AdamW {
+    /// Over every trainable variable of `vs`, in name order.
+    pub fn new(vs: &VarStore, weight_decay: f64) -> AdamW {
+        let mut vars: Vec<(String, Tensor)> = vs
+            .variables()
+            .into_iter()
+            .filter(|(_, t)| t.requires_grad())
+            .collect();
+        vars.sort_by(|a, b| a.0.cmp(&b.0));
+        let m = vars.iter().map(|(_, t)| t.zeros_like()).collect();
+        let v = vars.iter().map(|(_, t)| t.zeros_like()).collect();
+        let (names, params) = vars.into_iter().unzip();
+        AdamW {
+            steps: 0,
+            names,
+            params,
+            m,
+            v,
+            weight_decay,
+        }
+    }
+
+    pub fn zero_grad(&mut self) {
+        for p in &mut self.params {
+            p.zero_grad();
+        }
+    }
+
+    /// Scales gradients so their global L2 norm is at most `max`, as
+    /// torch.nn.utils.clip_grad_norm_; returns the norm before clipping.
+    pub fn clip_grad_norm(&self, max: f64) -> f64 {
+        tch::no_grad(|| {
+            let grads: Vec<Tensor> = self
+                .params
+                .iter()
+                .map(Tensor::grad)
+                .filter(Tensor::defined)
+                .collect();
+            if grads.is_empty() {
+                return 0.0;
+            }
+            let norms: Vec<Tensor> = grads
+                .iter()
+                .map(|g| g.norm().to_kind(Kind::Double))
+                .collect();
+            let total = Tensor::stack(&norms, 0).norm().double_value(&[]);
+            let coef = max / (total + 1e-6);
+            if coef < 1.0 {
+                for mut g in grads {
+                    let _ = g.g_mul_scalar_(coef);
+                }
+            }
+            total
+        })
+    }
+
+    pub fn step(&mut self, lr: f64) {
+        self.steps += 1;
+        let t = self.steps as i32;
+        let bc1 = 1.0 - BETA1.powi(t);
+        let bc2 = 1.0 - BETA2.powi(t);
+        tch::no_grad(|| {
+            for ((p, m), v) in self.params.iter_mut().zip(&mut self.m).zip(&mut self.v) {
+                let g = p.grad();
+                if !g.defined() {
+                    continue;
+                }
+                let _ = p.g_mul_scalar_(1.0 - lr * self.weight_decay);
+                let _ = m.g_mul_scalar_(BETA1);
+                let _ = m.g_add_(&(&g * (1.0 - BETA1)));
+                let _ = v.g_mul_scalar_(BETA2);
+                let _ = v.g_add_(&(&g * &g * (1.0 - BETA2)));
+                let denom = v.sqrt() / bc2.sqrt() + EPS;
+                let _ = p.g_sub_(&(m.as_ref() / denom * (lr / bc1)));
+            }
+        });
+    }
+
+    /// The moments, named `optim.m.<param>` and `optim.v.<param>`.
+    pub fn state(&self) -> Vec<(String, Tensor)> {
+        let mut out = Vec::new();
+        for (i, n) in self.names.iter().enumerate() {
+            out.push((format!("optim.m.{n}"), self.m[i].shallow_clone()));
+            out.push((format!("optim.v.{n}"), self.v[i].shallow_clone()));
+        }
+        out
+    }
+
+    pub fn load_state(
+        &mut self,
+        tensors: &HashMap<String, Tensor>,
+        steps: i64,
+    ) -> anyhow::Result<()> {
+        tch::no_grad(|| -> anyhow::Result<()> {
+            for (i, n) in self.names.iter().enumerate() {
+                for (kind, dst) in [("m", &mut self.m[i]), ("v", &mut self.v[i])] {
+                    let key = format!("optim.{kind}.{n}");
+                    let src = tensors
+                        .get(&key)
+                        .ok_or_else(|| common::bad_input!("checkpoint lacks `{key}`"))?;
+                    dst.f_copy_(&src.to_device(dst.device()))?;
+                }
+            }
+            Ok(())
+        })?;
+        self.steps = steps;
+        Ok(())
+    }
+}
+
+/// Linear warm-up to `base` over `warmup` steps, then cosine decay to 0 at
+/// `total`. `step` counts from 0.
+pub fn lr_at(base: f64, step: u64, warmup: u64, total: u64) -> f64 {
+    if step < warmup {
+        return base * (step + 1) as f64 / warmup as f64;
+    }
+    let span = total.saturating_sub(warmup).max(1);
+    let progress = ((step - warmup) as f64 / span as f64).min(1.0);
+    base * 0.5 * (1.0 + (std::f64::consts::PI * progress).cos())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schedule_warms_up_then_decays() {
+        assert!((lr_at(1.0, 0, 4, 20) - 0.25).abs() < 1e-12);
+        assert!((lr_at(1.0, 3, 4, 20) - 1.0).abs() < 1e-12);
+        assert!((lr_at(1.0, 4, 4, 20) - 1.0).abs() < 1e-12);
+        assert!(lr_at(1.0, 12, 4, 20) < 1.0 && lr_at(1.0, 12, 4, 20) > 0.0);
+        assert!(lr_at(1.0, 19, 4, 20) < 0.05);
+    }
+}

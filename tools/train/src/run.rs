@@ -1,0 +1,280 @@
+//! `train --config CFG` and `train --resume DIR`: the run directory, the
+//! environment the run gets, and summary.yaml at the end.
+//!
+//! Run directory: config.yaml (the resolved config), metrics.csv,
+//! best.safetensors, checkpoint.safetensors, summary.yaml (README, "train").
+
+use crate::checkpoint;
+use crate::console::{Console, MetricsCsv};
+use crate::trainer::{Listener, Stop, Trainer, CHECKPOINT};
+use common::bad_input;
+use common::config::{Config, Precision};
+use common::exit;
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::time::{Instant, SystemTime};
+use tch::Device;
+
+pub const SUMMARY_SCHEMA: &str = "train-summary/v1";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum DeviceChoice {
+    Auto,
+    Cpu,
+    Cuda,
+}
+
+pub struct Options {
+    pub device: DeviceChoice,
+    pub threads: Option<i32>,
+    pub sync_errors: bool,
+}
+
+#[derive(Serialize)]
+struct Summary<'a> {
+    schema: &'static str,
+    status: &'static str,
+    stop_reason: String,
+    /// The failure's class (out-of-memory, non-finite-loss, ...), null when
+    /// it finished.
+    error_class: Option<&'static str>,
+    config: &'a str,
+    device: String,
+    parameters: i64,
+    epochs_completed: u32,
+    resumed_at_epoch: Option<u32>,
+    best: Option<Best>,
+    last: Option<&'a crate::trainer::EpochRecord>,
+    time_s: f64,
+    peak_memory: PeakMemory,
+    /// Config settings this trainer does not apply, said rather than ignored.
+    not_applied: Vec<String>,
+}
+
+#[derive(Serialize)]
+struct Best {
+    epoch: u32,
+    val_loss: f64,
+}
+
+#[derive(Serialize)]
+struct PeakMemory {
+    allocated_mib: Option<f64>,
+    reserved_mib: Option<f64>,
+    note: String,
+}
+
+/// Settings in the config that this build of train does not apply.
+pub fn not_applied(c: &Config, device: Device) -> Vec<String> {
+    let mut out = Vec::new();
+    if c.torch_compile {
+        out.push(format!(
+            "torch_compile (mode {}): libtorch has no torch.compile; this trainer runs eager",
+            c.torch_compile_mode.as_str()
+        ));
+    }
+    if c.mixed_precision != Precision::Off {
+        out.push(format!(
+            "mixed_precision {:?}: autocast and the fp16 loss scaler are not built yet; training runs in fp32{}",
+            c.mixed_precision,
+            if device == Device::Cpu { " (and this is a CPU run)" } else { "" }
+        ));
+    }
+    if c.num_workers > 0 {
+        out.push(format!(
+            "num_workers {}: the dataset is held in memory and batched in-process; no worker processes",
+            c.num_workers
+        ));
+    }
+    if c.pin_memory {
+        out.push("pin_memory: not used (the dataset is moved to the device once)".to_string());
+    }
+    out
+}
+
+/// The variables the run gets: the config's `environment`, expandable
+/// segments unless the user chose an allocator setting (seed 004), and
+/// CUDA_LAUNCH_BLOCKING=1 with --sync-errors. Set before CUDA starts.
+pub fn apply_environment(c: &Config, sync_errors: bool) -> Vec<String> {
+    let mut said = Vec::new();
+    for (k, v) in &c.environment {
+        std::env::set_var(k, v);
+    }
+    if std::env::var_os("PYTORCH_ALLOC_CONF").is_none()
+        && std::env::var_os("PYTORCH_CUDA_ALLOC_CONF").is_none()
+    {
+        std::env::set_var("PYTORCH_ALLOC_CONF", "expandable_segments:True");
+        said.push("PYTORCH_ALLOC_CONF=expandable_segments:True (train's default; set it yourself to choose)".to_string());
+    }
+    if sync_errors {
+        std::env::set_var("CUDA_LAUNCH_BLOCKING", "1");
+        said.push(
+            "CUDA_LAUNCH_BLOCKING=1 (--sync-errors: errors point at their kernel, 10-20% slower)"
+                .to_string(),
+        );
+    }
+    said
+}
+
+/// `cpu` or `cuda:N`, as PyTorch writes devices.
+pub fn device_name(d: Device) -> String {
+    match d {
+        Device::Cuda(i) => format!("cuda:{i}"),
+        Device::Cpu => "cpu".to_string(),
+        other => format!("{other:?}").to_lowercase(),
+    }
+}
+
+fn pick_device(choice: DeviceChoice) -> anyhow::Result<Device> {
+    match choice {
+        DeviceChoice::Cpu => Ok(Device::Cpu),
+        DeviceChoice::Auto => Ok(Device::cuda_if_available()),
+        DeviceChoice::Cuda if tch::Cuda::is_available() => Ok(Device::Cuda(0)),
+        DeviceChoice::Cuda => Err(anyhow::Error::new(exit::Failure::new(
+            exit::NO_GPU,
+            "--device cuda: libtorch sees no CUDA device (see `train info`)",
+        ))),
+    }
+}
+
+fn default_out(config_path: &Path) -> PathBuf {
+    let stem = config_path
+        .file_stem()
+        .map_or("run".into(), |s| s.to_string_lossy().into_owned());
+    let time = humantime::format_rfc3339_seconds(SystemTime::now())
+        .to_string()
+        .replace(':', "");
+    PathBuf::from("runs").join(format!("{stem}-{}", time.trim_end_matches('Z')))
+}
+
+/// A fresh run of `config_path` into `out`.
+pub fn start(config_path: &Path, out: Option<PathBuf>, opts: &Options) -> anyhow::Result<u8> {
+    let loaded = Config::load(&common::input::read(config_path)?)?;
+    let out = out.unwrap_or_else(|| default_out(config_path));
+    if out.join(CHECKPOINT).exists() {
+        return Err(bad_input!(
+            "{}: already holds a run; continue it with `train --resume {0}` or choose another --out",
+            out.display()
+        ));
+    }
+    std::fs::create_dir_all(&out)
+        .map_err(|e| bad_input!("{}: cannot create: {e}", out.display()))?;
+    checkpoint::write_atomic(&out.join("config.yaml"), loaded.config.to_yaml().as_bytes())?;
+    go(loaded.config, &loaded.name, out, None, opts)
+}
+
+/// Continues the run in `dir` from its last checkpoint.
+pub fn resume(dir: &Path, opts: &Options) -> anyhow::Result<u8> {
+    let config_path = dir.join("config.yaml");
+    if !dir.join(CHECKPOINT).exists() {
+        return Err(bad_input!(
+            "{}: no {CHECKPOINT}; nothing to resume (a run writes it at the end of its first epoch)",
+            dir.display()
+        ));
+    }
+    let loaded = Config::load(&common::input::read(&config_path)?)?;
+    go(
+        loaded.config,
+        &loaded.name,
+        dir.to_path_buf(),
+        Some(dir),
+        opts,
+    )
+}
+
+fn go(
+    config: Config,
+    name: &str,
+    out: PathBuf,
+    resume_from: Option<&Path>,
+    opts: &Options,
+) -> anyhow::Result<u8> {
+    let env_notes = apply_environment(&config, opts.sync_errors);
+    if let Some(n) = opts.threads {
+        tch::set_num_threads(n);
+    }
+    let device = pick_device(opts.device)?;
+    let started = Instant::now();
+    let mut trainer = Trainer::new(config.clone(), out.clone(), device)?;
+    if let Some(dir) = resume_from {
+        trainer.resume(dir)?;
+    }
+    let params = trainer.parameter_count();
+    eprintln!(
+        "train: {name} · {} · {params} parameters (cfgcheck's estimate: {}) · run directory {}",
+        device_name(device),
+        trainer.expected_parameters(),
+        out.display()
+    );
+    for n in &env_notes {
+        eprintln!("train: environment: {n}");
+    }
+    let skipped = not_applied(&config, device);
+    for n in &skipped {
+        eprintln!("train: not applied: {n}");
+    }
+    if let Some(dir) = resume_from {
+        eprintln!(
+            "train: resuming {} at epoch {}",
+            dir.display(),
+            trainer.start_epoch
+        );
+    }
+    let resumed_at = resume_from.map(|_| trainer.start_epoch);
+    if trainer.start_epoch > config.epochs {
+        eprintln!(
+            "train: the run already finished all {} epochs",
+            config.epochs
+        );
+        return Ok(exit::OK);
+    }
+    let mut console = Console::new();
+    let mut csv = MetricsCsv::open(&out.join("metrics.csv"), trainer.start_epoch)?;
+    let stop = trainer.run(&mut [&mut console as &mut dyn Listener, &mut csv])?;
+    let (status, reason, class, code) = match &stop {
+        Stop::Finished => (
+            "finished",
+            format!("completed {} epochs", config.epochs),
+            None,
+            exit::OK,
+        ),
+        Stop::Failed { class, reason } => ("failed", reason.clone(), Some(*class), exit::FOUND),
+    };
+    let summary = Summary {
+        schema: SUMMARY_SCHEMA,
+        status,
+        stop_reason: reason.clone(),
+        error_class: class,
+        config: name,
+        device: device_name(device),
+        parameters: params,
+        epochs_completed: trainer
+            .last
+            .as_ref()
+            .map_or(trainer.start_epoch - 1, |r| r.epoch),
+        resumed_at_epoch: resumed_at,
+        best: trainer
+            .best
+            .map(|(epoch, val_loss)| Best { epoch, val_loss }),
+        last: trainer.last.as_ref(),
+        time_s: started.elapsed().as_secs_f64(),
+        peak_memory: PeakMemory {
+            allocated_mib: None,
+            reserved_mib: None,
+            note: if device == Device::Cpu {
+                "not available on CPU".to_string()
+            } else {
+                "not available: the allocator view (C++ shim) is not built yet".to_string()
+            },
+        },
+        not_applied: skipped,
+    };
+    checkpoint::write_atomic(
+        &out.join("summary.yaml"),
+        serde_yaml::to_string(&summary)?.as_bytes(),
+    )?;
+    if code != exit::OK {
+        eprintln!("train: failed: {reason}");
+    }
+    Ok(code)
+}

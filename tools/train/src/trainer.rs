@@ -1,0 +1,362 @@
+//! The training loop. It neither prints nor formats: it emits events that the
+//! console and metrics.csv consume (burn-train's shape), and it owns when to
+//! save (every epoch, and the best model) while `checkpoint` owns how.
+//!
+//! Resume is exact: the data order is a function of (seed, epoch), dropout's
+//! RNG is reseeded from (seed, global step) before each step, and the
+//! checkpoint holds the weights, batch-norm statistics and AdamW's moments.
+
+use crate::checkpoint;
+use crate::data::{self, Dataset};
+use crate::metrics::{self, TaskMetrics};
+use crate::model::Net;
+use crate::optim::{self, AdamW};
+use crate::step;
+use common::config::{Config, Task};
+use common::model::ModelSpec;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+use tch::{nn, Device, Kind, Tensor};
+
+pub const CHECKPOINT: &str = "checkpoint.safetensors";
+pub const BEST: &str = "best.safetensors";
+pub const CHECKPOINT_SCHEMA: &str = "train-checkpoint/v1";
+
+#[derive(Clone, Debug, Serialize)]
+pub struct EpochRecord {
+    pub epoch: u32,
+    pub epochs: u32,
+    pub train_loss: f64,
+    pub val_loss: f64,
+    pub lr: f64,
+    pub seconds: f64,
+    pub samples_per_s: f64,
+    /// Peak GPU memory in the epoch; None where it cannot be read (CPU).
+    pub peak_allocated_mib: Option<f64>,
+    pub peak_reserved_mib: Option<f64>,
+    #[serde(flatten)]
+    pub metrics: TaskMetrics,
+}
+
+pub enum Event<'a> {
+    Batch {
+        epoch: u32,
+        done: u64,
+        total: u64,
+        loss: f64,
+    },
+    EpochEnd(&'a EpochRecord),
+    NewBest {
+        val_loss: f64,
+    },
+}
+
+pub trait Listener {
+    fn on(&mut self, event: &Event) -> anyhow::Result<()>;
+}
+
+pub struct Trainer {
+    pub config: Config,
+    pub out: PathBuf,
+    pub device: Device,
+    vs: nn::VarStore,
+    net: Net,
+    opt: AdamW,
+    train: Dataset,
+    val: Dataset,
+    /// First epoch to run (1-based); > 1 after a resume.
+    pub start_epoch: u32,
+    pub best: Option<(u32, f64)>,
+    pub last: Option<EpochRecord>,
+}
+
+#[derive(Debug)]
+pub enum Stop {
+    Finished,
+    /// Training cannot go on; the reason and its class go to summary.yaml.
+    Failed {
+        class: &'static str,
+        reason: String,
+    },
+}
+
+impl Trainer {
+    pub fn new(config: Config, out: PathBuf, device: Device) -> anyhow::Result<Trainer> {
+        let (train, val) = data::load(&config)?;
+        check_labels(&config, &train, "training")?;
+        check_labels(&config, &val, "validation")?;
+        let vs = nn::VarStore::new(device);
+        tch::manual_seed(config.seed as i64);
+        let net = Net::new(&vs.root(), &config);
+        let opt = AdamW::new(&vs, config.weight_decay);
+        Ok(Trainer {
+            train: train.to(device),
+            val: val.to(device),
+            config,
+            out,
+            device,
+            vs,
+            net,
+            opt,
+            start_epoch: 1,
+            best: None,
+            last: None,
+        })
+    }
+
+    pub fn parameter_count(&self) -> i64 {
+        self.vs
+            .variables()
+            .values()
+            .filter(|t| t.requires_grad())
+            .map(Tensor::numel)
+            .sum::<usize>() as i64
+    }
+
+    /// Model tensors by name (weights and batch-norm statistics).
+    pub fn named_weights(&self) -> Vec<(String, Tensor)> {
+        let mut v: Vec<(String, Tensor)> = self.vs.variables().into_iter().collect();
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v
+    }
+
+    fn steps_per_epoch(&self) -> u64 {
+        (self.train.len() as u64).div_ceil(u64::from(self.config.batch_size))
+    }
+
+    /// Restores the state of `dir`'s checkpoint.
+    pub fn resume(&mut self, dir: &Path) -> anyhow::Result<()> {
+        let path = dir.join(CHECKPOINT);
+        let name = path.display();
+        let loaded = checkpoint::load(&path)?;
+        let meta = |k: &str| {
+            loaded
+                .metadata
+                .get(k)
+                .cloned()
+                .ok_or_else(|| common::bad_input!("{name}: metadata lacks `{k}`"))
+        };
+        if meta("schema")? != CHECKPOINT_SCHEMA {
+            return Err(common::bad_input!(
+                "{name}: expected a {CHECKPOINT_SCHEMA} checkpoint"
+            ));
+        }
+        let num = |k: &str| -> anyhow::Result<f64> {
+            meta(k)?
+                .parse()
+                .map_err(|_| common::bad_input!("{name}: metadata `{k}` is not a number"))
+        };
+        tch::no_grad(|| -> anyhow::Result<()> {
+            for (n, mut t) in self.vs.variables() {
+                let src = loaded.tensors.get(&n).ok_or_else(|| {
+                    common::bad_input!("{name}: no tensor `{n}` (a checkpoint of another model?)")
+                })?;
+                if src.size() != t.size() {
+                    return Err(common::bad_input!(
+                        "{name}: tensor `{n}` has shape {:?}, the model {:?}",
+                        src.size(),
+                        t.size()
+                    ));
+                }
+                t.f_copy_(&src.to_device(self.device))?;
+            }
+            Ok(())
+        })?;
+        self.opt
+            .load_state(&loaded.tensors, num("adam_steps")? as i64)?;
+        self.start_epoch = num("epoch")? as u32 + 1;
+        let best_epoch = num("best_epoch")? as u32;
+        self.best =
+            (best_epoch > 0).then(|| (best_epoch, num("best_val_loss").unwrap_or(f64::INFINITY)));
+        Ok(())
+    }
+
+    fn save_checkpoint(&self, epoch: u32) -> anyhow::Result<()> {
+        let mut tensors = self.named_weights();
+        tensors.extend(self.opt.state());
+        let (best_epoch, best_loss) = self.best.unwrap_or((0, f64::INFINITY));
+        let meta: BTreeMap<String, String> = [
+            ("schema", CHECKPOINT_SCHEMA.to_string()),
+            ("epoch", epoch.to_string()),
+            ("adam_steps", self.opt.steps.to_string()),
+            ("best_epoch", best_epoch.to_string()),
+            ("best_val_loss", best_loss.to_string()),
+            // Dropout's RNG is reseeded from (seed, step) each step, and the
+            // data order from (seed, epoch): these two numbers are its state.
+            ("seed", self.config.seed.to_string()),
+            (
+                "global_step",
+                (u64::from(epoch) * self.steps_per_epoch()).to_string(),
+            ),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        checkpoint::save(&self.out.join(CHECKPOINT), &tensors, meta)
+    }
+
+    /// Runs the remaining epochs. A failure of the run itself (a non-finite
+    /// loss, a libtorch error) is a `Stop::Failed`; I/O errors are errors.
+    pub fn run(&mut self, listeners: &mut [&mut dyn Listener]) -> anyhow::Result<Stop> {
+        let c = self.config.clone();
+        let steps = self.steps_per_epoch();
+        let total = steps * u64::from(c.epochs);
+        let warmup = steps * u64::from(c.warmup_epochs);
+        let n = self.train.len() as usize;
+        for epoch in self.start_epoch..=c.epochs {
+            let started = Instant::now();
+            let order = data::shuffled(n, c.seed, u64::from(epoch));
+            let mut loss_sum = 0.0;
+            let mut seen = 0i64;
+            let mut lr = 0.0;
+            for (i, chunk) in order.chunks(c.batch_size as usize).enumerate() {
+                let global = u64::from(epoch - 1) * steps + i as u64;
+                lr = optim::lr_at(c.learning_rate, global, warmup, total);
+                tch::manual_seed(
+                    (c.seed as i64)
+                        .wrapping_mul(1_000_003)
+                        .wrapping_add(global as i64),
+                );
+                let idx = Tensor::from_slice(chunk).to_device(self.device);
+                let (frames, scalars, target) = self.train.batch(&idx);
+                self.opt.zero_grad();
+                let loss = match step::forward_backward(
+                    &self.net,
+                    &c,
+                    &frames,
+                    &scalars,
+                    &target,
+                    c.gradient_checkpointing,
+                ) {
+                    Ok(l) => l,
+                    Err(e) => {
+                        return Ok(Stop::Failed {
+                            class: "other",
+                            reason: format!("epoch {epoch} step {}: {e}", i + 1),
+                        })
+                    }
+                };
+                if !loss.is_finite() {
+                    return Ok(Stop::Failed {
+                        class: "non-finite-loss",
+                        reason: format!("loss is {loss} at epoch {epoch} step {}", i + 1),
+                    });
+                }
+                if let Some(max) = c.grad_clip {
+                    self.opt.clip_grad_norm(max);
+                }
+                self.opt.step(lr);
+                loss_sum += loss * chunk.len() as f64;
+                seen += chunk.len() as i64;
+                for l in listeners.iter_mut() {
+                    l.on(&Event::Batch {
+                        epoch,
+                        done: i as u64 + 1,
+                        total: steps,
+                        loss,
+                    })?;
+                }
+            }
+            let train_seconds = started.elapsed().as_secs_f64();
+            let (val_loss, metrics) = self.evaluate();
+            let record = EpochRecord {
+                epoch,
+                epochs: c.epochs,
+                train_loss: loss_sum / seen.max(1) as f64,
+                val_loss,
+                lr,
+                seconds: started.elapsed().as_secs_f64(),
+                samples_per_s: seen as f64 / train_seconds.max(1e-9),
+                peak_allocated_mib: None,
+                peak_reserved_mib: None,
+                metrics,
+            };
+            let improved = self.best.is_none_or(|(_, b)| val_loss < b);
+            if improved {
+                self.best = Some((epoch, val_loss));
+                checkpoint::save(&self.out.join(BEST), &self.named_weights(), BTreeMap::new())?;
+            }
+            // The checkpoint goes last: once it names this epoch, everything
+            // of the epoch (metrics row, best model) is on disk.
+            for l in listeners.iter_mut() {
+                l.on(&Event::EpochEnd(&record))?;
+                if improved {
+                    l.on(&Event::NewBest { val_loss })?;
+                }
+            }
+            self.save_checkpoint(epoch)?;
+            self.last = Some(record);
+        }
+        Ok(Stop::Finished)
+    }
+
+    /// Validation loss and task metrics, in eval mode without gradients.
+    pub fn evaluate(&self) -> (f64, TaskMetrics) {
+        let c = &self.config;
+        let _guard = tch::no_grad_guard();
+        let n = self.val.len();
+        let mut outs = Vec::new();
+        let mut loss_sum = 0.0;
+        for start in (0..n).step_by(c.batch_size as usize) {
+            let len = (c.batch_size as i64).min(n - start);
+            let idx = Tensor::arange_start(start, start + len, (Kind::Int64, self.device));
+            let (frames, scalars, target) = self.val.batch(&idx);
+            let out = self.net.forward(&frames, &scalars, false);
+            loss_sum += step::loss(c, &out, &target).double_value(&[]) * len as f64;
+            outs.push(out);
+        }
+        let out = Tensor::cat(&outs, 0);
+        let metrics = match c.task {
+            Task::Regression => metrics::regression(&out, &self.val.target),
+            Task::Classification => {
+                metrics::classification(&out, &self.val.target, c.num_labels as i64)
+            }
+        };
+        (loss_sum / n.max(1) as f64, metrics)
+    }
+
+    /// The estimate's parameter count, for the start-up line.
+    pub fn expected_parameters(&self) -> u64 {
+        ModelSpec::from_config(&self.config).parameter_count()
+    }
+}
+
+/// Seed 004's defensive data pass: labels in [0, num_labels), no NaN or inf,
+/// before anything touches the GPU.
+fn check_labels(c: &Config, d: &Dataset, which: &str) -> anyhow::Result<()> {
+    let bad_at = |mask: Tensor| -> Option<i64> {
+        let idx = mask.nonzero();
+        (idx.size()[0] > 0).then(|| idx.int64_value(&[0, 0]))
+    };
+    let flat = |t: &Tensor| t.reshape([t.size()[0], -1]).to_kind(Kind::Float);
+    for (name, t) in [("frames", &d.frames), ("scalars", &d.scalars)] {
+        if t.numel() > 0 {
+            if let Some(i) = bad_at(flat(t).isfinite().logical_not().any_dim(1, false)) {
+                return Err(common::bad_input!(
+                    "{which} data: tensor `{name}`: NaN or inf in example {i}"
+                ));
+            }
+        }
+    }
+    match c.task {
+        Task::Regression => {
+            if let Some(i) = bad_at(d.target.isfinite().logical_not()) {
+                return Err(common::bad_input!(
+                    "{which} data: tensor `target`: NaN or inf in example {i}"
+                ));
+            }
+        }
+        Task::Classification => {
+            let k = c.num_labels as i64;
+            if let Some(i) = bad_at(d.target.lt(0).logical_or(&d.target.ge(k))) {
+                return Err(common::bad_input!(
+                    "{which} data: tensor `target`: label {} in example {i} is outside [0, {k}) (num_labels {k}); cross-entropy would raise a device-side assert on a GPU",
+                    d.target.int64_value(&[i])
+                ));
+            }
+        }
+    }
+    Ok(())
+}
