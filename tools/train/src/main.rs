@@ -6,6 +6,7 @@ mod checkpoint;
 mod console;
 mod cuda_driver;
 mod data;
+mod fault;
 mod info;
 mod metrics;
 mod model;
@@ -17,6 +18,10 @@ mod trainer;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
+
+/// libtorch's RNG is global: unit tests that draw from it take turns.
+#[cfg(test)]
+static TORCH_RNG: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 #[derive(Parser)]
 #[command(

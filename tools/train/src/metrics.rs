@@ -50,8 +50,8 @@ pub fn classification(logits: &Tensor, target: &Tensor, classes: i64) -> TaskMet
     for k in 0..classes {
         let p = pred.eq(k);
         let t = target.eq(k);
-        let tp = (&p).logical_and(&t).sum(Kind::Int64).int64_value(&[]) as f64;
-        let fp = (&p)
+        let tp = p.logical_and(&t).sum(Kind::Int64).int64_value(&[]) as f64;
+        let fp = p
             .logical_and(&t.logical_not())
             .sum(Kind::Int64)
             .int64_value(&[]) as f64;

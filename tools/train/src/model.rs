@@ -189,10 +189,11 @@ impl Net {
     /// Everything after the encoder: frame embeddings [B, T, d] and scalars
     /// [B, S] -> outputs [B, out].
     pub fn head_forward(&self, emb: &Tensor, scalars: &Tensor, train: bool) -> Tensor {
-        let mut x = emb.shallow_clone();
-        if let Some(pos) = &self.pos {
-            x = x + pos;
-        }
+        // Out of place: `emb` may be the checkpoint boundary.
+        let mut x = match &self.pos {
+            Some(pos) => emb + pos,
+            None => emb.shallow_clone(),
+        };
         for l in &self.layers {
             let a = self.attention(l, &x).dropout(self.dropout, train);
             x = (&x + a).apply(&l.norm1);
@@ -238,5 +239,81 @@ impl Net {
             })
             .collect();
         self.head_forward(&Tensor::stack(&emb, 1), scalars, train)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use common::config::{ArchName, Task};
+    use common::input::read;
+    use std::path::Path;
+    use tch::{Device, Kind};
+
+    fn built(c: &Config) -> (nn::VarStore, Net) {
+        let vs = nn::VarStore::new(Device::Cpu);
+        let net = Net::new(&vs.root(), c);
+        (vs, net)
+    }
+
+    #[test]
+    fn tensors_are_the_estimates_for_every_shipped_config() {
+        let _rng = crate::TORCH_RNG.lock().unwrap_or_else(|e| e.into_inner());
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs");
+        let mut checked = 0;
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_none_or(|e| e != "yaml") || path.ends_with("tiers-example.yaml")
+            {
+                continue;
+            }
+            let c = Config::load(&read(&path).unwrap()).unwrap().config;
+            let (vs, _) = built(&c);
+            let mut ours: Vec<(String, Vec<u64>)> = vs
+                .variables()
+                .into_iter()
+                .filter(|(_, t)| t.requires_grad())
+                .map(|(n, t)| (n, t.size().iter().map(|&d| d as u64).collect()))
+                .collect();
+            ours.sort();
+            let mut spec: Vec<(String, Vec<u64>)> = ModelSpec::from_config(&c)
+                .tensors()
+                .into_iter()
+                .map(|t| (t.name, t.shape))
+                .collect();
+            spec.sort();
+            assert_eq!(ours, spec, "{}", path.display());
+            checked += 1;
+        }
+        assert!(checked >= 4, "the seed configs and the demo");
+    }
+
+    #[test]
+    fn output_shapes_for_both_architectures_and_tasks() {
+        let _rng = crate::TORCH_RNG.lock().unwrap_or_else(|e| e.into_inner());
+        for arch in [ArchName::Transformer, ArchName::Cnn] {
+            for (task, out) in [(Task::Regression, 1), (Task::Classification, 3)] {
+                let mut c = Config {
+                    image_size: 16,
+                    temporal_frames: 3,
+                    task,
+                    num_labels: 3,
+                    ..Config::default()
+                };
+                c.architecture.name = arch;
+                c.architecture.channels = Some(vec![4, 8]);
+                c.architecture.embed_dim = 16;
+                let (_, net) = built(&c);
+                let frames = Tensor::randn([2, 3, 3, 16, 16], (Kind::Float, Device::Cpu));
+                let scalars = Tensor::randn([2, 8], (Kind::Float, Device::Cpu));
+                for train in [true, false] {
+                    assert_eq!(
+                        net.forward(&frames, &scalars, train).size(),
+                        [2, out],
+                        "{arch:?} {task:?}"
+                    );
+                }
+            }
+        }
     }
 }

@@ -92,7 +92,7 @@ impl AdamW {
                 let _ = v.g_mul_scalar_(BETA2);
                 let _ = v.g_add_(&(&g * &g * (1.0 - BETA2)));
                 let denom = v.sqrt() / bc2.sqrt() + EPS;
-                let _ = p.g_sub_(&(m.as_ref() / denom * (lr / bc1)));
+                let _ = p.g_sub_(&(&*m / denom * (lr / bc1)));
             }
         });
     }

@@ -201,9 +201,11 @@ fn go(
     }
     let params = trainer.parameter_count();
     eprintln!(
-        "train: {name} · {} · {params} parameters (cfgcheck's estimate: {}) · run directory {}",
+        "train: {name} · {} · {params} parameters (cfgcheck's estimate: {}) · {} training / {} validation examples · run directory {}",
         device_name(device),
         trainer.expected_parameters(),
+        trainer.examples().0,
+        trainer.examples().1,
         out.display()
     );
     for n in &env_notes {

@@ -205,6 +205,7 @@ impl Trainer {
         let total = steps * u64::from(c.epochs);
         let warmup = steps * u64::from(c.warmup_epochs);
         let n = self.train.len() as usize;
+        let fault = crate::fault::Fault::from_env()?;
         for epoch in self.start_epoch..=c.epochs {
             let started = Instant::now();
             let order = data::shuffled(n, c.seed, u64::from(epoch));
@@ -212,6 +213,9 @@ impl Trainer {
             let mut seen = 0i64;
             let mut lr = 0.0;
             for (i, chunk) in order.chunks(c.batch_size as usize).enumerate() {
+                if let Some(f) = &fault {
+                    f.check(epoch, i as u64 + 1);
+                }
                 let global = u64::from(epoch - 1) * steps + i as u64;
                 lr = optim::lr_at(c.learning_rate, global, warmup, total);
                 tch::manual_seed(
@@ -315,6 +319,11 @@ impl Trainer {
             }
         };
         (loss_sum / n.max(1) as f64, metrics)
+    }
+
+    /// Training and validation examples loaded.
+    pub fn examples(&self) -> (i64, i64) {
+        (self.train.len(), self.val.len())
     }
 
     /// The estimate's parameter count, for the start-up line.

@@ -1,0 +1,389 @@
+//! Training runs on CPU as a user starts them: the run directory, exact
+//! resume after a real SIGKILL, refusing damaged checkpoints, data checks.
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+use safetensors::SafeTensors;
+use std::path::{Path, PathBuf};
+
+const BIN: &str = env!("CARGO_BIN_EXE_train");
+
+const TINY: &str = "\
+gradient_checkpointing: true
+batch_size: 32
+temporal_frames: 3
+epochs: 4
+learning_rate: 0.003
+image_size: 16
+scalar_features: 4
+data: {synthetic_train_examples: 192, synthetic_val_examples: 64}
+architecture: {channels: [8, 16], embed_dim: 16, attention_heads: 2}
+";
+
+fn train() -> Command {
+    let mut c = Command::new(BIN);
+    c.env_remove("TRAINGUARD_FAULT")
+        .args(["--threads", "1", "--device", "cpu"]);
+    c
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+fn tensors(path: &Path) -> Vec<(String, Vec<u8>)> {
+    let bytes = std::fs::read(path).unwrap();
+    let st = SafeTensors::deserialize(&bytes).unwrap();
+    let mut v: Vec<(String, Vec<u8>)> = st
+        .tensors()
+        .into_iter()
+        .map(|(n, t)| (n, t.data().to_vec()))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn a_run_writes_its_directory_and_seed_style_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write(dir.path(), "tiny.yaml", TINY);
+    let out = dir.path().join("run");
+    let done = train()
+        .arg("--config")
+        .arg(&cfg)
+        .arg("--out")
+        .arg(&out)
+        .assert()
+        .success();
+    let stderr = String::from_utf8_lossy(&done.get_output().stderr).to_string();
+    assert!(
+        stderr.contains("parameters (cfgcheck's estimate: "),
+        "{stderr}"
+    );
+    let line = regex_like(&stderr, "Epoch 4/4 | Train Loss: ");
+    assert!(
+        line.contains(" | Val Loss: ") && line.contains(" | LR: ") && line.contains("s"),
+        "{line}"
+    );
+    assert!(stderr.contains("New best model saved! (val_loss: "));
+    for f in [
+        "config.yaml",
+        "metrics.csv",
+        "best.safetensors",
+        "checkpoint.safetensors",
+        "summary.yaml",
+    ] {
+        assert!(out.join(f).exists(), "{f}");
+    }
+    let metrics = std::fs::read_to_string(out.join("metrics.csv")).unwrap();
+    assert_eq!(metrics.lines().count(), 5, "{metrics}");
+    assert!(metrics.starts_with("epoch,train_loss,val_loss,lr,seconds,samples_per_s,"));
+    let summary: serde_yaml::Value =
+        serde_yaml::from_str(&std::fs::read_to_string(out.join("summary.yaml")).unwrap()).unwrap();
+    assert_eq!(summary["schema"].as_str(), Some("train-summary/v1"));
+    assert_eq!(summary["status"].as_str(), Some("finished"));
+    assert_eq!(summary["epochs_completed"].as_u64(), Some(4));
+    assert!(summary["last"]["r2"].as_f64().is_some());
+    // The resolved config reads back as a config.
+    Command::new(env!("CARGO_BIN_EXE_train"))
+        .arg("--config")
+        .arg(out.join("config.yaml"))
+        .arg("--out")
+        .arg(&out)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("already holds a run"));
+    // best.safetensors holds exactly the model's tensors, loadable elsewhere.
+    let names: Vec<String> = tensors(&out.join("best.safetensors"))
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
+    assert!(
+        names.contains(&"encoder.block0.conv.weight".to_string())
+            && names.contains(&"head.bias".to_string())
+    );
+    assert!(!names.iter().any(|n| n.starts_with("optim.")));
+}
+
+fn regex_like(text: &str, start: &str) -> String {
+    text.lines()
+        .find(|l| l.starts_with(start))
+        .unwrap_or_else(|| panic!("no line starting {start:?} in {text}"))
+        .to_string()
+}
+
+#[test]
+fn kill_9_mid_epoch_then_resume_ends_with_the_same_weights() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write(dir.path(), "tiny.yaml", TINY);
+    let straight = dir.path().join("straight");
+    train()
+        .arg("--config")
+        .arg(&cfg)
+        .arg("--out")
+        .arg(&straight)
+        .assert()
+        .success();
+
+    let killed = dir.path().join("killed");
+    let status = std::process::Command::new(BIN)
+        .args(["--threads", "1", "--device", "cpu", "--config"])
+        .arg(&cfg)
+        .arg("--out")
+        .arg(&killed)
+        .env("TRAINGUARD_FAULT", "sigkill@3:2")
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(status.signal(), Some(9), "killed by SIGKILL in epoch 3");
+    let metrics = std::fs::read_to_string(killed.join("metrics.csv")).unwrap();
+    assert_eq!(
+        metrics.lines().count(),
+        3,
+        "two epochs done before the kill: {metrics}"
+    );
+    assert!(!killed.join("summary.yaml").exists());
+
+    let resumed = train().arg("--resume").arg(&killed).assert().success();
+    assert!(String::from_utf8_lossy(&resumed.get_output().stderr).contains("resuming"));
+    let a = tensors(&straight.join("checkpoint.safetensors"));
+    let b = tensors(&killed.join("checkpoint.safetensors"));
+    assert_eq!(a.len(), b.len());
+    for ((n, x), (m, y)) in a.iter().zip(&b) {
+        assert_eq!(n, m);
+        assert!(x == y, "{n} differs after resume");
+    }
+    let metrics = std::fs::read_to_string(killed.join("metrics.csv")).unwrap();
+    assert_eq!(metrics.lines().count(), 5, "{metrics}");
+    let epochs: Vec<&str> = metrics
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').next().unwrap())
+        .collect();
+    assert_eq!(epochs, ["1", "2", "3", "4"]);
+}
+
+#[test]
+fn a_damaged_checkpoint_is_refused_not_restarted() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write(
+        dir.path(),
+        "tiny.yaml",
+        &TINY.replace("epochs: 4", "epochs: 1"),
+    );
+    let out = dir.path().join("run");
+    train()
+        .arg("--config")
+        .arg(&cfg)
+        .arg("--out")
+        .arg(&out)
+        .assert()
+        .success();
+    let ck = out.join("checkpoint.safetensors");
+    let bytes = std::fs::read(&ck).unwrap();
+    std::fs::write(&ck, &bytes[..bytes.len() / 2]).unwrap();
+    train().arg("--resume").arg(&out).assert().code(2).stderr(
+        predicate::str::contains("checkpoint.safetensors: not a complete safetensors file")
+            .and(predicate::str::contains("truncated")),
+    );
+    train()
+        .arg("--resume")
+        .arg(dir.path())
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("nothing to resume"));
+}
+
+/// A safetensors data file of the given tensors (f32 unless named target and
+/// `labels`).
+fn data_file(
+    path: &Path,
+    n: usize,
+    frames_shape: &[usize],
+    scalars: usize,
+    labels: Option<Vec<i64>>,
+) {
+    use safetensors::tensor::{Dtype, TensorView};
+    let frame_len: usize = frames_shape.iter().product();
+    let frames: Vec<u8> = (0..n * frame_len)
+        .flat_map(|i| ((i % 7) as f32 * 0.1).to_le_bytes())
+        .collect();
+    let sc: Vec<u8> = (0..n * scalars)
+        .flat_map(|i| ((i % 3) as f32).to_le_bytes())
+        .collect();
+    let (tdtype, target): (Dtype, Vec<u8>) = match labels {
+        Some(l) => (Dtype::I64, l.iter().flat_map(|x| x.to_le_bytes()).collect()),
+        None => (
+            Dtype::F32,
+            (0..n)
+                .flat_map(|i| (i as f32 / n as f32).to_le_bytes())
+                .collect(),
+        ),
+    };
+    let mut fshape = vec![n];
+    fshape.extend_from_slice(frames_shape);
+    let views = vec![
+        (
+            "frames",
+            TensorView::new(Dtype::F32, fshape, &frames).unwrap(),
+        ),
+        (
+            "scalars",
+            TensorView::new(Dtype::F32, vec![n, scalars], &sc).unwrap(),
+        ),
+        ("target", TensorView::new(tdtype, vec![n], &target).unwrap()),
+    ];
+    std::fs::write(path, safetensors::tensor::serialize(views, None).unwrap()).unwrap();
+}
+
+#[test]
+fn data_files_are_checked_and_capped() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    data_file(&d.join("train.safetensors"), 100, &[3, 3, 16, 16], 4, None);
+    data_file(&d.join("val.safetensors"), 20, &[3, 3, 16, 16], 4, None);
+    let base = TINY
+        .replace(
+            "data: {synthetic_train_examples: 192, synthetic_val_examples: 64}",
+            &format!(
+                "data: {{path: {}, val_path: {}}}\nmax_train_examples: 40",
+                d.join("train.safetensors").display(),
+                d.join("val.safetensors").display()
+            ),
+        )
+        .replace("epochs: 4", "epochs: 1");
+    let cfg = write(d, "file.yaml", &base);
+    train()
+        .arg("--config")
+        .arg(&cfg)
+        .arg("--out")
+        .arg(d.join("run"))
+        .assert()
+        .success()
+        .stderr(predicate::str::contains(
+            "40 training / 20 validation examples",
+        ));
+
+    data_file(&d.join("wrong.safetensors"), 10, &[3, 3, 8, 8], 4, None);
+    let cfg = write(
+        d,
+        "wrong.yaml",
+        &base.replace("train.safetensors", "wrong.safetensors"),
+    );
+    train()
+        .arg("--config")
+        .arg(&cfg)
+        .arg("--out")
+        .arg(d.join("run2"))
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "wrong.safetensors: tensor `frames`: expected shape [N, 3, 3, 16, 16]",
+        ));
+
+    // Classification with a label out of range: refused before training,
+    // naming the first offending example.
+    data_file(
+        &d.join("labels.safetensors"),
+        10,
+        &[3, 3, 16, 16],
+        4,
+        Some(vec![0, 1, 2, 1, 0, 7, 1, 0, 2, 1]),
+    );
+    data_file(
+        &d.join("vlabels.safetensors"),
+        10,
+        &[3, 3, 16, 16],
+        4,
+        Some(vec![0; 10]),
+    );
+    let cls = base
+        .replace("train.safetensors", "labels.safetensors")
+        .replace("val.safetensors", "vlabels.safetensors")
+        + "task: classification\nnum_labels: 3\n";
+    let cfg = write(d, "cls.yaml", &cls);
+    train()
+        .arg("--config")
+        .arg(&cfg)
+        .arg("--out")
+        .arg(d.join("run3"))
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "tensor `target`: label 7 in example 5 is outside [0, 3)",
+        ));
+    // A float target for classification is the wrong dtype.
+    let cfg = write(
+        d,
+        "cls2.yaml",
+        &(base.clone() + "task: classification\nnum_labels: 3\n"),
+    );
+    train()
+        .arg("--config")
+        .arg(&cfg)
+        .arg("--out")
+        .arg(d.join("run4"))
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "tensor `target`: expected dtype I64",
+        ));
+}
+
+#[test]
+fn classification_and_settings_train_does_not_apply() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = TINY.replace("epochs: 4", "epochs: 2")
+        + "task: classification\nnum_labels: 3\ntorch_compile: true\nmixed_precision: bf16\n";
+    let cfg = write(dir.path(), "cls.yaml", &text);
+    let out = dir.path().join("run");
+    train()
+        .arg("--config")
+        .arg(&cfg)
+        .arg("--out")
+        .arg(&out)
+        .assert()
+        .success()
+        .stderr(predicate::str::contains("not applied: torch_compile"));
+    let metrics = std::fs::read_to_string(out.join("metrics.csv")).unwrap();
+    let row: Vec<&str> = metrics.lines().nth(2).unwrap().split(',').collect();
+    let accuracy: f64 = row[11].parse().unwrap();
+    assert!((0.0..=1.0).contains(&accuracy));
+    let summary = std::fs::read_to_string(out.join("summary.yaml")).unwrap();
+    assert!(
+        summary.contains("torch_compile (mode default): libtorch has no torch.compile"),
+        "{summary}"
+    );
+    assert!(summary.contains("mixed_precision Bf16"), "{summary}");
+}
+
+#[test]
+fn bad_input_and_usage_exit_2() {
+    train().assert().code(2);
+    train()
+        .args(["--config", "/nonexistent.yaml"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("/nonexistent.yaml: cannot open"));
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write(dir.path(), "bad.yaml", "batch_size: 0\n");
+    train()
+        .arg("--config")
+        .arg(&cfg)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("`batch_size`"));
+    let cfg = write(dir.path(), "t.yaml", TINY);
+    train()
+        .arg("--config")
+        .arg(&cfg)
+        .arg("--out")
+        .arg(dir.path().join("r"))
+        .env("TRAINGUARD_FAULT", "boom")
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("expected sigkill@EPOCH:STEP"));
+}
