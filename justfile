@@ -37,9 +37,14 @@ demo: setup build
     "$bin/memdiag" --from configs/gpus/t4.yaml --watch 0.2 --count 3
     step 'memdiag --from configs/gpus/t4.yaml | cfgcheck configs/colab_optimized_full.yaml'
     "$bin/memdiag" --from configs/gpus/t4.yaml | "$bin/cfgcheck" configs/colab_optimized_full.yaml --format table
-    step 'memdiag | cfgcheck configs/colab_optimized_full.yaml   # this machine'
-    "$bin/memdiag" | "$bin/cfgcheck" configs/colab_optimized_full.yaml --format table
-    printf '\nNot built yet: training, verify-fixes (see README, "Status").\n' >&2
+    step 'memdiag | cfgcheck configs/demo_cpu.yaml   # the demo config on this machine'
+    "$bin/memdiag" | "$bin/cfgcheck" configs/demo_cpu.yaml --format table
+    step 'train --config configs/demo_cpu.yaml --out runs/demo'
+    rm -rf runs/demo
+    "$bin/train" --config configs/demo_cpu.yaml --out runs/demo
+    step 'cat runs/demo/summary.yaml'
+    cat runs/demo/summary.yaml
+    printf '\nNot built yet: verify-fixes, out-of-memory recovery, mixed precision in train (see README, "Status").\n' >&2
 
 # Build every tool in release mode
 [group('use')]
@@ -71,10 +76,16 @@ test: setup
     cargo clippy --workspace --all-targets -- -D warnings
     cargo test --workspace
 
+# Train a config (a run directory under runs/)
+[group('use')]
+train config *args: build
+    "{{ release }}/train" --config {{ config }} {{ args }}
+
 # Side-by-side benchmarks; results go to bench/results/
 [group('bench')]
 bench: build
     python bench/memdiag_oneshot.py --bin "{{ release }}/memdiag" --runs 50
+    python bench/train_vs_pytorch.py --train "{{ release }}/train" --config configs/demo_cpu.yaml
 
 # The estimate's activation lines against the bytes autograd saves (CPU, fp32)
 [group('bench')]

@@ -137,12 +137,15 @@ class Model(nn.Module):
         self.dropout = nn.Dropout(cfg["dropout"])
 
     def encode(self, frames):
-        b, t = frames.shape[:2]
+        # Frame by frame, as the seeds' model and train do, so batch norm sees
+        # the same statistics with and without checkpointing.
+        t = frames.shape[1]
         if self.checkpointing and self.training:
             # Per-frame checkpointing (seed 003): one frame's graph at a time.
             outs = [checkpoint(self.encoder, frames[:, i], use_reentrant=False) for i in range(t)]
-            return torch.stack(outs, dim=1)
-        return self.encoder(frames.reshape(b * t, *frames.shape[2:])).view(b, t, -1)
+        else:
+            outs = [self.encoder(frames[:, i]) for i in range(t)]
+        return torch.stack(outs, dim=1)
 
     def forward(self, frames, scalars):
         x = self.encode(frames)

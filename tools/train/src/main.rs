@@ -2,6 +2,7 @@
 //! trains, `train --resume DIR` continues a killed run, `train info` reports
 //! the libtorch it runs on.
 
+mod bench;
 mod checkpoint;
 mod console;
 mod cuda_driver;
@@ -64,6 +65,8 @@ struct Cli {
 enum Command {
     /// Report the torch version, CUDA and cuDNN availability and the devices.
     Info(info::Args),
+    /// Time training steps on a fixed batch (for bench/train_vs_pytorch.py).
+    Bench(bench::Args),
 }
 
 fn main() -> ExitCode {
@@ -76,6 +79,7 @@ fn main() -> ExitCode {
         };
         match (&cli.command, &cli.resume, &cli.config) {
             (Some(Command::Info(args)), _, _) => info::run(args),
+            (Some(Command::Bench(args)), _, _) => bench::run(args),
             (None, Some(dir), _) => run::resume(dir, &opts),
             (None, None, Some(cfg)) => run::start(cfg, cli.out.clone(), &opts),
             (None, None, None) => unreachable!("clap requires --config or --resume"),

@@ -177,7 +177,7 @@ impl Net {
             x = y.relu().max_pool2d([2, 2], [2, 2], [0, 0], [1, 1], false);
         }
         let x = x
-            .mean_dim(&[2i64, 3][..], false, Kind::Float)
+            .mean_dim(&[2i64, 3][..], false, None::<Kind>)
             .apply(&self.proj)
             .relu();
         match mask {
@@ -204,7 +204,7 @@ impl Net {
                 .dropout(self.dropout, train);
             x = (&x + f).apply(&l.norm2);
         }
-        let mut x = x.mean_dim(&[1i64][..], false, Kind::Float);
+        let mut x = x.mean_dim(&[1i64][..], false, None::<Kind>);
         if let Some((fc1, fc2)) = &self.scalars {
             let s = scalars.apply(fc1).relu().apply(fc2).relu();
             x = Tensor::cat(&[x, s], 1);
@@ -221,7 +221,7 @@ impl Net {
         let qkv = x.apply(&l.in_proj).chunk(3, -1);
         let split = |z: &Tensor| z.view([b, t, self.heads, hd]).transpose(1, 2);
         let (q, k, v) = (split(&qkv[0]), split(&qkv[1]), split(&qkv[2]));
-        let att = (q.matmul(&k.transpose(-2, -1)) / (hd as f64).sqrt()).softmax(-1, Kind::Float);
+        let att = (q.matmul(&k.transpose(-2, -1)) / (hd as f64).sqrt()).softmax(-1, None::<Kind>);
         att.matmul(&v)
             .transpose(1, 2)
             .reshape([b, t, d])

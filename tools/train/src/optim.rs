@@ -86,13 +86,15 @@ impl AdamW {
                 if !g.defined() {
                     continue;
                 }
+                // In place where PyTorch's single-tensor AdamW is: decay, the
+                // two moving averages, then p -= lr/bc1 · m / (sqrt(v)/sqrt(bc2) + eps).
                 let _ = p.g_mul_scalar_(1.0 - lr * self.weight_decay);
-                let _ = m.g_mul_scalar_(BETA1);
-                let _ = m.g_add_(&(&g * (1.0 - BETA1)));
-                let _ = v.g_mul_scalar_(BETA2);
-                let _ = v.g_add_(&(&g * &g * (1.0 - BETA2)));
-                let denom = v.sqrt() / bc2.sqrt() + EPS;
-                let _ = p.g_sub_(&(&*m / denom * (lr / bc1)));
+                let _ = m.lerp_(&g, 1.0 - BETA1);
+                let _ = v.lerp_(&g.square(), 1.0 - BETA2);
+                let mut denom = v.sqrt();
+                let _ = denom.g_div_scalar_(bc2.sqrt());
+                let _ = denom.g_add_scalar_(EPS);
+                let _ = p.addcdiv_(&(&*m * (-lr / bc1)), &denom);
             }
         });
     }

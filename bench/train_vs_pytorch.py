@@ -1,0 +1,168 @@
+#!/usr/bin/env python3
+"""train versus PyTorch eager, side by side in one run, on CPU.
+
+`train bench` times steady-state training steps (forward, backward, gradient
+clipping, AdamW) on one fixed batch, and saves its initial weights and that
+batch. The same model in PyTorch (reference_model.py) loads those weights and
+that batch and times the same steps with torch.optim.AdamW, with the same
+thread count. Both sides run with per-frame checkpointing on and off.
+Correctness cross-check first: the initial weights' eval-mode loss on the batch
+must agree to 1e-4 (relative). Medians of --steps steps after --warmup;
+ratio = PyTorch's median step time / train's (> 1: train is faster).
+The two sides alternate for --rounds rounds and the median round of each
+counts, so a slow phase of a shared machine does not land on one side only.
+Results: bench/results/train_vs_pytorch.{csv,md}.
+"""
+
+import argparse
+import csv
+import datetime
+import json
+import os
+import platform
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from reference_model import Model  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DTYPES = {"F32": torch.float32, "I64": torch.int64}
+
+
+def read_safetensors(path):
+    """A minimal reader (the safetensors package is not a torch dependency)."""
+    with open(path, "rb") as f:
+        (n,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(n))
+        body = f.read()
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        a, b = info["data_offsets"]
+        t = torch.frombuffer(bytearray(body[a:b]), dtype=DTYPES[info["dtype"]])
+        out[name] = t.reshape(info["shape"]).clone()
+    return out
+
+
+def loss_of(cfg, out, target):
+    if cfg["task"] == "classification":
+        return F.cross_entropy(out, target)
+    loss = cfg.get("loss") or "mse"
+    if loss == "huber":
+        return F.huber_loss(out.squeeze(-1), target)
+    return F.mse_loss(out.squeeze(-1), target)
+
+
+def pytorch_side(report, weights_path, steps, warmup, threads):
+    torch.set_num_threads(threads)
+    cfg = report["config"]
+    tensors = read_safetensors(weights_path)
+    batch = {k[len("batch."):]: v for k, v in tensors.items() if k.startswith("batch.")}
+    state = {k: v for k, v in tensors.items() if not k.startswith("batch.")}
+    torch.manual_seed(0)
+    model = Model(cfg)
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    missing = [m for m in missing if not m.endswith("num_batches_tracked")]
+    if missing or unexpected:
+        raise SystemExit(f"bench: weights do not match the reference model: missing {missing}, unexpected {unexpected}")
+    model.eval()
+    with torch.no_grad():
+        initial = loss_of(cfg, model(batch["frames"], batch["scalars"]), batch["target"]).item()
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg["learning_rate"], weight_decay=cfg["weight_decay"], eps=1e-8)
+    times, fb_times = [], []
+    for i in range(warmup + steps):
+        start = time.perf_counter()
+        opt.zero_grad(set_to_none=False)
+        loss_of(cfg, model(batch["frames"], batch["scalars"]), batch["target"]).backward()
+        fb = time.perf_counter()
+        if cfg.get("grad_clip"):
+            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg["grad_clip"])
+        opt.step()
+        if i >= warmup:
+            times.append((time.perf_counter() - start) * 1000.0)
+            fb_times.append((fb - start) * 1000.0)
+    times.sort()
+    fb_times.sort()
+    return initial, times[len(times) // 2], fb_times[len(fb_times) // 2]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--train", required=True, help="path to the train binary (release build)")
+    ap.add_argument("--config", required=True)
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--rounds", type=int, default=3, help="alternating train/PyTorch rounds; the median round counts")
+    ap.add_argument("--out", default=os.path.join(HERE, "results"))
+    args = ap.parse_args()
+
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for ckpt in ("off", "on"):
+            weights = os.path.join(tmp, f"bench-{ckpt}.safetensors")
+            cmd = [args.train, "bench", "--config", args.config, "--steps", str(args.steps), "--warmup", str(args.warmup),
+                   "--checkpointing", ckpt, "--save", weights, "--threads", str(args.threads)]
+            # Alternate the two sides so that slow phases of a shared machine
+            # hit both; each side's median over rounds is reported.
+            train_rounds, torch_rounds = [], []
+            for _ in range(args.rounds):
+                done = subprocess.run(cmd, capture_output=True, text=True)
+                if done.returncode != 0:
+                    raise SystemExit(f"bench: {' '.join(cmd)} failed:\n{done.stderr}")
+                report = json.loads(done.stdout)
+                initial, torch_ms, torch_fb = pytorch_side(report, weights, args.steps, args.warmup, args.threads)
+                rel = abs(initial - report["initial_eval_loss"]) / max(abs(initial), 1e-12)
+                if rel > 1e-4:
+                    raise SystemExit(f"bench: losses disagree: train {report['initial_eval_loss']} vs PyTorch {initial}")
+                train_rounds.append((report["step_ms_median"], report["forward_backward_ms_median"]))
+                torch_rounds.append((torch_ms, torch_fb))
+            train_rounds.sort()
+            torch_rounds.sort()
+            report["step_ms_median"], report["forward_backward_ms_median"] = train_rounds[len(train_rounds) // 2]
+            torch_ms, torch_fb = torch_rounds[len(torch_rounds) // 2]
+            train_ms = report["step_ms_median"]
+            b = report["batch_size"]
+            rows.append({
+                "checkpointing": ckpt,
+                "batch": b,
+                "threads": args.threads,
+                "train_step_ms": round(train_ms, 2),
+                "pytorch_step_ms": round(torch_ms, 2),
+                "train_samples_per_s": round(b / train_ms * 1000, 1),
+                "pytorch_samples_per_s": round(b / torch_ms * 1000, 1),
+                "pytorch_over_train": round(torch_ms / train_ms, 3),
+                "train_fwd_bwd_ms": round(report["forward_backward_ms_median"], 2),
+                "pytorch_fwd_bwd_ms": round(torch_fb, 2),
+                "loss_rel_diff": f"{rel:.1e}",
+            })
+            print(f"checkpointing {ckpt:3}: train {train_ms:8.2f} ms (fwd+bwd {report['forward_backward_ms_median']:.2f})  PyTorch {torch_ms:8.2f} ms (fwd+bwd {torch_fb:.2f})  ratio {torch_ms / train_ms:.3f}  (loss rel diff {rel:.1e})", file=sys.stderr)
+
+    date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    machine = f"{platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}"
+    command = f"just bench  (python bench/train_vs_pytorch.py --train target/release/train --config {args.config})"
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "train_vs_pytorch.csv"), "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=["date", "machine", "config", *rows[0].keys()])
+        w.writeheader()
+        for r in rows:
+            w.writerow({"date": date, "machine": machine, "config": args.config, **r})
+    with open(os.path.join(args.out, "train_vs_pytorch.md"), "w") as f:
+        f.write(f"# train vs PyTorch eager, CPU training step\n\n{date} · {machine} · `{args.config}`\n\nCommand: `{command}`\n\n")
+        f.write("| checkpointing | batch | threads | train ms/step | PyTorch ms/step | of which fwd+bwd (train / PyTorch) | train samples/s | PyTorch samples/s | PyTorch / train | initial loss rel. diff |\n|---|---|---|---|---|---|---|---|---|---|\n")
+        for r in rows:
+            f.write(f"| {r['checkpointing']} | {r['batch']} | {r['threads']} | {r['train_step_ms']} | {r['pytorch_step_ms']} | {r['train_fwd_bwd_ms']} / {r['pytorch_fwd_bwd_ms']} | {r['train_samples_per_s']} | {r['pytorch_samples_per_s']} | {r['pytorch_over_train']} | {r['loss_rel_diff']} |\n")
+    print(open(os.path.join(args.out, "train_vs_pytorch.md")).read())
+
+
+if __name__ == "__main__":
+    main()

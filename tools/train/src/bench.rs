@@ -1,0 +1,138 @@
+//! `train bench`: steady-state training step time on a fixed batch, for the
+//! side-by-side comparison with PyTorch (bench/train_vs_pytorch.py). It saves
+//! the initial weights and the batch so the reference runs the very same
+//! computation, and reports the initial model's eval-mode loss on that batch
+//! as a correctness cross-check. Prints `train-bench/v1` JSON on stdout.
+
+use crate::checkpoint;
+use crate::data;
+use crate::model::Net;
+use crate::optim::AdamW;
+use crate::step;
+use common::config::Config;
+use serde::Serialize;
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Instant;
+use tch::{nn, Device, Tensor};
+
+#[derive(clap::Args)]
+pub struct Args {
+    #[arg(long, value_name = "CFG")]
+    config: PathBuf,
+    /// Timed steps (the median is reported).
+    #[arg(long, default_value_t = 20)]
+    steps: usize,
+    /// Untimed steps first.
+    #[arg(long, default_value_t = 3)]
+    warmup: usize,
+    /// Override the config's gradient_checkpointing.
+    #[arg(long, value_parser = ["on", "off"])]
+    checkpointing: Option<String>,
+    /// Where to save the initial weights and the batch.
+    #[arg(long, value_name = "FILE")]
+    save: PathBuf,
+    #[arg(long)]
+    threads: Option<i32>,
+}
+
+#[derive(Serialize)]
+struct Report {
+    schema: &'static str,
+    config: Config,
+    threads: i32,
+    batch_size: u32,
+    steps: usize,
+    step_ms_median: f64,
+    /// Of which zero_grad, forward and backward (the rest: clipping, AdamW).
+    forward_backward_ms_median: f64,
+    step_ms_all: Vec<f64>,
+    samples_per_s: f64,
+    /// MSE (or cross-entropy) of the initial weights on the saved batch, eval mode.
+    initial_eval_loss: f64,
+    parameters: i64,
+}
+
+pub fn run(args: &Args) -> anyhow::Result<u8> {
+    let mut config = Config::load(&common::input::read(&args.config)?)?.config;
+    if let Some(c) = &args.checkpointing {
+        config.gradient_checkpointing = c == "on";
+    }
+    if let Some(n) = args.threads {
+        tch::set_num_threads(n);
+    }
+    let n = u64::from(config.batch_size);
+    let batch = data::synthetic(&config, n, 0);
+    let vs = nn::VarStore::new(Device::Cpu);
+    tch::manual_seed(config.seed as i64);
+    let net = Net::new(&vs.root(), &config);
+    let mut weights: Vec<(String, Tensor)> = vs
+        .variables()
+        .into_iter()
+        .map(|(k, t)| (k, t.copy()))
+        .collect();
+    weights.sort_by(|a, b| a.0.cmp(&b.0));
+    let initial_eval_loss = tch::no_grad(|| {
+        let out = net.forward(&batch.frames, &batch.scalars, false);
+        step::loss(&config, &out, &batch.target).double_value(&[])
+    });
+    let mut saved: Vec<(String, Tensor)> = weights
+        .iter()
+        .map(|(k, t)| (k.clone(), t.shallow_clone()))
+        .collect();
+    saved.push(("batch.frames".into(), batch.frames.shallow_clone()));
+    saved.push(("batch.scalars".into(), batch.scalars.shallow_clone()));
+    saved.push(("batch.target".into(), batch.target.shallow_clone()));
+    checkpoint::save(&args.save, &saved, Default::default())?;
+
+    let mut opt = AdamW::new(&vs, config.weight_decay);
+    let (mut times, mut fb_times) = (Vec::new(), Vec::new());
+    for i in 0..args.warmup + args.steps {
+        let started = Instant::now();
+        opt.zero_grad();
+        step::forward_backward(
+            &net,
+            &config,
+            &batch.frames,
+            &batch.scalars,
+            &batch.target,
+            config.gradient_checkpointing,
+        )?;
+        let fb = started.elapsed();
+        if let Some(max) = config.grad_clip {
+            opt.clip_grad_norm(max);
+        }
+        opt.step(config.learning_rate);
+        if i >= args.warmup {
+            times.push(started.elapsed().as_secs_f64() * 1000.0);
+            fb_times.push(fb.as_secs_f64() * 1000.0);
+        }
+    }
+    let median = median(&times);
+    let report = Report {
+        schema: "train-bench/v1",
+        threads: tch::get_num_threads(),
+        batch_size: config.batch_size,
+        steps: args.steps,
+        step_ms_median: median,
+        forward_backward_ms_median: self::median(&fb_times),
+        step_ms_all: times,
+        samples_per_s: n as f64 / (median / 1000.0),
+        initial_eval_loss,
+        parameters: weights
+            .iter()
+            .filter(|(_, t)| t.requires_grad())
+            .map(|(_, t)| t.numel() as i64)
+            .sum(),
+        config,
+    };
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{}", serde_json::to_string(&report)?)?;
+    Ok(common::exit::OK)
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    s.get(s.len() / 2).copied().unwrap_or(f64::NAN)
+}
