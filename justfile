@@ -8,6 +8,8 @@ set shell := ["bash", "-euo", "pipefail", "-c"]
 # with bin/python).
 torch_env := env("TORCH_ENV", justfile_directory() / ".venv")
 torch_version := "2.11.0"
+# The CUDA 13.0 headers matching torch 2.11.0+cu130's runtime (nvidia-cuda-runtime 13.0).
+cuda_crt_version := "13.0.88"
 
 # torch-sys asks `python` on PATH (VIRTUAL_ENV set) for libtorch's paths.
 export VIRTUAL_ENV := torch_env
@@ -58,16 +60,22 @@ setup:
     set -euo pipefail
     env_dir="{{ torch_env }}"
     have() { "$env_dir/bin/python" -c 'import torch, sys; sys.exit(torch.__version__.split("+")[0] != "{{ torch_version }}")' 2>/dev/null; }
-    if have; then exit 0; fi
+    # The CUDA runtime's crt/ headers, for train's allocator view (its C++ shim).
+    crt() { ls "$env_dir"/lib/python3*/site-packages/nvidia/cu13/include/crt/host_defines.h >/dev/null 2>&1; }
     if [ -n "${TORCH_ENV:-}" ]; then
+        have && exit 0
         echo "setup: TORCH_ENV=$env_dir has no torch {{ torch_version }} (bin/python cannot import it); install it there or unset TORCH_ENV" >&2
         exit 2
     fi
-    echo "setup: creating $env_dir with torch=={{ torch_version }} from PyPI (about 4.6 GB, cached by pip)" >&2
-    python3 -m venv "$env_dir"
-    "$env_dir/bin/python" -m pip install --quiet --upgrade pip
-    "$env_dir/bin/python" -m pip install --quiet "torch=={{ torch_version }}"
-    have
+    if have && crt; then exit 0; fi
+    if ! have; then
+        echo "setup: creating $env_dir with torch=={{ torch_version }} from PyPI (about 4.6 GB, cached by pip)" >&2
+        python3 -m venv "$env_dir"
+        "$env_dir/bin/python" -m pip install --quiet --upgrade pip
+        "$env_dir/bin/python" -m pip install --quiet "torch=={{ torch_version }}"
+    fi
+    "$env_dir/bin/python" -m pip install --quiet "nvidia-cuda-crt=={{ cuda_crt_version }}"
+    have && crt
 
 # The whole suite: format, lints, every crate's tests
 [group('test')]

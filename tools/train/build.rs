@@ -20,6 +20,7 @@ fn main() {
         println!("cargo:rustc-env=TRAIN_LIBTORCH_LIB=");
         println!("cargo:rustc-env=TRAIN_TORCH_VERSION=unknown");
         println!("cargo:rustc-env=TRAIN_CUDA_BUILD=0");
+        println!("cargo:rustc-env=TRAIN_SHIM_CUDA=0");
         return;
     };
     let lib = Path::new(&lib);
@@ -33,6 +34,57 @@ fn main() {
     println!("cargo:rustc-env=TRAIN_LIBTORCH_LIB={}", lib.display());
     println!("cargo:rustc-env=TRAIN_CUDA_BUILD={}", u8::from(cuda));
     println!("cargo:rustc-env=TRAIN_TORCH_VERSION={}", torch_version(lib));
+    build_shim(lib, cuda);
+}
+
+/// The C++ shim (shim/shim.cpp) over the allocator and autocast. The CUDA
+/// allocator half needs the CUDA runtime headers: PyPI's wheels put them in
+/// site-packages/nvidia/cu13/include (cuda_runtime_api.h from
+/// nvidia-cuda-runtime, crt/ from nvidia-cuda-crt, which `just setup`
+/// installs); TRAINGUARD_CUDA_INCLUDE names another directory. Without
+/// them the shim is built without CUDA and says so at run time.
+fn build_shim(lib: &Path, cuda: bool) {
+    println!("cargo:rerun-if-changed=shim/shim.cpp");
+    println!("cargo:rerun-if-env-changed=TRAINGUARD_CUDA_INCLUDE");
+    let include = lib.join("../include");
+    let mut build = cc::Build::new();
+    build
+        .cpp(true)
+        .file("shim/shim.cpp")
+        .include(&include)
+        .include(include.join("torch/csrc/api/include"))
+        .flag_if_supported("-std=c++17")
+        .flag_if_supported("-w")
+        .define("_GLIBCXX_USE_CXX11_ABI", "1");
+    let cuda_include = std::env::var("TRAINGUARD_CUDA_INCLUDE")
+        .map(std::path::PathBuf::from)
+        .ok()
+        .or_else(|| {
+            [
+                "../../nvidia/cu13/include",
+                "../../nvidia/cuda_runtime/include",
+            ]
+            .iter()
+            .map(|p| lib.join(p))
+            .find(|p| p.join("cuda_runtime_api.h").exists())
+        });
+    let cuda_include = cuda_include.filter(|p| p.join("crt/host_defines.h").exists());
+    match (cuda, &cuda_include) {
+        (true, Some(dir)) => {
+            build.include(dir).define("TG_WITH_CUDA", None);
+            println!("cargo:rustc-link-lib=c10_cuda");
+            println!("cargo:rustc-env=TRAIN_SHIM_CUDA=1");
+        }
+        (true, None) => {
+            println!(
+                "cargo:warning=CUDA runtime headers not found (pip install nvidia-cuda-crt, or set \
+                 TRAINGUARD_CUDA_INCLUDE): train's GPU memory figures will say \"not available\""
+            );
+            println!("cargo:rustc-env=TRAIN_SHIM_CUDA=0");
+        }
+        (false, _) => println!("cargo:rustc-env=TRAIN_SHIM_CUDA=0"),
+    }
+    build.compile("trainguard_shim");
 }
 
 /// The version in the headers train is compiled against: PyPI's wheel and the

@@ -97,6 +97,8 @@ pub fn run(args: &Args) -> anyhow::Result<u8> {
             &batch.scalars,
             &batch.target,
             config.gradient_checkpointing,
+            // fp32 on both sides of the comparison.
+            &step::Amp::off(Device::Cpu),
         )?;
         let fb = started.elapsed();
         if let Some(max) = config.grad_clip {

@@ -37,6 +37,9 @@ pub struct Info {
     device_count: i64,
     devices: Vec<Device>,
     cpu_threads: i32,
+    /// train can read the CUDA caching allocator (its C++ shim was built
+    /// with the CUDA headers): peak memory figures in metrics.csv.
+    allocator_view: bool,
     notes: Vec<String>,
 }
 
@@ -86,6 +89,7 @@ pub fn collect() -> Info {
         },
         devices,
         cpu_threads: tch::get_num_threads(),
+        allocator_view: crate::shim::has_cuda_allocator(),
         notes,
     }
 }

@@ -13,6 +13,7 @@ mod metrics;
 mod model;
 mod optim;
 mod run;
+mod shim;
 mod step;
 mod trainer;
 

@@ -99,6 +99,25 @@ impl AdamW {
         });
     }
 
+    /// Divides every gradient by `scale` and says whether any was inf or NaN
+    /// (libtorch's `_amp_non_finite_check_and_unscale_`, as GradScaler uses).
+    pub fn unscale_grads(&self, scale: f64) -> bool {
+        tch::no_grad(|| {
+            let Some(first) = self.params.first() else {
+                return false;
+            };
+            let mut found = Tensor::zeros([1], (Kind::Float, first.device()));
+            let inv = Tensor::from_slice(&[(1.0 / scale) as f32]).to_device(first.device());
+            for p in &self.params {
+                let mut g = p.grad();
+                if g.defined() {
+                    g.internal_amp_non_finite_check_and_unscale(&mut found, &inv);
+                }
+            }
+            found.double_value(&[0]) > 0.0
+        })
+    }
+
     /// The moments, named `optim.m.<param>` and `optim.v.<param>`.
     pub fn state(&self) -> Vec<(String, Tensor)> {
         let mut out = Vec::new();
@@ -131,6 +150,47 @@ impl AdamW {
     }
 }
 
+/// fp16's dynamic loss scale (torch.cuda.amp.GradScaler's rule): the loss is
+/// multiplied by `scale` before backward; a step whose gradients hold inf or
+/// NaN is skipped and the scale halves; after `GROWTH_INTERVAL` good steps in
+/// a row it doubles.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LossScaler {
+    pub scale: f64,
+    pub good_steps: u64,
+    pub skipped: u64,
+}
+
+pub const GROWTH_INTERVAL: u64 = 2000;
+
+impl Default for LossScaler {
+    fn default() -> Self {
+        LossScaler {
+            scale: 65536.0,
+            good_steps: 0,
+            skipped: 0,
+        }
+    }
+}
+
+impl LossScaler {
+    /// Records the outcome of a step; returns whether to apply it.
+    pub fn update(&mut self, found_inf: bool) -> bool {
+        if found_inf {
+            self.scale *= 0.5;
+            self.good_steps = 0;
+            self.skipped += 1;
+            return false;
+        }
+        self.good_steps += 1;
+        if self.good_steps == GROWTH_INTERVAL {
+            self.scale *= 2.0;
+            self.good_steps = 0;
+        }
+        true
+    }
+}
+
 /// Linear warm-up to `base` over `warmup` steps, then cosine decay to 0 at
 /// `total`. `step` counts from 0.
 pub fn lr_at(base: f64, step: u64, warmup: u64, total: u64) -> f64 {
@@ -145,6 +205,31 @@ pub fn lr_at(base: f64, step: u64, warmup: u64, total: u64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn loss_scaler_backs_off_and_grows() {
+        let mut s = LossScaler::default();
+        assert!(!s.update(true));
+        assert_eq!((s.scale, s.skipped), (32768.0, 1));
+        for _ in 0..GROWTH_INTERVAL - 1 {
+            assert!(s.update(false));
+        }
+        assert_eq!(s.scale, 32768.0);
+        assert!(s.update(false));
+        assert_eq!(s.scale, 65536.0);
+    }
+
+    #[test]
+    fn unscale_finds_non_finite_gradients() {
+        let vs = tch::nn::VarStore::new(tch::Device::Cpu);
+        let w = vs.root().var("w", &[3], tch::nn::Init::Const(1.0));
+        let opt = AdamW::new(&vs, 0.0);
+        (&w * 4.0).sum(Kind::Float).backward();
+        assert!(!opt.unscale_grads(2.0));
+        assert_eq!(Vec::<f32>::try_from(&w.grad()).unwrap(), [2.0, 2.0, 2.0]);
+        (&w * f64::INFINITY).sum(Kind::Float).backward();
+        assert!(opt.unscale_grads(2.0));
+    }
 
     #[test]
     fn schedule_warms_up_then_decays() {

@@ -46,7 +46,9 @@ struct Summary<'a> {
     best: Option<Best>,
     last: Option<&'a crate::trainer::EpochRecord>,
     time_s: f64,
-    peak_memory: PeakMemory,
+    peak_memory: crate::trainer::PeakMemory,
+    /// fp16 steps skipped for inf/NaN gradients over the run.
+    skipped_steps: u64,
     /// Config settings this trainer does not apply, said rather than ignored.
     not_applied: Vec<String>,
 }
@@ -55,13 +57,6 @@ struct Summary<'a> {
 struct Best {
     epoch: u32,
     val_loss: f64,
-}
-
-#[derive(Serialize)]
-struct PeakMemory {
-    allocated_mib: Option<f64>,
-    reserved_mib: Option<f64>,
-    note: String,
 }
 
 /// Settings in the config that this build of train does not apply.
@@ -73,12 +68,8 @@ pub fn not_applied(c: &Config, device: Device) -> Vec<String> {
             c.torch_compile_mode.as_str()
         ));
     }
-    if c.mixed_precision != Precision::Off {
-        out.push(format!(
-            "mixed_precision {:?}: autocast and the fp16 loss scaler are not built yet; training runs in fp32{}",
-            c.mixed_precision,
-            if device == Device::Cpu { " (and this is a CPU run)" } else { "" }
-        ));
+    if c.mixed_precision == Precision::Fp16 && device == Device::Cpu {
+        out.push("mixed_precision fp16 on CPU: applied through CPU autocast, but slow there; bf16 is CPU's half precision".to_string());
     }
     if c.num_workers > 0 {
         out.push(format!(
@@ -260,15 +251,8 @@ fn go(
             .map(|(epoch, val_loss)| Best { epoch, val_loss }),
         last: trainer.last.as_ref(),
         time_s: started.elapsed().as_secs_f64(),
-        peak_memory: PeakMemory {
-            allocated_mib: None,
-            reserved_mib: None,
-            note: if device == Device::Cpu {
-                "not available on CPU".to_string()
-            } else {
-                "not available: the allocator view (C++ shim) is not built yet".to_string()
-            },
-        },
+        peak_memory: trainer.peak.clone(),
+        skipped_steps: trainer.scaler.as_ref().map_or(0, |s| s.skipped),
         not_applied: skipped,
     };
     checkpoint::write_atomic(

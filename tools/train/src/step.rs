@@ -10,8 +10,39 @@
 //! a second time, so the gradients equal those without checkpointing.
 
 use crate::model::{BnStats, Net};
-use common::config::{Config, Loss};
-use tch::{Kind, Reduction, Tensor};
+use crate::shim;
+use common::config::{Config, Loss, Precision};
+use tch::{Device, Kind, Reduction, TchError, Tensor};
+
+/// Mixed precision for one step: forward passes run under autocast to
+/// `precision`; with fp16 the loss is multiplied by `loss_scale` before
+/// backward (the caller unscales the gradients).
+pub struct Amp {
+    pub device: Device,
+    pub precision: Precision,
+    pub loss_scale: Option<f64>,
+}
+
+impl Amp {
+    pub fn off(device: Device) -> Amp {
+        Amp {
+            device,
+            precision: Precision::Off,
+            loss_scale: None,
+        }
+    }
+
+    fn run<T>(&self, f: impl FnOnce() -> T) -> Result<T, TchError> {
+        shim::autocast(self.device, self.precision, f).map_err(TchError::Torch)
+    }
+
+    fn backward(&self, loss: &Tensor) -> Result<(), TchError> {
+        match self.loss_scale {
+            Some(s) => (loss * s).f_backward(),
+            None => loss.f_backward(),
+        }
+    }
+}
 
 pub fn loss(c: &Config, out: &Tensor, target: &Tensor) -> Tensor {
     match c.loss() {
@@ -22,7 +53,7 @@ pub fn loss(c: &Config, out: &Tensor, target: &Tensor) -> Tensor {
 }
 
 /// Forward and backward of one batch; gradients accumulate into the
-/// parameters. Returns the loss.
+/// parameters (scaled by `amp.loss_scale` when set). Returns the loss.
 pub fn forward_backward(
     net: &Net,
     c: &Config,
@@ -30,36 +61,50 @@ pub fn forward_backward(
     scalars: &Tensor,
     target: &Tensor,
     checkpointing: bool,
-) -> Result<f64, tch::TchError> {
+    amp: &Amp,
+) -> Result<f64, TchError> {
     if !checkpointing {
-        let out = net.forward(frames, scalars, true);
-        let l = loss(c, &out, target);
-        l.f_backward()?;
+        let l = amp.run(|| loss(c, &net.forward(frames, scalars, true), target))?;
+        amp.backward(&l)?;
         return l.f_double_value(&[]);
     }
     let (b, t) = (frames.size()[0], frames.size()[1]);
     let d = net.embed_dim();
-    let (masks, boundary): (Vec<Option<Tensor>>, Vec<Tensor>) = tch::no_grad(|| {
-        (0..t)
-            .map(|i| {
-                let mask = net.encoder_mask(b, d, true, frames);
-                let out =
-                    net.encode_frame(&frames.select(1, i), true, BnStats::Update, mask.as_ref());
-                (mask, out.detach().set_requires_grad(true))
-            })
-            .unzip()
-    });
-    let out = net.head_forward(&Tensor::stack(&boundary, 1), scalars, true);
-    let l = loss(c, &out, target);
-    l.f_backward()?;
+    let (masks, boundary): (Vec<Option<Tensor>>, Vec<Tensor>) = amp.run(|| {
+        tch::no_grad(|| {
+            (0..t)
+                .map(|i| {
+                    let mask = net.encoder_mask(b, d, true, frames);
+                    let out = net.encode_frame(
+                        &frames.select(1, i),
+                        true,
+                        BnStats::Update,
+                        mask.as_ref(),
+                    );
+                    (mask, out.detach().set_requires_grad(true))
+                })
+                .unzip()
+        })
+    })?;
+    let l = amp.run(|| {
+        loss(
+            c,
+            &net.head_forward(&Tensor::stack(&boundary, 1), scalars, true),
+            target,
+        )
+    })?;
+    amp.backward(&l)?;
     for (i, (mask, edge)) in masks.iter().zip(&boundary).enumerate() {
         let grad = edge.grad();
-        let recomputed = net.encode_frame(
-            &frames.select(1, i as i64),
-            true,
-            BnStats::Frozen,
-            mask.as_ref(),
-        );
+        // Recomputed under the same autocast state as the first pass.
+        let recomputed = amp.run(|| {
+            net.encode_frame(
+                &frames.select(1, i as i64),
+                true,
+                BnStats::Frozen,
+                mask.as_ref(),
+            )
+        })?;
         (recomputed * grad).sum(Kind::Float).f_backward()?;
     }
     l.f_double_value(&[])
@@ -68,7 +113,7 @@ pub fn forward_backward(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tch::{nn, Device};
+    use tch::nn;
 
     fn grads_after_step(c: &Config, checkpointing: bool) -> Vec<(String, Tensor)> {
         tch::manual_seed(7);
@@ -83,7 +128,16 @@ mod tests {
         let target = Tensor::randn([4], (Kind::Float, Device::Cpu));
         // The same RNG state for both runs: the same dropout masks.
         tch::manual_seed(13);
-        forward_backward(&net, c, &frames, &scalars, &target, checkpointing).unwrap();
+        forward_backward(
+            &net,
+            c,
+            &frames,
+            &scalars,
+            &target,
+            checkpointing,
+            &Amp::off(Device::Cpu),
+        )
+        .unwrap();
         let mut v: Vec<(String, Tensor)> = vs
             .variables()
             .into_iter()

@@ -10,9 +10,10 @@ use crate::checkpoint;
 use crate::data::{self, Dataset};
 use crate::metrics::{self, TaskMetrics};
 use crate::model::Net;
-use crate::optim::{self, AdamW};
-use crate::step;
-use common::config::{Config, Task};
+use crate::optim::{self, AdamW, LossScaler};
+use crate::shim;
+use crate::step::{self, Amp};
+use common::config::{Config, Precision, Task};
 use common::model::ModelSpec;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -36,8 +37,20 @@ pub struct EpochRecord {
     /// Peak GPU memory in the epoch; None where it cannot be read (CPU).
     pub peak_allocated_mib: Option<f64>,
     pub peak_reserved_mib: Option<f64>,
+    /// fp16 steps skipped for inf/NaN gradients in this epoch.
+    pub skipped_steps: u64,
     #[serde(flatten)]
     pub metrics: TaskMetrics,
+}
+
+/// The run's GPU memory, from the allocator view, or why it is unknown.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct PeakMemory {
+    pub allocated_mib: Option<f64>,
+    pub reserved_mib: Option<f64>,
+    pub alloc_retries: Option<i64>,
+    pub ooms: Option<i64>,
+    pub note: Option<String>,
 }
 
 pub enum Event<'a> {
@@ -70,6 +83,9 @@ pub struct Trainer {
     pub start_epoch: u32,
     pub best: Option<(u32, f64)>,
     pub last: Option<EpochRecord>,
+    /// fp16 only.
+    pub scaler: Option<LossScaler>,
+    pub peak: PeakMemory,
 }
 
 #[derive(Debug)]
@@ -91,6 +107,7 @@ impl Trainer {
         tch::manual_seed(config.seed as i64);
         let net = Net::new(&vs.root(), &config);
         let opt = AdamW::new(&vs, config.weight_decay);
+        let config_precision = config.mixed_precision;
         Ok(Trainer {
             train: train.to(device),
             val: val.to(device),
@@ -103,6 +120,8 @@ impl Trainer {
             start_epoch: 1,
             best: None,
             last: None,
+            scaler: (config_precision == Precision::Fp16).then(LossScaler::default),
+            peak: PeakMemory::default(),
         })
     }
 
@@ -167,6 +186,11 @@ impl Trainer {
         self.opt
             .load_state(&loaded.tensors, num("adam_steps")? as i64)?;
         self.start_epoch = num("epoch")? as u32 + 1;
+        if let Some(scaler) = &mut self.scaler {
+            scaler.scale = num("loss_scale")?;
+            scaler.good_steps = num("loss_scale_good_steps")? as u64;
+            scaler.skipped = num("skipped_steps")? as u64;
+        }
         let best_epoch = num("best_epoch")? as u32;
         self.best =
             (best_epoch > 0).then(|| (best_epoch, num("best_val_loss").unwrap_or(f64::INFINITY)));
@@ -177,7 +201,7 @@ impl Trainer {
         let mut tensors = self.named_weights();
         tensors.extend(self.opt.state());
         let (best_epoch, best_loss) = self.best.unwrap_or((0, f64::INFINITY));
-        let meta: BTreeMap<String, String> = [
+        let mut meta: BTreeMap<String, String> = [
             ("schema", CHECKPOINT_SCHEMA.to_string()),
             ("epoch", epoch.to_string()),
             ("adam_steps", self.opt.steps.to_string()),
@@ -194,6 +218,11 @@ impl Trainer {
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))
         .collect();
+        if let Some(s) = &self.scaler {
+            meta.insert("loss_scale".into(), s.scale.to_string());
+            meta.insert("loss_scale_good_steps".into(), s.good_steps.to_string());
+            meta.insert("skipped_steps".into(), s.skipped.to_string());
+        }
         checkpoint::save(&self.out.join(CHECKPOINT), &tensors, meta)
     }
 
@@ -207,6 +236,9 @@ impl Trainer {
         let n = self.train.len() as usize;
         let fault = crate::fault::Fault::from_env()?;
         for epoch in self.start_epoch..=c.epochs {
+            // Peaks per epoch; on CPU this answers "not available".
+            let _ = shim::reset_peak(self.device);
+            let skipped_before = self.scaler.as_ref().map_or(0, |s| s.skipped);
             let started = Instant::now();
             let order = data::shuffled(n, c.seed, u64::from(epoch));
             let mut loss_sum = 0.0;
@@ -226,6 +258,11 @@ impl Trainer {
                 let idx = Tensor::from_slice(chunk).to_device(self.device);
                 let (frames, scalars, target) = self.train.batch(&idx);
                 self.opt.zero_grad();
+                let amp = Amp {
+                    device: self.device,
+                    precision: c.mixed_precision,
+                    loss_scale: self.scaler.as_ref().map(|s| s.scale),
+                };
                 let loss = match step::forward_backward(
                     &self.net,
                     &c,
@@ -233,6 +270,7 @@ impl Trainer {
                     &scalars,
                     &target,
                     c.gradient_checkpointing,
+                    &amp,
                 ) {
                     Ok(l) => l,
                     Err(e) => {
@@ -248,10 +286,19 @@ impl Trainer {
                         reason: format!("loss is {loss} at epoch {epoch} step {}", i + 1),
                     });
                 }
-                if let Some(max) = c.grad_clip {
-                    self.opt.clip_grad_norm(max);
+                let apply = match &mut self.scaler {
+                    Some(s) => {
+                        let found_inf = self.opt.unscale_grads(s.scale);
+                        s.update(found_inf)
+                    }
+                    None => true,
+                };
+                if apply {
+                    if let Some(max) = c.grad_clip {
+                        self.opt.clip_grad_norm(max);
+                    }
+                    self.opt.step(lr);
                 }
-                self.opt.step(lr);
                 loss_sum += loss * chunk.len() as f64;
                 seen += chunk.len() as i64;
                 for l in listeners.iter_mut() {
@@ -265,6 +312,7 @@ impl Trainer {
             }
             let train_seconds = started.elapsed().as_secs_f64();
             let (val_loss, metrics) = self.evaluate();
+            let (peak_allocated_mib, peak_reserved_mib) = self.read_memory();
             let record = EpochRecord {
                 epoch,
                 epochs: c.epochs,
@@ -273,8 +321,9 @@ impl Trainer {
                 lr,
                 seconds: started.elapsed().as_secs_f64(),
                 samples_per_s: seen as f64 / train_seconds.max(1e-9),
-                peak_allocated_mib: None,
-                peak_reserved_mib: None,
+                peak_allocated_mib,
+                peak_reserved_mib,
+                skipped_steps: self.scaler.as_ref().map_or(0, |s| s.skipped) - skipped_before,
                 metrics,
             };
             let improved = self.best.is_none_or(|(_, b)| val_loss < b);
@@ -296,6 +345,26 @@ impl Trainer {
         Ok(Stop::Finished)
     }
 
+    /// This epoch's peaks (MiB), folded into the run's; None off the GPU.
+    fn read_memory(&mut self) -> (Option<f64>, Option<f64>) {
+        const MIB: f64 = 1024.0 * 1024.0;
+        match shim::memory_stats(self.device) {
+            Ok(m) => {
+                let (a, r) = (m.peak_allocated as f64 / MIB, m.peak_reserved as f64 / MIB);
+                let p = &mut self.peak;
+                p.allocated_mib = Some(p.allocated_mib.map_or(a, |x| x.max(a)));
+                p.reserved_mib = Some(p.reserved_mib.map_or(r, |x| x.max(r)));
+                p.alloc_retries = Some(m.alloc_retries);
+                p.ooms = Some(m.ooms);
+                (Some(a), Some(r))
+            }
+            Err(why) => {
+                self.peak.note = Some(why);
+                (None, None)
+            }
+        }
+    }
+
     /// Validation loss and task metrics, in eval mode without gradients.
     pub fn evaluate(&self) -> (f64, TaskMetrics) {
         let c = &self.config;
@@ -307,7 +376,10 @@ impl Trainer {
             let len = (c.batch_size as i64).min(n - start);
             let idx = Tensor::arange_start(start, start + len, (Kind::Int64, self.device));
             let (frames, scalars, target) = self.val.batch(&idx);
-            let out = self.net.forward(&frames, &scalars, false);
+            let out = shim::autocast(self.device, c.mixed_precision, || {
+                self.net.forward(&frames, &scalars, false)
+            })
+            .unwrap_or_else(|_| self.net.forward(&frames, &scalars, false));
             loss_sum += step::loss(c, &out, &target).double_value(&[]) * len as f64;
             outs.push(out);
         }

@@ -337,7 +337,7 @@ fn data_files_are_checked_and_capped() {
 fn classification_and_settings_train_does_not_apply() {
     let dir = tempfile::tempdir().unwrap();
     let text = TINY.replace("epochs: 4", "epochs: 2")
-        + "task: classification\nnum_labels: 3\ntorch_compile: true\nmixed_precision: bf16\n";
+        + "task: classification\nnum_labels: 3\ntorch_compile: true\n";
     let cfg = write(dir.path(), "cls.yaml", &text);
     let out = dir.path().join("run");
     train()
@@ -349,15 +349,59 @@ fn classification_and_settings_train_does_not_apply() {
         .success()
         .stderr(predicate::str::contains("not applied: torch_compile"));
     let metrics = std::fs::read_to_string(out.join("metrics.csv")).unwrap();
+    let column = metrics
+        .lines()
+        .next()
+        .unwrap()
+        .split(',')
+        .position(|c| c == "accuracy")
+        .unwrap();
     let row: Vec<&str> = metrics.lines().nth(2).unwrap().split(',').collect();
-    let accuracy: f64 = row[11].parse().unwrap();
+    let accuracy: f64 = row[column].parse().unwrap();
     assert!((0.0..=1.0).contains(&accuracy));
     let summary = std::fs::read_to_string(out.join("summary.yaml")).unwrap();
     assert!(
         summary.contains("torch_compile (mode default): libtorch has no torch.compile"),
         "{summary}"
     );
-    assert!(summary.contains("mixed_precision Bf16"), "{summary}");
+    assert!(summary.contains("note: not available on CPU"), "{summary}");
+}
+
+#[test]
+fn fp16_steps_with_overflowing_gradients_are_skipped_and_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write(
+        dir.path(),
+        "fp16.yaml",
+        &(TINY.replace("epochs: 4", "epochs: 2") + "mixed_precision: fp16\n"),
+    );
+    let out = dir.path().join("run");
+    train()
+        .arg("--config")
+        .arg(&cfg)
+        .arg("--out")
+        .arg(&out)
+        .assert()
+        .success();
+    let metrics = std::fs::read_to_string(out.join("metrics.csv")).unwrap();
+    let column = metrics
+        .lines()
+        .next()
+        .unwrap()
+        .split(',')
+        .position(|c| c == "skipped_steps")
+        .unwrap();
+    let skipped: u64 = metrics
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').nth(column).unwrap().parse::<u64>().unwrap())
+        .sum();
+    // The scale starts at 2^16 and halves on each overflow, as GradScaler's.
+    assert!(skipped > 0, "{metrics}");
+    let summary: serde_yaml::Value =
+        serde_yaml::from_str(&std::fs::read_to_string(out.join("summary.yaml")).unwrap()).unwrap();
+    assert_eq!(summary["skipped_steps"].as_u64(), Some(skipped));
+    assert_eq!(summary["status"].as_str(), Some("finished"));
 }
 
 #[test]
