@@ -12,6 +12,7 @@ mod info;
 mod metrics;
 mod model;
 mod optim;
+mod plot;
 mod run;
 mod shim;
 mod step;

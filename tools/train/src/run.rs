@@ -223,7 +223,9 @@ fn go(
     }
     let mut console = Console::new();
     let mut csv = MetricsCsv::open(&out.join("metrics.csv"), trainer.start_epoch)?;
-    let stop = trainer.run(&mut [&mut console as &mut dyn Listener, &mut csv])?;
+    let mut plot = crate::plot::Plot::new(&out);
+    // metrics.csv first: the plot is drawn from it.
+    let stop = trainer.run(&mut [&mut console as &mut dyn Listener, &mut csv, &mut plot])?;
     let (status, reason, class, code) = match &stop {
         Stop::Finished => (
             "finished",

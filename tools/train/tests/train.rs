@@ -68,6 +68,8 @@ fn a_run_writes_its_directory_and_seed_style_lines() {
         "{line}"
     );
     assert!(stderr.contains("New best model saved! (val_loss: "));
+    let png = std::fs::read(out.join("curves.png")).unwrap();
+    assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"), "curves.png is a PNG");
     for f in [
         "config.yaml",
         "metrics.csv",
