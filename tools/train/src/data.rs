@@ -123,42 +123,218 @@ pub fn synthetic(c: &Config, n: u64, split: i64) -> Dataset {
     }
 }
 
-#[derive(Deserialize)]
+/// A tensor's dtype (safetensors' names: F32, I64, ...) and shape.
 struct Info {
+    dtype: String,
+    shape: Vec<i64>,
+}
+
+/// A file of named tensors whose first rows can be read without the rest.
+trait Source {
+    fn info(&mut self, tensor: &str) -> anyhow::Result<Info>;
+    /// The first `bytes` bytes of `tensor`'s data (row-major).
+    fn head(&mut self, tensor: &str, bytes: usize) -> anyhow::Result<Vec<u8>>;
+}
+
+/// safetensors: a JSON header of offsets, then the data.
+struct SafetensorsFile {
+    name: String,
+    file: std::fs::File,
+    body: u64,
+    infos: HashMap<String, serde_json::Value>,
+}
+
+#[derive(Deserialize)]
+struct StInfo {
     dtype: String,
     shape: Vec<i64>,
     data_offsets: [u64; 2],
 }
 
-/// Reads the first `max` rows of `frames`, `scalars` and `target` from a
-/// safetensors file, checking every shape and dtype against the config first.
-pub fn read_file(c: &Config, path: &Path, max: Option<u64>) -> anyhow::Result<Dataset> {
-    let name = path.display().to_string();
-    let mut f = std::fs::File::open(path).map_err(|e| bad_input!("{name}: cannot open: {e}"))?;
-    let mut len = [0u8; 8];
-    f.read_exact(&mut len)
-        .map_err(|_| bad_input!("{name}: not a safetensors file (shorter than its header)"))?;
-    let header_len = u64::from_le_bytes(len);
-    if header_len > 100 << 20 {
-        return Err(bad_input!(
-            "{name}: not a safetensors file (header length {header_len})"
-        ));
+impl SafetensorsFile {
+    fn open(path: &Path) -> anyhow::Result<SafetensorsFile> {
+        let name = path.display().to_string();
+        let mut file =
+            std::fs::File::open(path).map_err(|e| bad_input!("{name}: cannot open: {e}"))?;
+        let mut len = [0u8; 8];
+        file.read_exact(&mut len)
+            .map_err(|_| bad_input!("{name}: not a safetensors file (shorter than its header)"))?;
+        let header_len = u64::from_le_bytes(len);
+        if header_len > 100 << 20 {
+            return Err(bad_input!(
+                "{name}: not a safetensors file (header length {header_len})"
+            ));
+        }
+        let mut header = vec![0u8; header_len as usize];
+        file.read_exact(&mut header)
+            .map_err(|_| bad_input!("{name}: truncated safetensors header"))?;
+        let mut infos: HashMap<String, serde_json::Value> = serde_json::from_slice(&header)
+            .map_err(|e| bad_input!("{name}: not a safetensors header: {e}"))?;
+        infos.remove("__metadata__");
+        Ok(SafetensorsFile {
+            name,
+            file,
+            body: 8 + header_len,
+            infos,
+        })
     }
-    let mut header = vec![0u8; header_len as usize];
-    f.read_exact(&mut header)
-        .map_err(|_| bad_input!("{name}: truncated safetensors header"))?;
-    let mut infos: HashMap<String, serde_json::Value> = serde_json::from_slice(&header)
-        .map_err(|e| bad_input!("{name}: not a safetensors header: {e}"))?;
-    infos.remove("__metadata__");
-    let info = |t: &str| -> anyhow::Result<Info> {
-        let v = infos.get(t).ok_or_else(|| {
+
+    fn st_info(&self, t: &str) -> anyhow::Result<StInfo> {
+        let name = &self.name;
+        let v = self.infos.get(t).ok_or_else(|| {
             bad_input!(
                 "{name}: no tensor `{t}`; expected frames [N,T,C,H,W], scalars [N,S], target [N]"
             )
         })?;
         serde_json::from_value(v.clone()).map_err(|e| bad_input!("{name}: tensor `{t}`: {e}"))
+    }
+}
+
+impl Source for SafetensorsFile {
+    fn info(&mut self, t: &str) -> anyhow::Result<Info> {
+        let i = self.st_info(t)?;
+        Ok(Info {
+            dtype: i.dtype,
+            shape: i.shape,
+        })
+    }
+
+    fn head(&mut self, t: &str, bytes: usize) -> anyhow::Result<Vec<u8>> {
+        let i = self.st_info(t)?;
+        let name = &self.name;
+        if i.data_offsets[1].saturating_sub(i.data_offsets[0]) < bytes as u64 {
+            return Err(bad_input!(
+                "{name}: tensor `{t}`: data shorter than its shape"
+            ));
+        }
+        self.file
+            .seek(SeekFrom::Start(self.body + i.data_offsets[0]))?;
+        let mut buf = vec![0u8; bytes];
+        self.file
+            .read_exact(&mut buf)
+            .map_err(|_| bad_input!("{name}: tensor `{t}`: file truncated"))?;
+        Ok(buf)
+    }
+}
+
+/// numpy's .npz: a zip of .npy files (stored or deflated); only the bytes
+/// asked for are read (and inflated) from each entry.
+struct NpzFile {
+    name: String,
+    zip: zip::ZipArchive<std::fs::File>,
+}
+
+impl NpzFile {
+    fn open(path: &Path) -> anyhow::Result<NpzFile> {
+        let name = path.display().to_string();
+        let file = std::fs::File::open(path).map_err(|e| bad_input!("{name}: cannot open: {e}"))?;
+        let zip = zip::ZipArchive::new(file)
+            .map_err(|e| bad_input!("{name}: not an .npz (zip) file: {e}"))?;
+        Ok(NpzFile { name, zip })
+    }
+
+    /// Opens `t.npy` and reads its header; the reader is left at the data.
+    fn open_entry(
+        &mut self,
+        t: &str,
+    ) -> anyhow::Result<(Info, zip::read::ZipFile<'_, std::fs::File>)> {
+        let name = self.name.clone();
+        let mut entry = self.zip.by_name(&format!("{t}.npy")).map_err(|_| {
+            bad_input!(
+                "{name}: no array `{t}`; expected frames [N,T,C,H,W], scalars [N,S], target [N]"
+            )
+        })?;
+        let info = npy_header(&mut entry).map_err(|e| bad_input!("{name}: array `{t}`: {e}"))?;
+        Ok((info, entry))
+    }
+}
+
+impl Source for NpzFile {
+    fn info(&mut self, t: &str) -> anyhow::Result<Info> {
+        Ok(self.open_entry(t)?.0)
+    }
+
+    fn head(&mut self, t: &str, bytes: usize) -> anyhow::Result<Vec<u8>> {
+        let name = self.name.clone();
+        let (_, mut entry) = self.open_entry(t)?;
+        let mut buf = vec![0u8; bytes];
+        entry
+            .read_exact(&mut buf)
+            .map_err(|_| bad_input!("{name}: array `{t}`: data shorter than its shape"))?;
+        Ok(buf)
+    }
+}
+
+/// Parses an .npy header: magic, version, then a Python dict literal with
+/// 'descr', 'fortran_order' and 'shape'.
+fn npy_header(r: &mut impl Read) -> Result<Info, String> {
+    let mut magic = [0u8; 8];
+    r.read_exact(&mut magic)
+        .map_err(|e| format!("truncated .npy header: {e}"))?;
+    if &magic[..6] != b"\x93NUMPY" {
+        return Err("not an .npy array (bad magic)".into());
+    }
+    let len = if magic[6] == 1 {
+        let mut l = [0u8; 2];
+        r.read_exact(&mut l).map_err(|e| e.to_string())?;
+        u16::from_le_bytes(l) as usize
+    } else {
+        let mut l = [0u8; 4];
+        r.read_exact(&mut l).map_err(|e| e.to_string())?;
+        u32::from_le_bytes(l) as usize
     };
-    let (frames, scalars, target) = (info("frames")?, info("scalars")?, info("target")?);
+    let mut header = vec![0u8; len];
+    r.read_exact(&mut header)
+        .map_err(|e| format!("truncated .npy header: {e}"))?;
+    let header = String::from_utf8_lossy(&header);
+    let field = |key: &str| -> Option<&str> {
+        let at = header.find(&format!("'{key}':"))? + key.len() + 3;
+        Some(header[at..].trim_start())
+    };
+    let descr = field("descr")
+        .and_then(|d| d.strip_prefix('\''))
+        .and_then(|d| d.split('\'').next())
+        .ok_or("no 'descr'")?;
+    if field("fortran_order").is_some_and(|f| f.starts_with("True")) {
+        return Err(
+            "Fortran-ordered arrays are not supported; save with np.ascontiguousarray".into(),
+        );
+    }
+    let shape = field("shape")
+        .and_then(|s| s.strip_prefix('('))
+        .and_then(|s| s.split(')').next())
+        .ok_or("no 'shape'")?;
+    let shape = shape
+        .split(',')
+        .map(str::trim)
+        .filter(|d| !d.is_empty())
+        .map(|d| {
+            d.parse::<i64>()
+                .map_err(|_| format!("bad shape entry {d:?}"))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let dtype = match descr {
+        "<f4" => "F32".to_string(),
+        "<i8" => "I64".to_string(),
+        other => format!("numpy {other}"),
+    };
+    Ok(Info { dtype, shape })
+}
+
+/// Reads the first `max` rows of `frames`, `scalars` and `target` from a
+/// safetensors or .npz file, checking every shape and dtype against the
+/// config first.
+pub fn read_file(c: &Config, path: &Path, max: Option<u64>) -> anyhow::Result<Dataset> {
+    let name = path.display().to_string();
+    let mut src: Box<dyn Source> = match path.extension().and_then(|e| e.to_str()) {
+        Some("npz") => Box::new(NpzFile::open(path)?),
+        _ => Box::new(SafetensorsFile::open(path)?),
+    };
+    let (frames, scalars, target) = (
+        src.info("frames")?,
+        src.info("scalars")?,
+        src.info("target")?,
+    );
     let want = [
         c.temporal_frames as i64,
         c.image_channels as i64,
@@ -185,18 +361,14 @@ pub fn read_file(c: &Config, path: &Path, max: Option<u64>) -> anyhow::Result<Da
             target.shape
         ));
     }
-    let float = |t: &str, i: &Info| {
+    for (t, i) in [("frames", &frames), ("scalars", &scalars)] {
         if i.dtype != "F32" {
-            Err(bad_input!(
-                "{name}: tensor `{t}`: expected dtype F32, found {}",
+            return Err(bad_input!(
+                "{name}: tensor `{t}`: expected dtype F32 (float32), found {}",
                 i.dtype
-            ))
-        } else {
-            Ok(())
+            ));
         }
-    };
-    float("frames", &frames)?;
-    float("scalars", &scalars)?;
+    }
     let (target_dtype, target_kind) = match c.task {
         Task::Regression => ("F32", Kind::Float),
         Task::Classification => ("I64", Kind::Int64),
@@ -209,20 +381,10 @@ pub fn read_file(c: &Config, path: &Path, max: Option<u64>) -> anyhow::Result<Da
         ));
     }
     let rows = max.map_or(n, |m| (m as i64).min(n));
-    let body = 8 + header_len;
     let mut read_rows = |t: &str, i: &Info, kind: Kind| -> anyhow::Result<Tensor> {
         let elem = if kind == Kind::Int64 { 8 } else { 4 };
         let row: i64 = i.shape[1..].iter().product::<i64>() * elem;
-        let bytes = (row * rows) as usize;
-        if i.data_offsets[1] - i.data_offsets[0] < (row * n) as u64 {
-            return Err(bad_input!(
-                "{name}: tensor `{t}`: data shorter than its shape"
-            ));
-        }
-        f.seek(SeekFrom::Start(body + i.data_offsets[0]))?;
-        let mut buf = vec![0u8; bytes];
-        f.read_exact(&mut buf)
-            .map_err(|_| bad_input!("{name}: tensor `{t}`: file truncated"))?;
+        let buf = src.head(t, (row * rows) as usize)?;
         let mut shape = i.shape.clone();
         shape[0] = rows;
         let t = match kind {

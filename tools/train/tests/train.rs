@@ -433,3 +433,149 @@ fn bad_input_and_usage_exit_2() {
         .code(2)
         .stderr(predicate::str::contains("expected sigkill@EPOCH:STEP"));
 }
+
+/// An .npy array: magic, version 1.0, the header dict padded to 64 bytes.
+fn npy(descr: &str, shape: &[usize], data: &[u8]) -> Vec<u8> {
+    let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
+    let shape = if dims.len() == 1 {
+        format!("({},)", dims[0])
+    } else {
+        format!("({})", dims.join(", "))
+    };
+    let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(' ');
+    }
+    header.push('\n');
+    let mut out = b"\x93NUMPY\x01\x00".to_vec();
+    out.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    out.extend_from_slice(header.as_bytes());
+    out.extend_from_slice(data);
+    out
+}
+
+fn npz(path: &Path, n: usize, compressed: bool, target_descr: &str) {
+    use std::io::Write;
+    let frames: Vec<u8> = (0..n * 3 * 3 * 16 * 16)
+        .flat_map(|i| ((i % 5) as f32 * 0.2).to_le_bytes())
+        .collect();
+    let scalars: Vec<u8> = (0..n * 4)
+        .flat_map(|i| ((i % 3) as f32).to_le_bytes())
+        .collect();
+    let target: Vec<u8> = (0..n)
+        .flat_map(|i| (i as f32 / n as f32).to_le_bytes())
+        .collect();
+    let mut z = zip::ZipWriter::new(std::fs::File::create(path).unwrap());
+    let method = if compressed {
+        zip::CompressionMethod::Deflated
+    } else {
+        zip::CompressionMethod::Stored
+    };
+    let opts = zip::write::SimpleFileOptions::default().compression_method(method);
+    for (name, descr, shape, data) in [
+        ("frames.npy", "<f4", vec![n, 3, 3, 16, 16], frames),
+        ("scalars.npy", "<f4", vec![n, 4], scalars),
+        ("target.npy", target_descr, vec![n], target),
+    ] {
+        z.start_file(name, opts).unwrap();
+        z.write_all(&npy(descr, &shape, &data)).unwrap();
+    }
+    z.finish().unwrap();
+}
+
+#[test]
+fn npz_files_from_numpy_savez_and_savez_compressed() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    npz(&d.join("train.npz"), 80, true, "<f4");
+    npz(&d.join("val.npz"), 16, false, "<f4");
+    let text = TINY.replace("epochs: 4", "epochs: 1").replace(
+        "data: {synthetic_train_examples: 192, synthetic_val_examples: 64}",
+        &format!(
+            "data: {{path: {}, val_path: {}}}\nmax_train_examples: 50",
+            d.join("train.npz").display(),
+            d.join("val.npz").display()
+        ),
+    );
+    let cfg = write(d, "npz.yaml", &text);
+    train()
+        .arg("--config")
+        .arg(&cfg)
+        .arg("--out")
+        .arg(d.join("run"))
+        .assert()
+        .success()
+        .stderr(predicate::str::contains(
+            "50 training / 16 validation examples",
+        ));
+    // float64 targets are named with numpy's dtype.
+    npz(&d.join("f64.npz"), 16, false, "<f8");
+    let cfg = write(d, "f64.yaml", &text.replace("val.npz", "f64.npz"));
+    train()
+        .arg("--config")
+        .arg(&cfg)
+        .arg("--out")
+        .arg(d.join("run2"))
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "f64.npz: tensor `target`: expected dtype F32 for task Regression, found numpy <f8",
+        ));
+}
+
+#[test]
+fn a_non_finite_loss_fails_the_run_with_exit_1_and_its_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // Finite targets whose squared error overflows float32.
+    let n = 32;
+    let mut huge = Vec::new();
+    for _ in 0..n {
+        huge.extend_from_slice(&3.0e30f32.to_le_bytes());
+    }
+    use safetensors::tensor::{Dtype, TensorView};
+    let frames = vec![0u8; n * 3 * 3 * 16 * 16 * 4];
+    let scalars = vec![0u8; n * 4 * 4];
+    let views = vec![
+        (
+            "frames",
+            TensorView::new(Dtype::F32, vec![n, 3, 3, 16, 16], &frames).unwrap(),
+        ),
+        (
+            "scalars",
+            TensorView::new(Dtype::F32, vec![n, 4], &scalars).unwrap(),
+        ),
+        (
+            "target",
+            TensorView::new(Dtype::F32, vec![n], &huge).unwrap(),
+        ),
+    ];
+    std::fs::write(
+        d.join("huge.safetensors"),
+        safetensors::tensor::serialize(views, None).unwrap(),
+    )
+    .unwrap();
+    let text = TINY.replace(
+        "data: {synthetic_train_examples: 192, synthetic_val_examples: 64}",
+        &format!(
+            "data: {{path: {0}, val_path: {0}}}",
+            d.join("huge.safetensors").display()
+        ),
+    );
+    let cfg = write(d, "huge.yaml", &text);
+    let out = d.join("run");
+    train()
+        .arg("--config")
+        .arg(&cfg)
+        .arg("--out")
+        .arg(&out)
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(
+            "train: failed: loss is inf at epoch 1 step 1",
+        ));
+    let summary: serde_yaml::Value =
+        serde_yaml::from_str(&std::fs::read_to_string(out.join("summary.yaml")).unwrap()).unwrap();
+    assert_eq!(summary["status"].as_str(), Some("failed"));
+    assert_eq!(summary["error_class"].as_str(), Some("non-finite-loss"));
+}
