@@ -149,6 +149,10 @@ pub struct Config {
     pub mixed_precision: Precision,
     // Training.
     pub batch_size: u32,
+    /// Split each batch into micro-batches of this size with gradient
+    /// accumulation (the same update, less activation memory); null: whole
+    /// batches. train lowers it by itself after an out-of-memory error.
+    pub micro_batch_size: Option<u32>,
     pub temporal_frames: u32,
     pub epochs: u32,
     pub learning_rate: f64,
@@ -192,6 +196,7 @@ impl Default for Config {
             torch_compile_mode: CompileMode::Default,
             mixed_precision: Precision::Off,
             batch_size: 16,
+            micro_batch_size: None,
             temporal_frames: 5,
             epochs: 10,
             learning_rate: 1e-3,
@@ -249,6 +254,13 @@ impl Config {
             Task::Regression => Loss::Mse,
             Task::Classification => Loss::CrossEntropy,
         })
+    }
+
+    /// The batch one forward pass holds: the micro-batch when set.
+    pub fn forward_batch(&self) -> u32 {
+        self.micro_batch_size
+            .unwrap_or(self.batch_size)
+            .min(self.batch_size)
     }
 
     /// Outputs of the head: 1 for regression, num_labels for classification.
@@ -342,6 +354,9 @@ impl Config {
         );
         if let Some(f) = self.architecture.ffn_dim {
             positive("architecture.ffn_dim", f.into());
+        }
+        if let Some(m) = self.micro_batch_size {
+            positive("micro_batch_size", m.into());
         }
         if let Some(m) = self.max_train_examples {
             positive("max_train_examples", m);
@@ -437,6 +452,17 @@ impl Config {
                 "expected cross_entropy for task classification".into(),
             )),
             _ => {}
+        }
+        if let Some(m) = self.micro_batch_size {
+            if m > self.batch_size {
+                p.push((
+                    "micro_batch_size".into(),
+                    format!(
+                        "expected at most batch_size ({}), found {m}",
+                        self.batch_size
+                    ),
+                ));
+            }
         }
         if self.data.path.is_some() && self.data.val_path.is_none() {
             p.push((

@@ -96,7 +96,8 @@ fn mib(bytes: u64) -> String {
 pub fn estimate(c: &Config) -> Estimate {
     let m = ModelSpec::from_config(c);
     let p = m.parameter_count();
-    let b = u64::from(c.batch_size);
+    // Activations live for one forward pass: the micro-batch when there is one.
+    let b = u64::from(c.forward_batch());
     let t = m.frames;
     let mixed = c.mixed_precision != Precision::Off;
     let ab = c.mixed_precision.activation_bytes();

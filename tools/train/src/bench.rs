@@ -99,6 +99,7 @@ pub fn run(args: &Args) -> anyhow::Result<u8> {
             config.gradient_checkpointing,
             // fp32 on both sides of the comparison.
             &step::Amp::off(Device::Cpu),
+            1.0,
         )?;
         let fb = started.elapsed();
         if let Some(max) = config.grad_clip {

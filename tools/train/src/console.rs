@@ -74,7 +74,7 @@ pub struct MetricsCsv {
 }
 
 pub const METRICS_HEADER: &str =
-    "epoch,train_loss,val_loss,lr,seconds,samples_per_s,peak_allocated_mib,peak_reserved_mib,skipped_steps,mae,rmse,r2,accuracy,macro_f1";
+    "epoch,train_loss,val_loss,lr,seconds,samples_per_s,peak_allocated_mib,peak_reserved_mib,skipped_steps,oom_events,micro_batch,mae,rmse,r2,accuracy,macro_f1";
 
 impl MetricsCsv {
     /// Opens `path` keeping only rows of epochs before `first_epoch` (a
@@ -107,7 +107,7 @@ impl Listener for MetricsCsv {
         if let Event::EpochEnd(r) = event {
             let m = &r.metrics;
             let row = format!(
-                "{},{:.6},{:.6},{:.8},{:.3},{:.2},{},{},{},{},{},{},{},{}\n",
+                "{},{:.6},{:.6},{:.8},{:.3},{:.2},{},{},{},{},{},{},{},{},{},{}\n",
                 r.epoch,
                 r.train_loss,
                 r.val_loss,
@@ -117,6 +117,8 @@ impl Listener for MetricsCsv {
                 cell(r.peak_allocated_mib),
                 cell(r.peak_reserved_mib),
                 r.skipped_steps,
+                r.oom_events,
+                r.micro_batch,
                 cell(m.mae),
                 cell(m.rmse),
                 cell(m.r2),

@@ -1,41 +1,118 @@
-//! A test hook, documented in README: `TRAINGUARD_FAULT=sigkill@EPOCH:STEP`
-//! makes train kill itself with SIGKILL just before step STEP of epoch EPOCH,
-//! so tests can show what a real `kill -9` mid-epoch leaves behind and that
-//! `--resume` recovers from it exactly.
+//! Test hooks, documented in README: `TRAINGUARD_FAULT` injects the failures
+//! train must survive, at a given epoch and step, so CI can show on a CPU
+//! what a GPU does to a run. A comma-separated list of `KIND@EPOCH:STEP`:
+//!
+//! - `sigkill`: SIGKILL just before that step (a real `kill -9`);
+//! - `oom`: that step's first attempt fails with libtorch's CUDA
+//!   out-of-memory error (its real message format, as c10 prints it);
+//! - `oom-always`: every attempt from that step on fails so, whatever the
+//!   micro-batch (a config that cannot fit);
+//! - `cuda-graph`: that step fails with the "static input data pointer
+//!   changed" error of seed 001;
+//! - `nan`: that step's loss is NaN.
+//!
+//! `none` disables them (a fallback config can set it in its `environment`).
+
+use tch::TchError;
 
 pub const VAR: &str = "TRAINGUARD_FAULT";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Sigkill,
+    Oom,
+    OomAlways,
+    CudaGraph,
+    Nan,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Fault {
+    pub kind: Kind,
     pub epoch: u32,
     pub step: u64,
 }
 
-impl Fault {
-    pub fn from_env() -> anyhow::Result<Option<Fault>> {
-        let Ok(v) = std::env::var(VAR) else {
-            return Ok(None);
-        };
-        let parsed = v.strip_prefix("sigkill@").and_then(|rest| {
-            let (e, s) = rest.split_once(':')?;
-            Some(Fault {
-                epoch: e.parse().ok()?,
-                step: s.parse().ok()?,
-            })
-        });
-        parsed
-            .map(Some)
-            .ok_or_else(|| common::bad_input!("{VAR}={v}: expected sigkill@EPOCH:STEP"))
+/// libtorch's OOM message (c10/cuda/CUDACachingAllocator.cpp), with figures.
+pub const OOM_MESSAGE: &str = "CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 14.74 GiB of which 1.06 GiB is free. Including non-PyTorch memory, this process has 13.68 GiB memory in use. Of the allocated memory 12.21 GiB is allocated by PyTorch, and 1.41 GiB is reserved by PyTorch but unallocated. If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation for Memory Management  (https://docs.pytorch.org/docs/stable/notes/cuda.html#optimizing-memory-usage-with-pytorch-cuda-alloc-conf) (injected by TRAINGUARD_FAULT)";
+/// Seed 001's error, as torch/_inductor/cudagraph_utils.py words it.
+pub const GRAPH_MESSAGE: &str = "static input data pointer changed.\ninput name: primals_1. data pointer changed from 12919305216 to 12919242752. (injected by TRAINGUARD_FAULT)";
+
+pub struct Faults {
+    list: Vec<Fault>,
+    /// (epoch, step) of `oom` faults already fired once.
+    fired: Vec<(u32, u64)>,
+}
+
+impl Faults {
+    pub fn from_env() -> anyhow::Result<Faults> {
+        let v = std::env::var(VAR).unwrap_or_default();
+        let mut list = Vec::new();
+        for spec in v
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty() && *s != "none")
+        {
+            let parsed = spec.split_once('@').and_then(|(kind, at)| {
+                let kind = match kind {
+                    "sigkill" => Kind::Sigkill,
+                    "oom" => Kind::Oom,
+                    "oom-always" => Kind::OomAlways,
+                    "cuda-graph" => Kind::CudaGraph,
+                    "nan" => Kind::Nan,
+                    _ => return None,
+                };
+                let (e, s) = at.split_once(':')?;
+                Some(Fault {
+                    kind,
+                    epoch: e.parse().ok()?,
+                    step: s.parse().ok()?,
+                })
+            });
+            list.push(parsed.ok_or_else(|| {
+                common::bad_input!("{VAR}={v}: expected KIND@EPOCH:STEP[,...] with KIND one of sigkill, oom, oom-always, cuda-graph, nan")
+            })?);
+        }
+        Ok(Faults {
+            list,
+            fired: Vec::new(),
+        })
     }
 
-    /// Fires when the loop is about to run `step` (1-based) of `epoch`.
-    pub fn check(&self, epoch: u32, step: u64) {
-        if (epoch, step) == (self.epoch, self.step) {
+    fn at(&self, kind: Kind, epoch: u32, step: u64) -> bool {
+        self.list
+            .iter()
+            .any(|f| f.kind == kind && (f.epoch, f.step) == (epoch, step))
+    }
+
+    /// Before a step: SIGKILL when asked.
+    pub fn before_step(&self, epoch: u32, step: u64) {
+        if self.at(Kind::Sigkill, epoch, step) {
             eprintln!("train: {VAR}: SIGKILL before epoch {epoch} step {step}");
             // SAFETY: raise has no preconditions; SIGKILL ends the process.
             unsafe {
                 libc::raise(libc::SIGKILL);
             }
         }
+    }
+
+    /// At an attempt of a step: the error it should fail with, if any.
+    pub fn error(&mut self, epoch: u32, step: u64) -> Option<TchError> {
+        let always = self
+            .list
+            .iter()
+            .any(|f| f.kind == Kind::OomAlways && (epoch, step) >= (f.epoch, f.step));
+        if always || (self.at(Kind::Oom, epoch, step) && !self.fired.contains(&(epoch, step))) {
+            self.fired.push((epoch, step));
+            return Some(TchError::Torch(OOM_MESSAGE.to_string()));
+        }
+        if self.at(Kind::CudaGraph, epoch, step) {
+            return Some(TchError::Torch(GRAPH_MESSAGE.to_string()));
+        }
+        None
+    }
+
+    pub fn nan_loss(&self, epoch: u32, step: u64) -> bool {
+        self.at(Kind::Nan, epoch, step)
     }
 }

@@ -46,6 +46,11 @@ struct Cli {
         conflicts_with = "resume"
     )]
     config: Option<PathBuf>,
+    /// A config to continue with when the previous one fails in a way a
+    /// config causes (out of memory at micro-batch 1, CUDA graphs, a
+    /// diverging loss); repeat for a chain (A -> B -> C).
+    #[arg(long, value_name = "CFG", conflicts_with = "resume")]
+    fallback: Vec<PathBuf>,
     /// Continue the run in DIR from its last checkpoint.
     #[arg(long, value_name = "DIR")]
     resume: Option<PathBuf>,
@@ -83,7 +88,7 @@ fn main() -> ExitCode {
             (Some(Command::Info(args)), _, _) => info::run(args),
             (Some(Command::Bench(args)), _, _) => bench::run(args),
             (None, Some(dir), _) => run::resume(dir, &opts),
-            (None, None, Some(cfg)) => run::start(cfg, cli.out.clone(), &opts),
+            (None, None, Some(cfg)) => run::start(cfg, &cli.fallback, cli.out.clone(), &opts),
             (None, None, None) => unreachable!("clap requires --config or --resume"),
         }
     })

@@ -36,12 +36,38 @@ impl Amp {
         shim::autocast(self.device, self.precision, f).map_err(TchError::Torch)
     }
 
-    fn backward(&self, loss: &Tensor) -> Result<(), TchError> {
-        match self.loss_scale {
-            Some(s) => (loss * s).f_backward(),
-            None => loss.f_backward(),
+    /// Backward of `loss × weight` (a micro-batch's share of its batch),
+    /// times the fp16 loss scale.
+    fn backward(&self, loss: &Tensor, weight: f64) -> Result<(), TchError> {
+        (loss * (self.loss_scale.unwrap_or(1.0) * weight)).f_backward()
+    }
+}
+
+/// Seed 004's in-step checks, before the loss: labels in [0, num_labels) and
+/// outputs of the expected shape, with the seed's detailed messages. (A bad
+/// label would otherwise surface as a device-side assert on a GPU.)
+pub fn check_batch(c: &Config, out: &Tensor, target: &Tensor) -> Result<(), TchError> {
+    let b = target.size()[0];
+    let k = c.outputs() as i64;
+    if out.size() != [b, k] {
+        return Err(TchError::Shape(format!(
+            "Model output shape mismatch! Expected ({b}, {k}), got {:?}",
+            out.size()
+        )));
+    }
+    if c.task == common::config::Task::Classification && b > 0 {
+        let (min, max) = (target.min().int64_value(&[]), target.max().int64_value(&[]));
+        if min < 0 || max >= k {
+            let first: Vec<i64> =
+                Vec::<i64>::try_from(&target.narrow(0, 0, b.min(10)).to_device(Device::Cpu))
+                    .unwrap_or_default();
+            return Err(TchError::Torch(format!(
+                "Invalid labels detected in batch! Expected range [0, {}], but got min={min}, max={max}. Batch labels: {first:?}...",
+                k - 1
+            )));
         }
     }
+    Ok(())
 }
 
 pub fn loss(c: &Config, out: &Tensor, target: &Tensor) -> Tensor {
@@ -52,8 +78,10 @@ pub fn loss(c: &Config, out: &Tensor, target: &Tensor) -> Tensor {
     }
 }
 
-/// Forward and backward of one batch; gradients accumulate into the
-/// parameters (scaled by `amp.loss_scale` when set). Returns the loss.
+/// Forward and backward of one (micro-)batch; gradients of `loss × weight`
+/// accumulate into the parameters (times `amp.loss_scale` when set).
+/// Returns the loss.
+#[allow(clippy::too_many_arguments)]
 pub fn forward_backward(
     net: &Net,
     c: &Config,
@@ -62,10 +90,13 @@ pub fn forward_backward(
     target: &Tensor,
     checkpointing: bool,
     amp: &Amp,
+    weight: f64,
 ) -> Result<f64, TchError> {
     if !checkpointing {
-        let l = amp.run(|| loss(c, &net.forward(frames, scalars, true), target))?;
-        amp.backward(&l)?;
+        let out = amp.run(|| net.forward(frames, scalars, true))?;
+        check_batch(c, &out, target)?;
+        let l = amp.run(|| loss(c, &out, target))?;
+        amp.backward(&l, weight)?;
         return l.f_double_value(&[]);
     }
     let (b, t) = (frames.size()[0], frames.size()[1]);
@@ -86,14 +117,10 @@ pub fn forward_backward(
                 .unzip()
         })
     })?;
-    let l = amp.run(|| {
-        loss(
-            c,
-            &net.head_forward(&Tensor::stack(&boundary, 1), scalars, true),
-            target,
-        )
-    })?;
-    amp.backward(&l)?;
+    let out = amp.run(|| net.head_forward(&Tensor::stack(&boundary, 1), scalars, true))?;
+    check_batch(c, &out, target)?;
+    let l = amp.run(|| loss(c, &out, target))?;
+    amp.backward(&l, weight)?;
     for (i, (mask, edge)) in masks.iter().zip(&boundary).enumerate() {
         let grad = edge.grad();
         // Recomputed under the same autocast state as the first pass.
@@ -136,6 +163,7 @@ mod tests {
             &target,
             checkpointing,
             &Amp::off(Device::Cpu),
+            1.0,
         )
         .unwrap();
         let mut v: Vec<(String, Tensor)> = vs
@@ -152,6 +180,35 @@ mod tests {
             .collect();
         v.sort_by(|a, b| a.0.cmp(&b.0));
         v
+    }
+
+    #[test]
+    fn in_step_checks_give_the_seeds_messages() {
+        let c = Config {
+            task: common::config::Task::Classification,
+            num_labels: 3,
+            ..Config::default()
+        };
+        let out = Tensor::zeros([4, 3], (Kind::Float, Device::Cpu));
+        let good = Tensor::from_slice(&[0i64, 1, 2, 1]);
+        assert!(check_batch(&c, &out, &good).is_ok());
+        let bad = Tensor::from_slice(&[0i64, 5, 2, -1]);
+        let e = check_batch(&c, &out, &bad).unwrap_err().to_string();
+        assert!(
+            e.contains("Invalid labels detected in batch! Expected range [0, 2], but got min=-1, max=5. Batch labels: [0, 5, 2, -1]..."),
+            "{e}"
+        );
+        let e = check_batch(
+            &c,
+            &Tensor::zeros([4, 2], (Kind::Float, Device::Cpu)),
+            &good,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("Model output shape mismatch! Expected (4, 3), got [4, 2]"),
+            "{e}"
+        );
     }
 
     #[test]

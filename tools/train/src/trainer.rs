@@ -8,12 +8,14 @@
 
 use crate::checkpoint;
 use crate::data::{self, Dataset};
+use crate::fault::Faults;
 use crate::metrics::{self, TaskMetrics};
 use crate::model::Net;
 use crate::optim::{self, AdamW, LossScaler};
 use crate::shim;
 use crate::step::{self, Amp};
 use common::config::{Config, Precision, Task};
+use common::failures::{self, Class};
 use common::model::ModelSpec;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -37,8 +39,13 @@ pub struct EpochRecord {
     /// Peak GPU memory in the epoch; None where it cannot be read (CPU).
     pub peak_allocated_mib: Option<f64>,
     pub peak_reserved_mib: Option<f64>,
-    /// fp16 steps skipped for inf/NaN gradients in this epoch.
+    /// Steps whose update was skipped in this epoch (fp16 overflow, or a
+    /// non-finite loss).
     pub skipped_steps: u64,
+    /// Out-of-memory errors recovered in this epoch.
+    pub oom_events: u64,
+    /// The micro-batch in use at the end of the epoch.
+    pub micro_batch: u32,
     #[serde(flatten)]
     pub metrics: TaskMetrics,
 }
@@ -86,6 +93,11 @@ pub struct Trainer {
     /// fp16 only.
     pub scaler: Option<LossScaler>,
     pub peak: PeakMemory,
+    /// The micro-batch in use (None: whole batches).
+    pub micro_batch: Option<u32>,
+    pub oom_events: Vec<OomEvent>,
+    non_finite: u64,
+    non_finite_streak: u32,
 }
 
 #[derive(Debug)]
@@ -93,9 +105,34 @@ pub enum Stop {
     Finished,
     /// Training cannot go on; the reason and its class go to summary.yaml.
     Failed {
-        class: &'static str,
+        class: Class,
         reason: String,
     },
+}
+
+/// A recovered out-of-memory error (metrics.csv counts them, summary.yaml
+/// lists them).
+#[derive(Clone, Debug, Serialize)]
+pub struct OomEvent {
+    pub epoch: u32,
+    pub step: u64,
+    pub old_micro_batch: u32,
+    pub new_micro_batch: u32,
+    /// The allocator's figures at the failure; null off the GPU.
+    pub allocated_mib: Option<f64>,
+    pub reserved_mib: Option<f64>,
+    pub message: String,
+}
+
+/// Non-finite losses in a row that end the run (single ones are skipped).
+pub const NON_FINITE_LIMIT: u32 = 3;
+
+fn first_line(s: &str) -> &str {
+    s.lines().next().unwrap_or(s)
+}
+
+fn mib_or_na(v: Option<f64>) -> String {
+    v.map_or_else(|| "n/a".to_string(), |v| format!("{v:.0} MiB"))
 }
 
 impl Trainer {
@@ -108,6 +145,7 @@ impl Trainer {
         let net = Net::new(&vs.root(), &config);
         let opt = AdamW::new(&vs, config.weight_decay);
         let config_precision = config.mixed_precision;
+        let config_micro = config.micro_batch_size;
         Ok(Trainer {
             train: train.to(device),
             val: val.to(device),
@@ -122,6 +160,10 @@ impl Trainer {
             last: None,
             scaler: (config_precision == Precision::Fp16).then(LossScaler::default),
             peak: PeakMemory::default(),
+            micro_batch: config_micro,
+            oom_events: Vec::new(),
+            non_finite: 0,
+            non_finite_streak: 0,
         })
     }
 
@@ -186,6 +228,9 @@ impl Trainer {
         self.opt
             .load_state(&loaded.tensors, num("adam_steps")? as i64)?;
         self.start_epoch = num("epoch")? as u32 + 1;
+        if let Ok(m) = num("micro_batch") {
+            self.micro_batch = Some(m as u32);
+        }
         if let Some(scaler) = &mut self.scaler {
             scaler.scale = num("loss_scale")?;
             scaler.good_steps = num("loss_scale_good_steps")? as u64;
@@ -195,6 +240,35 @@ impl Trainer {
         self.best =
             (best_epoch > 0).then(|| (best_epoch, num("best_val_loss").unwrap_or(f64::INFINITY)));
         Ok(())
+    }
+
+    /// Starts from the checkpoint in `dir` written by another config (the
+    /// fallback chain): model tensors whose name and shape match are copied,
+    /// the others keep their fresh initialisation; the optimizer starts
+    /// fresh; epochs continue. Returns (tensors carried, model tensors).
+    pub fn carry_from(&mut self, dir: &Path) -> anyhow::Result<(usize, usize)> {
+        let path = dir.join(CHECKPOINT);
+        let loaded = checkpoint::load(&path)?;
+        let vars = self.vs.variables();
+        let mut carried = 0;
+        tch::no_grad(|| -> anyhow::Result<()> {
+            for (n, t) in &vars {
+                if let Some(src) = loaded.tensors.get(n).filter(|s| s.size() == t.size()) {
+                    t.shallow_clone().f_copy_(&src.to_device(self.device))?;
+                    carried += 1;
+                }
+            }
+            Ok(())
+        })?;
+        let epoch: u32 = loaded
+            .metadata
+            .get("epoch")
+            .and_then(|e| e.parse().ok())
+            .ok_or_else(|| common::bad_input!("{}: metadata lacks `epoch`", path.display()))?;
+        self.start_epoch = epoch + 1;
+        // A different model's validation losses are not this one's best.
+        self.best = None;
+        Ok((carried, vars.len()))
     }
 
     fn save_checkpoint(&self, epoch: u32) -> anyhow::Result<()> {
@@ -218,6 +292,9 @@ impl Trainer {
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))
         .collect();
+        if let Some(m) = self.micro_batch {
+            meta.insert("micro_batch".into(), m.to_string());
+        }
         if let Some(s) = &self.scaler {
             meta.insert("loss_scale".into(), s.scale.to_string());
             meta.insert("loss_scale_good_steps".into(), s.good_steps.to_string());
@@ -226,66 +303,150 @@ impl Trainer {
         checkpoint::save(&self.out.join(CHECKPOINT), &tensors, meta)
     }
 
-    /// Runs the remaining epochs. A failure of the run itself (a non-finite
-    /// loss, a libtorch error) is a `Stop::Failed`; I/O errors are errors.
+    /// One attempt at a step: the batch split into micro-batches whose
+    /// gradients accumulate to the whole batch's (each loss weighted by its
+    /// share). Returns the batch's mean loss.
+    fn attempt(
+        &self,
+        frames: &Tensor,
+        scalars: &Tensor,
+        target: &Tensor,
+        micro: i64,
+    ) -> Result<f64, tch::TchError> {
+        let c = &self.config;
+        let n = frames.size()[0];
+        let amp = Amp {
+            device: self.device,
+            precision: c.mixed_precision,
+            loss_scale: self.scaler.as_ref().map(|s| s.scale),
+        };
+        let mut loss = 0.0;
+        for start in (0..n).step_by(micro.max(1) as usize) {
+            let len = micro.min(n - start);
+            let weight = len as f64 / n as f64;
+            let (f, s, t) = (
+                frames.narrow(0, start, len),
+                scalars.narrow(0, start, len),
+                target.narrow(0, start, len),
+            );
+            loss += weight
+                * step::forward_backward(
+                    &self.net,
+                    c,
+                    &f,
+                    &s,
+                    &t,
+                    c.gradient_checkpointing,
+                    &amp,
+                    weight,
+                )?;
+        }
+        Ok(loss)
+    }
+
+    /// Runs the remaining epochs. A failure of the run itself (out of memory
+    /// at micro-batch 1, a libtorch error, a loss that stays non-finite) is a
+    /// `Stop::Failed`; I/O errors are errors.
     pub fn run(&mut self, listeners: &mut [&mut dyn Listener]) -> anyhow::Result<Stop> {
         let c = self.config.clone();
         let steps = self.steps_per_epoch();
         let total = steps * u64::from(c.epochs);
         let warmup = steps * u64::from(c.warmup_epochs);
         let n = self.train.len() as usize;
-        let fault = crate::fault::Fault::from_env()?;
+        let mut faults = Faults::from_env()?;
         for epoch in self.start_epoch..=c.epochs {
             // Peaks per epoch; on CPU this answers "not available".
             let _ = shim::reset_peak(self.device);
-            let skipped_before = self.scaler.as_ref().map_or(0, |s| s.skipped);
+            let skipped_before = self.skipped_total();
+            let ooms_before = self.oom_events.len();
             let started = Instant::now();
             let order = data::shuffled(n, c.seed, u64::from(epoch));
             let mut loss_sum = 0.0;
             let mut seen = 0i64;
             let mut lr = 0.0;
             for (i, chunk) in order.chunks(c.batch_size as usize).enumerate() {
-                if let Some(f) = &fault {
-                    f.check(epoch, i as u64 + 1);
-                }
+                let step_no = i as u64 + 1;
+                faults.before_step(epoch, step_no);
                 let global = u64::from(epoch - 1) * steps + i as u64;
                 lr = optim::lr_at(c.learning_rate, global, warmup, total);
-                tch::manual_seed(
-                    (c.seed as i64)
-                        .wrapping_mul(1_000_003)
-                        .wrapping_add(global as i64),
-                );
                 let idx = Tensor::from_slice(chunk).to_device(self.device);
                 let (frames, scalars, target) = self.train.batch(&idx);
-                self.opt.zero_grad();
-                let amp = Amp {
-                    device: self.device,
-                    precision: c.mixed_precision,
-                    loss_scale: self.scaler.as_ref().map(|s| s.scale),
-                };
-                let loss = match step::forward_backward(
-                    &self.net,
-                    &c,
-                    &frames,
-                    &scalars,
-                    &target,
-                    c.gradient_checkpointing,
-                    &amp,
-                ) {
-                    Ok(l) => l,
-                    Err(e) => {
+                let loss = loop {
+                    // Every attempt starts from the same RNG state, so a
+                    // retried step draws the same dropout masks.
+                    tch::manual_seed(
+                        (c.seed as i64)
+                            .wrapping_mul(1_000_003)
+                            .wrapping_add(global as i64),
+                    );
+                    self.opt.zero_grad();
+                    let micro = self
+                        .micro_batch
+                        .map_or(chunk.len() as i64, i64::from)
+                        .min(chunk.len() as i64);
+                    let result = match faults.error(epoch, step_no) {
+                        Some(e) => Err(e),
+                        None => self.attempt(&frames, &scalars, &target, micro),
+                    };
+                    let e = match result {
+                        Ok(l) if faults.nan_loss(epoch, step_no) => break f64::NAN * l,
+                        Ok(l) => break l,
+                        Err(e) => e,
+                    };
+                    let message = e.to_string();
+                    let class = failures::classify(&message);
+                    if class != Class::OutOfMemory {
                         return Ok(Stop::Failed {
-                            class: "other",
-                            reason: format!("epoch {epoch} step {}: {e}", i + 1),
-                        })
+                            class,
+                            reason: format!("epoch {epoch} step {step_no}: {message}"),
+                        });
                     }
+                    // Out of memory: free what the step held, split the batch
+                    // further, and try the same step again.
+                    self.opt.zero_grad();
+                    let stats = shim::memory_stats(self.device).ok();
+                    let _ = shim::empty_cache(self.device);
+                    if micro <= 1 {
+                        return Ok(Stop::Failed {
+                            class,
+                            reason: format!("out of memory at epoch {epoch} step {step_no} even with micro-batches of 1: {}", first_line(&message)),
+                        });
+                    }
+                    let new = ((micro + 1) / 2) as u32;
+                    let event = OomEvent {
+                        epoch,
+                        step: step_no,
+                        old_micro_batch: micro as u32,
+                        new_micro_batch: new,
+                        allocated_mib: stats.map(|m| m.allocated as f64 / 1048576.0),
+                        reserved_mib: stats.map(|m| m.reserved as f64 / 1048576.0),
+                        message: first_line(&message).to_string(),
+                    };
+                    eprintln!(
+                        "train: out of memory at epoch {epoch} step {step_no}: micro-batch {micro} -> {new}, same step again (allocated {}, reserved {})",
+                        mib_or_na(event.allocated_mib),
+                        mib_or_na(event.reserved_mib)
+                    );
+                    self.oom_events.push(event);
+                    self.micro_batch = Some(new);
                 };
                 if !loss.is_finite() {
-                    return Ok(Stop::Failed {
-                        class: "non-finite-loss",
-                        reason: format!("loss is {loss} at epoch {epoch} step {}", i + 1),
-                    });
+                    // Skip the update; several in a row mean the config diverges.
+                    self.opt.zero_grad();
+                    self.non_finite += 1;
+                    self.non_finite_streak += 1;
+                    eprintln!(
+                        "train: loss is {loss} at epoch {epoch} step {step_no}: update skipped"
+                    );
+                    if self.non_finite_streak >= NON_FINITE_LIMIT {
+                        return Ok(Stop::Failed {
+                            class: Class::NonFiniteLoss,
+                            reason: format!("loss is {loss} for {NON_FINITE_LIMIT} steps in a row (epoch {epoch} step {step_no})"),
+                        });
+                    }
+                    continue;
                 }
+                self.non_finite_streak = 0;
                 let apply = match &mut self.scaler {
                     Some(s) => {
                         let found_inf = self.opt.unscale_grads(s.scale);
@@ -304,7 +465,7 @@ impl Trainer {
                 for l in listeners.iter_mut() {
                     l.on(&Event::Batch {
                         epoch,
-                        done: i as u64 + 1,
+                        done: step_no,
                         total: steps,
                         loss,
                     })?;
@@ -316,17 +477,24 @@ impl Trainer {
             let record = EpochRecord {
                 epoch,
                 epochs: c.epochs,
-                train_loss: loss_sum / seen.max(1) as f64,
+                // NaN, not 0, when every step of the epoch was skipped.
+                train_loss: if seen > 0 {
+                    loss_sum / seen as f64
+                } else {
+                    f64::NAN
+                },
                 val_loss,
                 lr,
                 seconds: started.elapsed().as_secs_f64(),
                 samples_per_s: seen as f64 / train_seconds.max(1e-9),
                 peak_allocated_mib,
                 peak_reserved_mib,
-                skipped_steps: self.scaler.as_ref().map_or(0, |s| s.skipped) - skipped_before,
+                skipped_steps: self.skipped_total() - skipped_before,
+                oom_events: (self.oom_events.len() - ooms_before) as u64,
+                micro_batch: self.micro_batch.unwrap_or(c.batch_size).min(c.batch_size),
                 metrics,
             };
-            let improved = self.best.is_none_or(|(_, b)| val_loss < b);
+            let improved = val_loss.is_finite() && self.best.is_none_or(|(_, b)| val_loss < b);
             if improved {
                 self.best = Some((epoch, val_loss));
                 checkpoint::save(&self.out.join(BEST), &self.named_weights(), BTreeMap::new())?;
@@ -343,6 +511,11 @@ impl Trainer {
             self.last = Some(record);
         }
         Ok(Stop::Finished)
+    }
+
+    /// Steps whose update was skipped: fp16 overflow or a non-finite loss.
+    fn skipped_total(&self) -> u64 {
+        self.scaler.as_ref().map_or(0, |s| s.skipped) + self.non_finite
     }
 
     /// This epoch's peaks (MiB), folded into the run's; None off the GPU.
@@ -431,6 +604,15 @@ fn check_labels(c: &Config, d: &Dataset, which: &str) -> anyhow::Result<()> {
         }
         Task::Classification => {
             let k = c.num_labels as i64;
+            let counts: Vec<String> = (0..k)
+                .map(|label| {
+                    format!(
+                        "{label}: {}",
+                        d.target.eq(label).sum(Kind::Int64).int64_value(&[])
+                    )
+                })
+                .collect();
+            eprintln!("train: {which} labels: {}", counts.join(", "));
             if let Some(i) = bad_at(d.target.lt(0).logical_or(&d.target.ge(k))) {
                 return Err(common::bad_input!(
                     "{which} data: tensor `target`: label {} in example {i} is outside [0, {k}) (num_labels {k}); cross-entropy would raise a device-side assert on a GPU",
