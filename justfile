@@ -46,7 +46,7 @@ demo: setup build
     "$bin/train" --config configs/demo_cpu.yaml --out runs/demo
     step 'cat runs/demo/summary.yaml'
     cat runs/demo/summary.yaml
-    printf '\nNot built yet: verify-fixes, out-of-memory recovery, mixed precision in train (see README, "Status").\n' >&2
+    printf '\nNot built yet: verify-fixes, sweeps (see README, "Status").\n' >&2
 
 # Build every tool in release mode
 [group('use')]
