@@ -202,6 +202,7 @@ struct Leg {
     error_class: Option<&'static str>,
     /// Model tensors carried over from the previous config's checkpoint.
     carried_tensors: Option<String>,
+    seconds: f64,
 }
 
 fn go(
@@ -277,6 +278,7 @@ pub fn go_chain(
             return Ok(exit::OK);
         }
         let first_epoch = trainer.start_epoch;
+        let leg_started = Instant::now();
         let mut console = Console::new();
         let mut csv = MetricsCsv::open(&out.join("metrics.csv"), trainer.start_epoch)?;
         let mut plot = crate::plot::Plot::new(&out);
@@ -298,6 +300,7 @@ pub fn go_chain(
             stop_reason: reason.clone(),
             error_class: class.map(Class::as_str),
             carried_tensors: carried,
+            seconds: leg_started.elapsed().as_secs_f64(),
         });
         let falls_back = class.is_some_and(Class::config_caused) && i + 1 < count;
         if falls_back {

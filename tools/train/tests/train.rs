@@ -317,6 +317,47 @@ fn data_files_are_checked_and_capped() {
         .stderr(predicate::str::contains(
             "tensor `target`: label 7 in example 5 is outside [0, 3)",
         ));
+    // NaN in an input: refused with the example's index.
+    {
+        use safetensors::tensor::{Dtype, TensorView};
+        let n = 6;
+        let mut frames: Vec<f32> = vec![0.5; n * 3 * 3 * 16 * 16];
+        frames[4 * 3 * 3 * 16 * 16 + 7] = f32::NAN;
+        let frames: Vec<u8> = frames.iter().flat_map(|x| x.to_le_bytes()).collect();
+        let sc = vec![0u8; n * 4 * 4];
+        let tg = vec![0u8; n * 4];
+        let views = vec![
+            (
+                "frames",
+                TensorView::new(Dtype::F32, vec![n, 3, 3, 16, 16], &frames).unwrap(),
+            ),
+            (
+                "scalars",
+                TensorView::new(Dtype::F32, vec![n, 4], &sc).unwrap(),
+            ),
+            ("target", TensorView::new(Dtype::F32, vec![n], &tg).unwrap()),
+        ];
+        std::fs::write(
+            d.join("nan.safetensors"),
+            safetensors::tensor::serialize(views, None).unwrap(),
+        )
+        .unwrap();
+    }
+    let cfg = write(
+        d,
+        "nan.yaml",
+        &base.replace("train.safetensors", "nan.safetensors"),
+    );
+    train()
+        .arg("--config")
+        .arg(&cfg)
+        .arg("--out")
+        .arg(d.join("run5"))
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "training data: tensor `frames`: NaN or inf in example 4",
+        ));
     // A float target for classification is the wrong dtype.
     let cfg = write(
         d,
