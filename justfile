@@ -41,12 +41,14 @@ demo: setup build
     "$bin/memdiag" --from configs/gpus/t4.yaml | "$bin/cfgcheck" configs/colab_optimized_full.yaml --format table
     step 'memdiag | cfgcheck configs/demo_cpu.yaml   # the demo config on this machine'
     "$bin/memdiag" | "$bin/cfgcheck" configs/demo_cpu.yaml --format table
+    step 'memdiag | verify-fixes --config configs/demo_cpu.yaml   # the gate before a run'
+    "$bin/memdiag" | "$bin/verify-fixes" --config configs/demo_cpu.yaml --format table
     step 'train --config configs/demo_cpu.yaml --out runs/demo'
     rm -rf runs/demo
     "$bin/train" --config configs/demo_cpu.yaml --out runs/demo
     step 'cat runs/demo/summary.yaml'
     cat runs/demo/summary.yaml
-    printf '\nNot built yet: verify-fixes, sweeps (see README, "Status").\n' >&2
+    printf '\nNot built yet: sweeps (see README, "Status").\n' >&2
 
 # Build every tool in release mode
 [group('use')]
@@ -88,6 +90,23 @@ test: setup
 [group('use')]
 train config *args: build
     "{{ release }}/train" --config {{ config }} {{ args }}
+
+# A long run: verify-fixes on this machine's GPU first, train only if it passes
+[group('use')]
+train-long config *args: build
+    #!/usr/bin/env bash
+    set -euo pipefail
+    "{{ release }}/memdiag" | "{{ release }}/verify-fixes" --config {{ config }} --format table
+    "{{ release }}/train" --config {{ config }} {{ args }}
+
+# The seeds' A -> B -> C as one gated run
+[group('use')]
+train-colab: build
+    #!/usr/bin/env bash
+    set -euo pipefail
+    "{{ release }}/memdiag" | "{{ release }}/verify-fixes" --config configs/colab_optimized_full.yaml --format table
+    "{{ release }}/train" --config configs/colab_optimized_full.yaml \
+        --fallback configs/colab_full_stable.yaml --fallback configs/colab_optimized.yaml
 
 # Side-by-side benchmarks; results go to bench/results/
 [group('bench')]

@@ -3,6 +3,7 @@
 //! the libtorch it runs on.
 
 mod bench;
+mod check_data;
 mod checkpoint;
 mod console;
 mod cuda_driver;
@@ -74,6 +75,9 @@ enum Command {
     Info(info::Args),
     /// Time training steps on a fixed batch (for bench/train_vs_pytorch.py).
     Bench(bench::Args),
+    /// Check the config's data (shapes, dtypes, NaN/inf, labels) and print
+    /// the class balance, without training.
+    CheckData(check_data::Args),
 }
 
 fn main() -> ExitCode {
@@ -87,6 +91,7 @@ fn main() -> ExitCode {
         match (&cli.command, &cli.resume, &cli.config) {
             (Some(Command::Info(args)), _, _) => info::run(args),
             (Some(Command::Bench(args)), _, _) => bench::run(args),
+            (Some(Command::CheckData(args)), _, _) => check_data::run(args),
             (None, Some(dir), _) => run::resume(dir, &opts),
             (None, None, Some(cfg)) => run::start(cfg, &cli.fallback, cli.out.clone(), &opts),
             (None, None, None) => unreachable!("clap requires --config or --resume"),

@@ -138,8 +138,8 @@ fn mib_or_na(v: Option<f64>) -> String {
 impl Trainer {
     pub fn new(config: Config, out: PathBuf, device: Device) -> anyhow::Result<Trainer> {
         let (train, val) = data::load(&config)?;
-        check_labels(&config, &train, "training")?;
-        check_labels(&config, &val, "validation")?;
+        check_data(&config, &train, "training")?;
+        check_data(&config, &val, "validation")?;
         let vs = nn::VarStore::new(device);
         tch::manual_seed(config.seed as i64);
         let net = Net::new(&vs.root(), &config);
@@ -579,7 +579,7 @@ impl Trainer {
 
 /// Seed 004's defensive data pass: labels in [0, num_labels), no NaN or inf,
 /// before anything touches the GPU.
-fn check_labels(c: &Config, d: &Dataset, which: &str) -> anyhow::Result<()> {
+pub fn check_data(c: &Config, d: &Dataset, which: &str) -> anyhow::Result<()> {
     let bad_at = |mask: Tensor| -> Option<i64> {
         let idx = mask.nonzero();
         (idx.size()[0] > 0).then(|| idx.int64_value(&[0, 0]))

@@ -1,0 +1,661 @@
+//! The checks, in the order they are printed. Each returns what it saw and,
+//! when it fails, the fix; the rules and the estimate come from `common`,
+//! and everything that needs libtorch is asked of `train` as a child process.
+
+use common::config::{Config, LoadedConfig};
+use common::estimate::{self, MIB};
+use common::report::{Report, Source};
+use common::rules::{self, Severity, Target};
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    Pass,
+    Warn,
+    Fail,
+    Skip,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Check {
+    pub id: &'static str,
+    pub name: &'static str,
+    pub status: Status,
+    pub saw: String,
+    pub fix: Option<String>,
+}
+
+pub const IDS: [&str; 8] = [
+    "allocator",
+    "config",
+    "memory",
+    "runtime",
+    "gpu-state",
+    "smoke",
+    "data",
+    "disk",
+];
+
+/// Each check's name as printed, by id.
+pub fn name_of(id: &str) -> &'static str {
+    match id {
+        "allocator" => "allocator: expandable segments",
+        "config" => "config: cfgcheck rules",
+        "memory" => "memory: estimate × parallel trials fits",
+        "runtime" => "runtime: libtorch, CUDA, cuDNN",
+        "gpu-state" => "GPU state (DCGM level 1 in spirit)",
+        "smoke" => "smoke run: 2 short epochs, checkpoint round trip",
+        "data" => "data: opens, labels in range, no NaN or inf",
+        _ => "disk: output directory writable, room for checkpoints",
+    }
+}
+
+/// CUDA debugging and profiling variables that slow or change a run.
+pub const DEBUG_VARS: [&str; 6] = [
+    "CUDA_LAUNCH_BLOCKING",
+    "CUDA_INJECTION64_PATH",
+    "CUDA_ENABLE_COREDUMP_ON_EXCEPTION",
+    "CUDA_DEVICE_WAITS_ON_EXCEPTION",
+    "PYTORCH_NO_CUDA_MEMORY_CACHING",
+    "TORCH_CUDA_SANITIZER",
+];
+
+pub struct Context<'a> {
+    pub loaded: &'a LoadedConfig,
+    pub config_path: &'a Path,
+    pub report: Option<&'a Report>,
+    pub device: Option<u32>,
+    pub require_gpu: bool,
+    pub margin: f64,
+    pub other_share: f64,
+    pub train: PathBuf,
+    pub out: PathBuf,
+    pub env: &'a dyn Fn(&str) -> Option<String>,
+    pub host_ram_mib: Option<u64>,
+    /// Configs to size memory for (a search space's worst cases), with a
+    /// label each; just the config without --space.
+    pub variants: Vec<(String, Config)>,
+}
+
+fn check(
+    id: &'static str,
+    name: &'static str,
+    status: Status,
+    saw: impl Into<String>,
+    fix: Option<String>,
+) -> Check {
+    Check {
+        id,
+        name,
+        status,
+        saw: saw.into(),
+        fix,
+    }
+}
+
+impl Context<'_> {
+    fn gpu(&self) -> Option<&common::report::Gpu> {
+        self.report.and_then(|r| r.pick_gpu(self.device))
+    }
+
+    /// Skipped, or failed with --require-gpu.
+    fn no_gpu(&self, id: &'static str, name: &'static str, why: String) -> Check {
+        if self.require_gpu {
+            check(
+                id,
+                name,
+                Status::Fail,
+                format!("{why} (--require-gpu)"),
+                Some("run on the GPU machine, with memdiag's report piped in".into()),
+            )
+        } else {
+            check(id, name, Status::Skip, why, None)
+        }
+    }
+
+    fn no_gpu_reason(&self) -> String {
+        match self.report {
+            None => "no target GPU: pipe memdiag's report in, or give --gpu FILE".into(),
+            Some(r) if r.gpus.is_empty() => {
+                format!("the report holds no GPU ({})", r.notes.join("; "))
+            }
+            Some(_) => format!(
+                "the report has no GPU {}",
+                self.device.map_or("".into(), |d| d.to_string())
+            ),
+        }
+    }
+
+    pub fn allocator(&self) -> Check {
+        let name = name_of("allocator");
+        let c = &self.loaded.config;
+        match rules::alloc_conf(c, self.env) {
+            None => check(
+                "allocator",
+                name,
+                Status::Pass,
+                "neither PYTORCH_ALLOC_CONF nor PYTORCH_CUDA_ALLOC_CONF is set: train sets expandable_segments:True itself (for another trainer: eval \"$(verify-fixes --print-env)\")",
+                None,
+            ),
+            Some((var, value, source)) if rules::expandable_segments(&value) => {
+                check("allocator", name, Status::Pass, format!("{var}={value} (from the {source})"), None)
+            }
+            Some((var, value, source)) => check(
+                "allocator",
+                name,
+                Status::Fail,
+                format!("{var}={value} (from the {source}) has no expandable_segments:True: fragmentation (\"reserved but unallocated\") can end a long run (seed 004)"),
+                Some(format!("set {var}={}", with_expandable(&value))),
+            ),
+        }
+    }
+
+    pub fn config(&self, target: &Target) -> Check {
+        let name = name_of("config");
+        let outcome = rules::check(self.loaded, target);
+        let list = |s: Severity| -> Vec<String> {
+            outcome
+                .findings
+                .iter()
+                .filter(|f| f.severity == s)
+                .map(|f| match f.line {
+                    Some(l) => format!("{} (line {l})", f.id),
+                    None => f.id.clone(),
+                })
+                .collect()
+        };
+        let (errors, warnings) = (list(Severity::Error), list(Severity::Warning));
+        if !errors.is_empty() {
+            let fix = outcome
+                .findings
+                .iter()
+                .find(|f| f.severity == Severity::Error)
+                .map(|f| f.fix.clone());
+            check(
+                "config",
+                name,
+                Status::Fail,
+                format!("errors: {}", errors.join(", ")),
+                fix.map(|f| format!("{f} (or `cfgcheck --fix {}`)", self.config_path.display())),
+            )
+        } else if !warnings.is_empty() {
+            check(
+                "config",
+                name,
+                Status::Warn,
+                format!("no errors; warnings: {}", warnings.join(", ")),
+                None,
+            )
+        } else {
+            check("config", name, Status::Pass, "no findings", None)
+        }
+    }
+
+    pub fn memory(&self) -> Check {
+        let name = name_of("memory");
+        let Some(gpu) = self.gpu() else {
+            return self.no_gpu("memory", name, self.no_gpu_reason());
+        };
+        let Some(mem) = gpu.memory else {
+            return self.no_gpu(
+                "memory",
+                name,
+                format!("the report does not give GPU {}'s memory", gpu.index),
+            );
+        };
+        // The worst variant decides.
+        let (label, config, peak) = self
+            .variants
+            .iter()
+            .map(|(l, c)| (l, c, estimate::estimate(c).peak_mib()))
+            .max_by_key(|(_, _, p)| *p)
+            .expect("at least the config itself");
+        let n = u64::from(config.parallel_trials.max(1));
+        let usable_total = (mem.total_mib as f64 * (1.0 - self.margin)) as u64;
+        let usable_free = (mem.free_mib as f64 * (1.0 - self.margin)) as u64;
+        let gpu_name = gpu.name.as_deref().unwrap_or("the GPU");
+        let saw = format!(
+            "{n} × {peak} MiB{} on {gpu_name}: {} MiB total, {} MiB free, {:.0}% margin",
+            if self.variants.len() > 1 {
+                format!(" (worst case: {label})")
+            } else {
+                String::new()
+            },
+            mem.total_mib,
+            mem.free_mib,
+            self.margin * 100.0
+        );
+        if n * peak > usable_total || peak > usable_free {
+            let fits = (usable_total.min(usable_free * n) / peak.max(1)).min(n);
+            let fix = if fits >= 1 && n > 1 {
+                format!("parallel_trials: {fits}, or `cfgcheck --fit`")
+            } else {
+                "`cfgcheck --fix` (smaller batch or model), or checkpointing / mixed precision"
+                    .to_string()
+            };
+            check("memory", name, Status::Fail, saw, Some(fix))
+        } else {
+            check("memory", name, Status::Pass, saw, None)
+        }
+    }
+
+    pub fn runtime(&self) -> Check {
+        let name = name_of("runtime");
+        let out = Command::new(&self.train)
+            .args(["info", "--format", "yaml"])
+            .output();
+        let out = match out {
+            Ok(o) if o.status.success() => o,
+            Ok(o) => {
+                return check(
+                    "runtime",
+                    name,
+                    Status::Fail,
+                    format!(
+                        "`{} info` failed: {}",
+                        self.train.display(),
+                        last_line(&o.stderr)
+                    ),
+                    Some("rebuild train (`just build`) against torch 2.11".into()),
+                )
+            }
+            Err(e) => {
+                return check(
+                    "runtime",
+                    name,
+                    Status::Fail,
+                    format!("cannot run {}: {e}", self.train.display()),
+                    Some("build train (`just build`) or give --train PATH".into()),
+                )
+            }
+        };
+        let info: serde_yaml::Value = match serde_yaml::from_slice(&out.stdout) {
+            Ok(v) => v,
+            Err(e) => {
+                return check(
+                    "runtime",
+                    name,
+                    Status::Fail,
+                    format!("`train info` printed no train-info/v1 YAML: {e}"),
+                    None,
+                )
+            }
+        };
+        let torch = info["torch_version"].as_str().unwrap_or("?").to_string();
+        let cuda = info["cuda_available"].as_bool().unwrap_or(false);
+        let cudnn = info["cudnn_available"].as_bool().unwrap_or(false);
+        let devices = info["device_count"].as_i64().unwrap_or(0);
+        let live_gpu = self
+            .report
+            .is_some_and(|r| r.source == Source::Nvml && !r.gpus.is_empty());
+        match (cuda, cudnn) {
+            (true, true) => check("runtime", name, Status::Pass, format!("torch {torch}; CUDA with {devices} device(s); cuDNN available"), None),
+            (true, false) => check("runtime", name, Status::Fail, format!("torch {torch}; CUDA available but not cuDNN"), Some("install the cuDNN that torch expects (PyPI's nvidia-cudnn)".into())),
+            (false, _) if live_gpu => check(
+                "runtime",
+                name,
+                Status::Fail,
+                format!("torch {torch} loads but does not see the GPU NVML reports: {}", notes(&info)),
+                Some("check `ldd train | grep torch_cuda` and the driver's CUDA version (`train info`)".into()),
+            ),
+            (false, _) => self.no_gpu("runtime", name, format!("torch {torch} loads; no GPU to check CUDA and cuDNN on ({})", notes(&info))),
+        }
+    }
+
+    pub fn gpu_state(&self) -> Check {
+        let name = name_of("gpu-state");
+        let debug: Vec<String> = DEBUG_VARS
+            .iter()
+            .filter_map(|v| {
+                (self.env)(v)
+                    .filter(|x| !x.is_empty() && x != "0")
+                    .map(|x| format!("{v}={x}"))
+            })
+            .chain(
+                self.loaded
+                    .config
+                    .environment
+                    .iter()
+                    .filter(|(k, v)| DEBUG_VARS.contains(&k.as_str()) && !v.is_empty() && *v != "0")
+                    .map(|(k, v)| format!("{k}={v} (config)")),
+            )
+            .collect();
+        let debug_fix = (!debug.is_empty()).then(|| {
+            "unset them for a long run (`eval \"$(verify-fixes --print-env)\"`)".to_string()
+        });
+        let live = self.report.filter(|r| r.source == Source::Nvml);
+        let Some(gpu) = live.and_then(|r| r.pick_gpu(self.device)) else {
+            let why = match self.report {
+                Some(r) if r.source == Source::Profile => {
+                    "a GPU profile, not a live GPU: NVML state not checked".to_string()
+                }
+                _ => self.no_gpu_reason(),
+            };
+            if !debug.is_empty() {
+                return check(
+                    "gpu-state",
+                    name,
+                    Status::Warn,
+                    format!("{why}; debugging variables set: {}", debug.join(", ")),
+                    debug_fix,
+                );
+            }
+            return self.no_gpu("gpu-state", name, why);
+        };
+        let mut problems = Vec::new();
+        let mut warnings = Vec::new();
+        if gpu.retired_pages_pending == Some(true) {
+            problems.push("retired pages pending (reset the GPU or reboot)".to_string());
+        }
+        if gpu.remapping_failed == Some(true) {
+            problems.push("row remapping failed (the GPU needs service)".to_string());
+        }
+        if let (Some(mem), Some(procs)) = (gpu.memory, &gpu.processes) {
+            let held: u64 = procs.iter().filter_map(|p| p.used_mib).sum();
+            let share = held as f64 / mem.total_mib.max(1) as f64;
+            if share > self.other_share {
+                problems.push(format!(
+                    "{} other process(es) hold {held} MiB ({:.0}% of {} MiB, over the {:.0}% allowed)",
+                    procs.len(),
+                    share * 100.0,
+                    mem.total_mib,
+                    self.other_share * 100.0
+                ));
+            }
+        }
+        if gpu.persistence_mode == Some(false) {
+            warnings.push("persistence mode off (slower start-up; `nvidia-smi -pm 1`)".to_string());
+        }
+        if !debug.is_empty() {
+            warnings.push(format!("debugging variables set: {}", debug.join(", ")));
+        }
+        let saw = format!(
+            "GPU {} ({}) answers through NVML",
+            gpu.index,
+            gpu.name.as_deref().unwrap_or("unnamed")
+        );
+        if !problems.is_empty() {
+            check(
+                "gpu-state",
+                name,
+                Status::Fail,
+                format!("{saw}; {}", problems.join("; ")),
+                Some("free or fix the GPU before a long run".into()),
+            )
+        } else if !warnings.is_empty() {
+            check(
+                "gpu-state",
+                name,
+                Status::Warn,
+                format!("{saw}; {}", warnings.join("; ")),
+                debug_fix,
+            )
+        } else {
+            check(
+                "gpu-state",
+                name,
+                Status::Pass,
+                format!("{saw}; no pending retirements or remap failures; persistence on"),
+                None,
+            )
+        }
+    }
+
+    /// Two short epochs of the config with the same features, on a few
+    /// batches: epoch 2 must complete (seed 001's crash came there) and the
+    /// checkpoint must load back (`train --resume` of the finished run).
+    pub fn smoke(&self) -> Check {
+        let name = name_of("smoke");
+        let c = &self.loaded.config;
+        let mut small = c.clone();
+        small.epochs = 2;
+        small.warmup_epochs = small.warmup_epochs.min(1);
+        let b = u64::from(c.batch_size);
+        small.max_train_examples = Some(c.max_train_examples.map_or(2 * b, |m| m.min(2 * b)));
+        small.max_val_examples = Some(c.max_val_examples.map_or(b, |m| m.min(b)));
+        let dir = match tempfile::tempdir() {
+            Ok(d) => d,
+            Err(e) => {
+                return check(
+                    "smoke",
+                    name,
+                    Status::Fail,
+                    format!("no temporary directory: {e}"),
+                    None,
+                )
+            }
+        };
+        let cfg = dir.path().join("smoke.yaml");
+        if let Err(e) = std::fs::write(&cfg, small.to_yaml()) {
+            return check(
+                "smoke",
+                name,
+                Status::Fail,
+                format!("cannot write {}: {e}", cfg.display()),
+                None,
+            );
+        }
+        let run = dir.path().join("run");
+        let started = std::time::Instant::now();
+        let first = Command::new(&self.train)
+            .arg("--config")
+            .arg(&cfg)
+            .arg("--out")
+            .arg(&run)
+            .output();
+        let first = match first {
+            Ok(o) => o,
+            Err(e) => {
+                return check(
+                    "smoke",
+                    name,
+                    Status::Fail,
+                    format!("cannot run {}: {e}", self.train.display()),
+                    None,
+                )
+            }
+        };
+        if !first.status.success() {
+            return check(
+                "smoke",
+                name,
+                Status::Fail,
+                format!("train failed: {}", last_line(&first.stderr)),
+                Some("read the message above; `cfgcheck` the config; see README \"When a run fails\"".into()),
+            );
+        }
+        let rows = std::fs::read_to_string(run.join("metrics.csv"))
+            .map(|t| t.lines().count().saturating_sub(1))
+            .unwrap_or(0);
+        if rows < 2 {
+            return check(
+                "smoke",
+                name,
+                Status::Fail,
+                format!("only {rows} epoch(s) in metrics.csv"),
+                None,
+            );
+        }
+        let second = Command::new(&self.train).arg("--resume").arg(&run).output();
+        match second {
+            Ok(o) if o.status.success() => check(
+                "smoke",
+                name,
+                Status::Pass,
+                format!(
+                    "2 epochs of {} examples in {:.1} s; the checkpoint saved and loaded back",
+                    small.max_train_examples.unwrap_or(0),
+                    started.elapsed().as_secs_f64()
+                ),
+                None,
+            ),
+            Ok(o) => check(
+                "smoke",
+                name,
+                Status::Fail,
+                format!("the checkpoint did not load back: {}", last_line(&o.stderr)),
+                None,
+            ),
+            Err(e) => check(
+                "smoke",
+                name,
+                Status::Fail,
+                format!("cannot run train --resume: {e}"),
+                None,
+            ),
+        }
+    }
+
+    pub fn data(&self) -> Check {
+        let name = name_of("data");
+        let out = Command::new(&self.train)
+            .arg("check-data")
+            .arg("--config")
+            .arg(self.config_path)
+            .output();
+        match out {
+            Ok(o) if o.status.success() => {
+                let v: serde_yaml::Value = serde_yaml::from_slice(&o.stdout).unwrap_or_default();
+                let mut saw = format!(
+                    "{}: {} training / {} validation examples",
+                    v["source"].as_str().unwrap_or("?"),
+                    v["train_examples"].as_i64().unwrap_or(0),
+                    v["val_examples"].as_i64().unwrap_or(0)
+                );
+                if let Some(counts) = v["class_counts"]["training"].as_mapping() {
+                    let list: Vec<String> = counts
+                        .iter()
+                        .map(|(k, n)| format!("{}: {}", yaml_str(k), yaml_str(n)))
+                        .collect();
+                    saw += &format!("; training classes {}", list.join(", "));
+                }
+                check("data", name, Status::Pass, saw, None)
+            }
+            Ok(o) => check(
+                "data",
+                name,
+                Status::Fail,
+                last_line(&o.stderr),
+                Some(
+                    "fix the data (the message names the tensor and the first bad example)".into(),
+                ),
+            ),
+            Err(e) => check(
+                "data",
+                name,
+                Status::Fail,
+                format!("cannot run {}: {e}", self.train.display()),
+                Some("build train (`just build`) or give --train PATH".into()),
+            ),
+        }
+    }
+
+    pub fn disk(&self) -> Check {
+        let name = name_of("disk");
+        let dir = &self.out;
+        let probe = || -> std::io::Result<()> {
+            std::fs::create_dir_all(dir)?;
+            let f = tempfile::NamedTempFile::new_in(dir)?;
+            std::io::Write::write_all(&mut f.as_file(), b"probe")?;
+            f.as_file().sync_all()
+        };
+        if let Err(e) = probe() {
+            return check(
+                "disk",
+                name,
+                Status::Fail,
+                format!("{}: not writable: {e}", dir.display()),
+                Some("choose another --out, or fix its permissions".into()),
+            );
+        }
+        let params = estimate::estimate(&self.loaded.config).parameters;
+        // checkpoint (weights + 2 moments) and best model, each briefly twice
+        // (temp file + rename), plus metrics and the plot.
+        let need = params * 4 * 4 * 2 + 4 * MIB;
+        match free_bytes(dir) {
+            Some(free) if free < need => check(
+                "disk",
+                name,
+                Status::Fail,
+                format!(
+                    "{}: {} MiB free, the run writes about {} MiB",
+                    dir.display(),
+                    free / MIB,
+                    need.div_ceil(MIB)
+                ),
+                Some("free disk space or choose another --out".into()),
+            ),
+            Some(free) => check(
+                "disk",
+                name,
+                Status::Pass,
+                format!(
+                    "{}: writable; {} MiB free, the run writes about {} MiB",
+                    dir.display(),
+                    free / MIB,
+                    need.div_ceil(MIB)
+                ),
+                None,
+            ),
+            None => check(
+                "disk",
+                name,
+                Status::Warn,
+                format!("{}: writable; free space unknown", dir.display()),
+                None,
+            ),
+        }
+    }
+}
+
+fn yaml_str(v: &serde_yaml::Value) -> String {
+    serde_yaml::to_string(v)
+        .unwrap_or_default()
+        .trim()
+        .to_string()
+}
+
+fn notes(info: &serde_yaml::Value) -> String {
+    info["notes"]
+        .as_sequence()
+        .map(|n| {
+            n.iter()
+                .filter_map(|x| x.as_str())
+                .collect::<Vec<_>>()
+                .join("; ")
+        })
+        .unwrap_or_default()
+}
+
+fn last_line(stderr: &[u8]) -> String {
+    String::from_utf8_lossy(stderr)
+        .lines()
+        .rfind(|l| !l.trim().is_empty())
+        .unwrap_or("(no message)")
+        .to_string()
+}
+
+/// An allocator setting with expandable segments turned on.
+pub fn with_expandable(value: &str) -> String {
+    let mut parts: Vec<&str> = value
+        .split(',')
+        .map(str::trim)
+        .filter(|o| !o.is_empty() && !o.starts_with("expandable_segments:"))
+        .collect();
+    parts.push("expandable_segments:True");
+    parts.join(",")
+}
+
+fn free_bytes(dir: &Path) -> Option<u64> {
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt;
+    let path = CString::new(dir.as_os_str().as_bytes()).ok()?;
+    // SAFETY: statvfs fills the zeroed struct for a NUL-terminated path.
+    unsafe {
+        let mut s: libc::statvfs = std::mem::zeroed();
+        (libc::statvfs(path.as_ptr(), &mut s) == 0).then(|| s.f_bavail as u64 * s.f_frsize as u64)
+    }
+}
