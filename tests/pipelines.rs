@@ -3,24 +3,10 @@
 
 use common::input::Input;
 use common::report::Report;
-use std::path::PathBuf;
 use std::process::{Command, Output};
 
-/// target/<profile>/<name>, next to this test's own executable in deps/.
-fn bin(name: &str) -> PathBuf {
-    let mut dir = std::env::current_exe().unwrap();
-    dir.pop();
-    if dir.ends_with("deps") {
-        dir.pop();
-    }
-    let path = dir.join(name);
-    assert!(
-        path.exists(),
-        "{} not built: run `cargo test --workspace`",
-        path.display()
-    );
-    path
-}
+mod support;
+use support::bin;
 
 /// Runs a bash pipeline with pipefail from the repository root, with the
 /// tools' directory first on PATH.

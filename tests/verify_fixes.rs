@@ -3,22 +3,10 @@
 //! without a GPU the GPU checks are skipped with their reason.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
-fn bin(name: &str) -> PathBuf {
-    let mut dir = std::env::current_exe().unwrap();
-    dir.pop();
-    if dir.ends_with("deps") {
-        dir.pop();
-    }
-    let path = dir.join(name);
-    assert!(
-        path.exists(),
-        "{} not built: run `cargo test --workspace`",
-        path.display()
-    );
-    path
-}
+mod support;
+use std::process::{Command, Output};
+use support::bin;
 
 fn repo(p: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(p)

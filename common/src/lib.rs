@@ -9,6 +9,7 @@ pub mod exit;
 pub mod failures;
 pub mod fix;
 pub mod format;
+pub mod host;
 pub mod input;
 pub mod model;
 pub mod report;

@@ -9,11 +9,10 @@ use clap::Parser;
 use common::config::{Config, LoadedConfig};
 use common::exit::{self, Failure};
 use common::format::Format;
-use common::report::Report;
 use common::rules::{self, Severity, Target};
 use common::{bad_input, fix};
 use output::{ConfigResult, EstimateOut, Output, TargetInfo};
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -74,48 +73,6 @@ fn main() -> ExitCode {
     common::cli::run("cfgcheck", || run(&cli))
 }
 
-/// The report to check against: --gpu, else stdin when something is piped or
-/// redirected into it (a terminal or /dev/null means no report).
-fn target_report(cli: &Cli) -> anyhow::Result<Option<Report>> {
-    if let Some(path) = &cli.gpu {
-        return Ok(Some(Report::parse(&common::input::read(path)?)?));
-    }
-    if !stdin_has_data() {
-        return Ok(None);
-    }
-    let input = common::input::read_from("<stdin>", std::io::stdin().lock())?;
-    if input.text.trim().is_empty() {
-        return Ok(None);
-    }
-    Ok(Some(Report::parse(&input)?))
-}
-
-fn stdin_has_data() -> bool {
-    use std::os::unix::fs::FileTypeExt;
-    let stdin = std::io::stdin();
-    if stdin.is_terminal() {
-        return false;
-    }
-    match std::fs::metadata("/dev/stdin") {
-        Ok(m) => m.file_type().is_fifo() || m.file_type().is_file(),
-        Err(_) => false,
-    }
-}
-
-/// MemTotal from /proc/meminfo, in MiB.
-fn host_ram_mib() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let kib: u64 = text
-        .lines()
-        .find_map(|l| l.strip_prefix("MemTotal:"))?
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .ok()?;
-    Some(kib / 1024)
-}
-
 fn run(cli: &Cli) -> anyhow::Result<u8> {
     let mut out = std::io::stdout().lock();
     if cli.list_rules {
@@ -127,7 +84,7 @@ fn run(cli: &Cli) -> anyhow::Result<u8> {
     if (cli.fix || cli.fit) && cli.configs.len() != 1 {
         return Err(bad_input!("--fix and --fit take exactly one CONFIG"));
     }
-    let report = target_report(cli)?;
+    let report = common::host::target_report(cli.gpu.as_deref())?;
     let gpu = match (&report, cli.device) {
         (Some(r), Some(i)) => Some(r.pick_gpu(Some(i)).ok_or_else(|| {
             bad_input!(
@@ -153,7 +110,7 @@ fn run(cli: &Cli) -> anyhow::Result<u8> {
                     "--host-ram-gib: expected a positive number, found {g}"
                 ))
             }
-            None => host_ram_mib(),
+            None => common::host::ram_mib(),
         },
         margin: cli.margin,
         env: &env,

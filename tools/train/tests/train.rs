@@ -199,7 +199,40 @@ fn a_damaged_checkpoint_is_refused_not_restarted() {
         .stderr(predicate::str::contains("nothing to resume"));
 }
 
-/// A safetensors data file of the given tensors (f32 unless named target and
+/// Writes frames [n, ..frames_shape] (f32), scalars [n, scalars] (f32) and
+/// target [n] (f32, or i64 labels) to a safetensors data file.
+fn write_data(
+    path: &Path,
+    frames: &[f32],
+    frames_shape: &[usize],
+    scalars: &[f32],
+    target: Result<&[f32], &[i64]>,
+) {
+    use safetensors::tensor::{Dtype, TensorView};
+    let n = match target {
+        Ok(t) => t.len(),
+        Err(l) => l.len(),
+    };
+    let bytes = |v: &[f32]| -> Vec<u8> { v.iter().flat_map(|x| x.to_le_bytes()).collect() };
+    let (f, s) = (bytes(frames), bytes(scalars));
+    let (tdtype, t): (Dtype, Vec<u8>) = match target {
+        Ok(t) => (Dtype::F32, bytes(t)),
+        Err(l) => (Dtype::I64, l.iter().flat_map(|x| x.to_le_bytes()).collect()),
+    };
+    let mut fshape = vec![n];
+    fshape.extend_from_slice(frames_shape);
+    let views = vec![
+        ("frames", TensorView::new(Dtype::F32, fshape, &f).unwrap()),
+        (
+            "scalars",
+            TensorView::new(Dtype::F32, vec![n, scalars.len() / n.max(1)], &s).unwrap(),
+        ),
+        ("target", TensorView::new(tdtype, vec![n], &t).unwrap()),
+    ];
+    std::fs::write(path, safetensors::tensor::serialize(views, None).unwrap()).unwrap();
+}
+
+/// A data file of n examples with a simple pattern (f32 targets unless
 /// `labels`).
 fn data_file(
     path: &Path,
@@ -208,37 +241,14 @@ fn data_file(
     scalars: usize,
     labels: Option<Vec<i64>>,
 ) {
-    use safetensors::tensor::{Dtype, TensorView};
     let frame_len: usize = frames_shape.iter().product();
-    let frames: Vec<u8> = (0..n * frame_len)
-        .flat_map(|i| ((i % 7) as f32 * 0.1).to_le_bytes())
-        .collect();
-    let sc: Vec<u8> = (0..n * scalars)
-        .flat_map(|i| ((i % 3) as f32).to_le_bytes())
-        .collect();
-    let (tdtype, target): (Dtype, Vec<u8>) = match labels {
-        Some(l) => (Dtype::I64, l.iter().flat_map(|x| x.to_le_bytes()).collect()),
-        None => (
-            Dtype::F32,
-            (0..n)
-                .flat_map(|i| (i as f32 / n as f32).to_le_bytes())
-                .collect(),
-        ),
-    };
-    let mut fshape = vec![n];
-    fshape.extend_from_slice(frames_shape);
-    let views = vec![
-        (
-            "frames",
-            TensorView::new(Dtype::F32, fshape, &frames).unwrap(),
-        ),
-        (
-            "scalars",
-            TensorView::new(Dtype::F32, vec![n, scalars], &sc).unwrap(),
-        ),
-        ("target", TensorView::new(tdtype, vec![n], &target).unwrap()),
-    ];
-    std::fs::write(path, safetensors::tensor::serialize(views, None).unwrap()).unwrap();
+    let frames: Vec<f32> = (0..n * frame_len).map(|i| (i % 7) as f32 * 0.1).collect();
+    let sc: Vec<f32> = (0..n * scalars).map(|i| (i % 3) as f32).collect();
+    let target: Vec<f32> = (0..n).map(|i| i as f32 / n as f32).collect();
+    match labels {
+        Some(l) => write_data(path, &frames, frames_shape, &sc, Err(&l)),
+        None => write_data(path, &frames, frames_shape, &sc, Ok(&target)),
+    }
 }
 
 #[test]
@@ -318,31 +328,15 @@ fn data_files_are_checked_and_capped() {
             "tensor `target`: label 7 in example 5 is outside [0, 3)",
         ));
     // NaN in an input: refused with the example's index.
-    {
-        use safetensors::tensor::{Dtype, TensorView};
-        let n = 6;
-        let mut frames: Vec<f32> = vec![0.5; n * 3 * 3 * 16 * 16];
-        frames[4 * 3 * 3 * 16 * 16 + 7] = f32::NAN;
-        let frames: Vec<u8> = frames.iter().flat_map(|x| x.to_le_bytes()).collect();
-        let sc = vec![0u8; n * 4 * 4];
-        let tg = vec![0u8; n * 4];
-        let views = vec![
-            (
-                "frames",
-                TensorView::new(Dtype::F32, vec![n, 3, 3, 16, 16], &frames).unwrap(),
-            ),
-            (
-                "scalars",
-                TensorView::new(Dtype::F32, vec![n, 4], &sc).unwrap(),
-            ),
-            ("target", TensorView::new(Dtype::F32, vec![n], &tg).unwrap()),
-        ];
-        std::fs::write(
-            d.join("nan.safetensors"),
-            safetensors::tensor::serialize(views, None).unwrap(),
-        )
-        .unwrap();
-    }
+    let mut frames = vec![0.5f32; 6 * 3 * 3 * 16 * 16];
+    frames[4 * 3 * 3 * 16 * 16 + 7] = f32::NAN;
+    write_data(
+        &d.join("nan.safetensors"),
+        &frames,
+        &[3, 3, 16, 16],
+        &[0.0; 6 * 4],
+        Ok(&[0.0; 6]),
+    );
     let cfg = write(
         d,
         "nan.yaml",
@@ -575,32 +569,13 @@ fn a_non_finite_loss_fails_the_run_with_exit_1_and_its_reason() {
     let d = dir.path();
     // Finite targets whose squared error overflows float32.
     let n = 32;
-    let mut huge = Vec::new();
-    for _ in 0..n {
-        huge.extend_from_slice(&3.0e30f32.to_le_bytes());
-    }
-    use safetensors::tensor::{Dtype, TensorView};
-    let frames = vec![0u8; n * 3 * 3 * 16 * 16 * 4];
-    let scalars = vec![0u8; n * 4 * 4];
-    let views = vec![
-        (
-            "frames",
-            TensorView::new(Dtype::F32, vec![n, 3, 3, 16, 16], &frames).unwrap(),
-        ),
-        (
-            "scalars",
-            TensorView::new(Dtype::F32, vec![n, 4], &scalars).unwrap(),
-        ),
-        (
-            "target",
-            TensorView::new(Dtype::F32, vec![n], &huge).unwrap(),
-        ),
-    ];
-    std::fs::write(
-        d.join("huge.safetensors"),
-        safetensors::tensor::serialize(views, None).unwrap(),
-    )
-    .unwrap();
+    write_data(
+        &d.join("huge.safetensors"),
+        &vec![0.0; n * 3 * 3 * 16 * 16],
+        &[3, 3, 16, 16],
+        &vec![0.0; n * 4],
+        Ok(&vec![3.0e30; n]),
+    );
     let text = TINY.replace(
         "data: {synthetic_train_examples: 192, synthetic_val_examples: 64}",
         &format!(

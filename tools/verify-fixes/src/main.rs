@@ -10,11 +10,10 @@ use comfy_table::{presets::UTF8_FULL_CONDENSED, ContentArrangement, Table};
 use common::config::Config;
 use common::exit;
 use common::format::Format;
-use common::report::Report;
 use common::rules::{self, Target};
 use common::{bad_input, input};
 use serde::Serialize;
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -114,7 +113,7 @@ fn run(cli: &Cli) -> anyhow::Result<u8> {
         loaded.config.parallel_trials = k;
     }
     let config_path = cli.config.as_deref().expect("required");
-    let report = target_report(cli)?;
+    let report = common::host::target_report(cli.gpu.as_deref())?;
     let variants = match &cli.space {
         Some(p) => space_variants(&loaded.config, p)?,
         None => vec![("the config".to_string(), loaded.config.clone())],
@@ -131,7 +130,7 @@ fn run(cli: &Cli) -> anyhow::Result<u8> {
         train,
         out: cli.out.clone(),
         env: &env,
-        host_ram_mib: host_ram_mib(),
+        host_ram_mib: common::host::ram_mib(),
         variants,
     };
     let target = Target {
@@ -266,44 +265,12 @@ fn print_env(config: Option<&Config>, env: &dyn Fn(&str) -> Option<String>) -> a
     Ok(exit::OK)
 }
 
-/// --gpu, else stdin when something is piped or redirected into it.
-fn target_report(cli: &Cli) -> anyhow::Result<Option<Report>> {
-    if let Some(path) = &cli.gpu {
-        return Ok(Some(Report::parse(&input::read(path)?)?));
-    }
-    use std::os::unix::fs::FileTypeExt;
-    let piped = !std::io::stdin().is_terminal()
-        && std::fs::metadata("/dev/stdin")
-            .is_ok_and(|m| m.file_type().is_fifo() || m.file_type().is_file());
-    if !piped {
-        return Ok(None);
-    }
-    let input = input::read_from("<stdin>", std::io::stdin().lock())?;
-    if input.text.trim().is_empty() {
-        return Ok(None);
-    }
-    Ok(Some(Report::parse(&input)?))
-}
-
 fn default_train() -> PathBuf {
     std::env::current_exe()
         .ok()
         .and_then(|p| p.parent().map(|d| d.join("train")))
         .filter(|p| p.exists())
         .unwrap_or_else(|| PathBuf::from("train"))
-}
-
-fn host_ram_mib() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let kib: u64 = text
-        .lines()
-        .find_map(|l| l.strip_prefix("MemTotal:"))?
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .ok()?;
-    Some(kib / 1024)
 }
 
 const MAX_VARIANTS: usize = 10_000;

@@ -1,0 +1,45 @@
+//! Facts about this machine and this process's stdin that several tools need.
+
+use crate::input;
+use crate::report::Report;
+use std::io::IsTerminal;
+use std::path::Path;
+
+/// MemTotal from /proc/meminfo, in MiB (None off Linux).
+pub fn ram_mib() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kib: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kib / 1024)
+}
+
+/// True when stdin is a pipe or a file: something was sent. A terminal, or
+/// /dev/null as CI and cron give, means nothing was.
+pub fn stdin_has_data() -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    !std::io::stdin().is_terminal()
+        && std::fs::metadata("/dev/stdin")
+            .is_ok_and(|m| m.file_type().is_fifo() || m.file_type().is_file())
+}
+
+/// The target GPU report of cfgcheck and verify-fixes: `--gpu FILE` when
+/// given, else memdiag's report piped on stdin, else none.
+pub fn target_report(gpu: Option<&Path>) -> anyhow::Result<Option<Report>> {
+    if let Some(path) = gpu {
+        return Ok(Some(Report::parse(&input::read(path)?)?));
+    }
+    if !stdin_has_data() {
+        return Ok(None);
+    }
+    let input = input::read_from("<stdin>", std::io::stdin().lock())?;
+    if input.text.trim().is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(Report::parse(&input)?))
+}
