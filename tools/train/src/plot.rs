@@ -77,111 +77,98 @@ impl Plot {
         let tmp = self.out.with_file_name(".curves.tmp.png");
         {
             let root = BitMapBackend::new(&tmp, (1100, 420)).into_drawing_area();
-            root.fill(&WHITE).map_err(|e| anyhow::anyhow!("{e}"))?;
+            root.fill(&WHITE).map_err(plot_err)?;
             let (left, right) = root.split_horizontally(550);
             let last = rows.last().map_or(1.0, |r| r.epoch).max(2.0);
-            let top = rows
-                .iter()
-                .flat_map(|r| [r.train, r.val])
-                .filter(|x| x.is_finite())
-                .fold(0.0f64, f64::max)
-                * 1.1;
-            let mut chart = ChartBuilder::on(&left)
-                .caption("Loss per epoch", ("sans-serif", 20))
-                .margin(12)
-                .x_label_area_size(36)
-                .y_label_area_size(56)
-                .build_cartesian_2d(1.0..last, 0.0..top.max(1e-6))
-                .map_err(|e| anyhow::anyhow!("{e}"))?;
-            chart
-                .configure_mesh()
-                .x_desc("epoch")
-                .y_desc("loss")
-                .draw()
-                .map_err(|e| anyhow::anyhow!("{e}"))?;
-            for (label, color, f) in [
-                ("train", BLUE, (|r: &Row| r.train) as fn(&Row) -> f64),
-                ("validation", RED, |r: &Row| r.val),
-            ] {
-                chart
-                    .draw_series(LineSeries::new(
-                        rows.iter().map(|r| (r.epoch, f(r))),
-                        color.stroke_width(2),
-                    ))
-                    .map_err(|e| anyhow::anyhow!("{e}"))?
-                    .label(label)
-                    .legend(move |(x, y)| {
-                        PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
-                    });
-            }
-            chart
-                .configure_series_labels()
-                .border_style(BLACK)
-                .background_style(WHITE)
-                .draw()
-                .map_err(|e| anyhow::anyhow!("{e}"))?;
-
-            let mem: Vec<&Row> = rows.iter().filter(|r| r.allocated.is_some()).collect();
-            if mem.is_empty() {
+            let loss: Series = [
+                ("train", BLUE, |r: &Row| Some(r.train)),
+                ("validation", RED, |r: &Row| Some(r.val)),
+            ];
+            line_chart(&left, "Loss per epoch", "loss", last, &rows, &loss)?;
+            if rows.iter().any(|r| r.allocated.is_some()) {
+                let memory: Series = [
+                    ("allocated", GREEN, |r: &Row| r.allocated),
+                    ("reserved", MAGENTA, |r: &Row| r.reserved),
+                ];
+                line_chart(
+                    &right,
+                    "Peak GPU memory per epoch (MiB)",
+                    "MiB",
+                    last,
+                    &rows,
+                    &memory,
+                )?;
+            } else {
                 right
                     .draw(&Text::new(
-                        "GPU memory per epoch: not recorded (CPU run, or no allocator view)",
-                        (40, 200),
-                        ("sans-serif", 18),
+                        "GPU memory: not recorded (CPU run, or no allocator view)",
+                        (24, 200),
+                        ("sans-serif", 16),
                     ))
-                    .map_err(|e| anyhow::anyhow!("{e}"))?;
-            } else {
-                let top = mem
-                    .iter()
-                    .filter_map(|r| r.reserved.or(r.allocated))
-                    .fold(0.0f64, f64::max)
-                    * 1.1;
-                let mut chart = ChartBuilder::on(&right)
-                    .caption("Peak GPU memory per epoch (MiB)", ("sans-serif", 20))
-                    .margin(12)
-                    .x_label_area_size(36)
-                    .y_label_area_size(64)
-                    .build_cartesian_2d(1.0..last, 0.0..top.max(1.0))
-                    .map_err(|e| anyhow::anyhow!("{e}"))?;
-                chart
-                    .configure_mesh()
-                    .x_desc("epoch")
-                    .y_desc("MiB")
-                    .draw()
-                    .map_err(|e| anyhow::anyhow!("{e}"))?;
-                for (label, color, f) in [
-                    (
-                        "allocated",
-                        GREEN,
-                        (|r: &Row| r.allocated) as fn(&Row) -> Option<f64>,
-                    ),
-                    ("reserved", MAGENTA, |r: &Row| r.reserved),
-                ] {
-                    chart
-                        .draw_series(LineSeries::new(
-                            mem.iter().filter_map(|r| f(r).map(|m| (r.epoch, m))),
-                            color.stroke_width(2),
-                        ))
-                        .map_err(|e| anyhow::anyhow!("{e}"))?
-                        .label(label)
-                        .legend(move |(x, y)| {
-                            PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
-                        });
-                }
-                chart
-                    .configure_series_labels()
-                    .border_style(BLACK)
-                    .background_style(WHITE)
-                    .draw()
-                    .map_err(|e| anyhow::anyhow!("{e}"))?;
+                    .map_err(plot_err)?;
             }
-            root.present().map_err(|e| anyhow::anyhow!("{e}"))?;
+            root.present().map_err(plot_err)?;
         }
         let f = std::fs::File::open(&tmp)?;
         f.sync_all()?;
         std::fs::rename(&tmp, &self.out)?;
         Ok(())
     }
+}
+
+type Series = [(&'static str, RGBColor, fn(&Row) -> Option<f64>); 2];
+
+fn plot_err(e: impl std::fmt::Display) -> anyhow::Error {
+    anyhow::anyhow!("{e}")
+}
+
+/// Two lines over epochs 1..=last in one panel, with a legend.
+fn line_chart(
+    area: &DrawingArea<BitMapBackend, plotters::coord::Shift>,
+    title: &str,
+    y_desc: &str,
+    last: f64,
+    rows: &[Row],
+    series: &Series,
+) -> anyhow::Result<()> {
+    let top = rows
+        .iter()
+        .flat_map(|r| series.iter().filter_map(move |(_, _, f)| f(r)))
+        .filter(|x| x.is_finite())
+        .fold(0.0f64, f64::max)
+        * 1.1;
+    let mut chart = ChartBuilder::on(area)
+        .caption(title, ("sans-serif", 20))
+        .margin(12)
+        .x_label_area_size(36)
+        .y_label_area_size(64)
+        .build_cartesian_2d(1.0..last, 0.0..top.max(1e-6))
+        .map_err(plot_err)?;
+    chart
+        .configure_mesh()
+        .x_desc("epoch")
+        .y_desc(y_desc)
+        .draw()
+        .map_err(plot_err)?;
+    for &(label, color, f) in series {
+        chart
+            .draw_series(LineSeries::new(
+                rows.iter().filter_map(|r| f(r).map(|v| (r.epoch, v))),
+                color.stroke_width(2),
+            ))
+            .map_err(plot_err)?
+            .label(label)
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
+            });
+    }
+    chart
+        .configure_series_labels()
+        .border_style(BLACK)
+        .background_style(WHITE)
+        .draw()
+        .map_err(plot_err)?;
+    Ok(())
 }
 
 impl Listener for Plot {
