@@ -113,6 +113,7 @@ train-colab: build
 bench: build
     python bench/memdiag_oneshot.py --bin "{{ release }}/memdiag" --runs 50
     python bench/train_vs_pytorch.py --train "{{ release }}/train" --config configs/demo_cpu.yaml
+    python bench/explain_large_log.py --cfgcheck "{{ release }}/cfgcheck"
 
 # The estimate's activation lines against the bytes autograd saves (CPU, fp32)
 [group('bench')]

@@ -101,3 +101,71 @@ fn live_memdiag_pipes_into_cfgcheck() {
         assert!(v["results"][0]["target"]["name"].is_string());
     }
 }
+
+/// train classifies its own failures with the table cfgcheck --explain
+/// uses: the class in summary.yaml is the class the explanation gives.
+#[test]
+fn train_failures_and_cfgcheck_explain_agree() {
+    let dir = tempfile::tempdir().unwrap();
+    for (fault, class) in [
+        ("cuda-graph@1:1", "cuda-graph-pointer"),
+        ("oom-always@1:1", "out-of-memory"),
+        ("nan@1:1,nan@1:2,nan@1:3", "non-finite-loss"),
+    ] {
+        let cfg = dir.path().join("c.yaml");
+        std::fs::write(
+            &cfg,
+            "batch_size: 8\ntemporal_frames: 2\nepochs: 1\nimage_size: 8\nscalar_features: 2\n\
+             data: {synthetic_train_examples: 32, synthetic_val_examples: 8}\n\
+             architecture: {channels: [4], embed_dim: 8, attention_heads: 2}\n",
+        )
+        .unwrap();
+        let out_dir = dir.path().join(fault.replace([',', ':', '@'], "_"));
+        let run = Command::new(bin("train"))
+            .args(["--device", "cpu", "--threads", "1", "--config"])
+            .arg(&cfg)
+            .arg("--out")
+            .arg(&out_dir)
+            .env("TRAINGUARD_FAULT", fault)
+            .env_remove("LD_LIBRARY_PATH")
+            .output()
+            .unwrap();
+        assert_eq!(
+            run.status.code(),
+            Some(1),
+            "{fault}: {}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+        let summary: serde_yaml::Value =
+            serde_yaml::from_str(&std::fs::read_to_string(out_dir.join("summary.yaml")).unwrap())
+                .unwrap();
+        assert_eq!(summary["error_class"].as_str(), Some(class), "{fault}");
+        let mut explain = Command::new(bin("cfgcheck"))
+            .args(["--explain", "-", "--format", "json"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        explain
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(&run.stderr)
+            .unwrap();
+        let explained = explain.wait_with_output().unwrap();
+        assert!(
+            explained.status.success(),
+            "{fault}: nothing explained in {}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&explained.stdout).unwrap();
+        let classes: Vec<&str> = v["found"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["class"].as_str().unwrap())
+            .collect();
+        assert!(classes.contains(&class), "{fault}: {classes:?}");
+    }
+}

@@ -1,12 +1,16 @@
-//! Known failures of PyTorch training runs, recognised from the text libtorch
-//! (or PyTorch) reports. One table: train classifies its own errors with it,
-//! and a sweep groups failed trials by its classes (seed 004's analysis).
-//! Each entry's needles are strings libtorch really emits: they were read
-//! from the shipped libraries (`strings libc10_cuda.so`, `libtorch_cuda.so`),
-//! from torch/_inductor/cudagraph_utils.py, and from the CUDA runtime's error
-//! strings.
+//! Known failures of PyTorch training runs, recognised from the text libtorch,
+//! PyTorch or the host prints. One table: train classifies its own errors
+//! with it (summary.yaml's error_class), a sweep groups failed trials by its
+//! classes, and `cfgcheck --explain` turns a pasted log into the cause and
+//! the fix. Each needle is a string really emitted: read from the shipped
+//! libraries (`strings libc10_cuda.so`, `libtorch_cuda.so`, `libtorch_cpu.so`,
+//! `libcudnn.so.9`), from torch/_inductor/cudagraph_utils.py, from the CUDA
+//! runtime's error strings, or from the seeds' own logs. An entry that a
+//! cfgcheck rule would have caught beforehand has that rule's id.
 
+use aho_corasick::AhoCorasick;
 use serde::Serialize;
+use std::sync::OnceLock;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -16,6 +20,7 @@ pub enum Class {
     DeviceSideAssert,
     CudaError,
     NonFiniteLoss,
+    Killed,
     Other,
 }
 
@@ -27,6 +32,7 @@ impl Class {
             Class::DeviceSideAssert => "device-side-assert",
             Class::CudaError => "cuda-error",
             Class::NonFiniteLoss => "non-finite-loss",
+            Class::Killed => "killed",
             Class::Other => "other",
         }
     }
@@ -42,77 +48,237 @@ impl Class {
 }
 
 pub struct Known {
+    /// The id; where a cfgcheck rule would have caught it, the rule's id.
     pub id: &'static str,
     pub class: Class,
-    /// Any of these in the message (case-sensitive, as libtorch writes them).
+    /// Any of these in a line (case-sensitive, as they are printed).
     pub needles: &'static [&'static str],
+    pub title: &'static str,
+    /// The root cause, in two or three sentences (from the seeds).
+    pub cause: &'static str,
+    pub fix: &'static str,
+    /// The cfgcheck rule that catches it before the run, if any.
+    pub rule: Option<&'static str>,
 }
 
-/// In priority order: the first entry with a matching needle wins (a
-/// device-side assert message also contains "CUDA error: ").
+const OOM_NEEDLES: &[&str] = &[
+    "CUDA out of memory. Tried to allocate",
+    "CUDA error: out of memory",
+    "CUBLAS_STATUS_ALLOC_FAILED",
+    "HIP out of memory. Tried to allocate",
+];
+
+/// In priority order: the first entry with a matching needle classifies a
+/// message (a device-side assert message also contains "CUDA error: ").
 pub const KNOWN: &[Known] = &[
     Known {
-        id: "cuda-out-of-memory",
+        id: "memory-exceeds-free",
         class: Class::OutOfMemory,
-        needles: &[
-            "CUDA out of memory. Tried to allocate",
-            "CUDA error: out of memory",
-            "CUBLAS_STATUS_ALLOC_FAILED",
-            "HIP out of memory. Tried to allocate",
-        ],
+        needles: OOM_NEEDLES,
+        title: "CUDA out of memory: the step needs more than the GPU has free",
+        cause: "The model, its optimizer state and one step's activations do not fit in the GPU's free memory: the batch, the image size, the frames or the model are too large for this card, or another process holds part of it. The allocation that failed is named in the message.",
+        fix: "a smaller batch_size (cfgcheck --fit computes it), gradient_checkpointing: true, mixed_precision: bf16, or the 32/64/128 model (memory_optimized: true); train splits the batch into micro-batches by itself",
+        rule: Some("memory-exceeds-free"),
+    },
+    // Chosen by `explain` from an out-of-memory message's figures, not by a
+    // needle of its own.
+    Known {
+        id: "allocator-fragmentation",
+        class: Class::OutOfMemory,
+        needles: &[],
+        title: "CUDA out of memory from fragmentation: memory reserved but unallocated",
+        cause: "PyTorch's caching allocator held enough free memory for the allocation, but in pieces: \"reserved by PyTorch but unallocated\" is at least what was asked for. Over many epochs, parallel trials or a sweep, fragmentation grows until a small allocation fails (seed 004 died at trial 182 this way).",
+        fix: "PYTORCH_ALLOC_CONF=expandable_segments:True (PYTORCH_CUDA_ALLOC_CONF before PyTorch 2.9); fewer parallel trials; train sets it by default",
+        rule: Some("allocator-fragmentation"),
     },
     Known {
-        id: "cuda-graph-pointer-changed",
+        id: "cuda-graphs-checkpointing",
         class: Class::CudaGraphPointer,
         needles: &[
             "static input data pointer changed",
             "cudagraph managed tensor data pointer changed",
             "accessing tensor output of CUDAGraphs that has been overwritten by a subsequent run",
         ],
+        title: "CUDA graph replay found a tensor at a new address",
+        cause: "torch.compile's \"reduce-overhead\" and \"max-autotune\" modes record CUDA graphs, which replay kernels on the exact memory addresses recorded in epoch 1. Gradient checkpointing recomputes activations during backward and they land at different addresses, so the replay in epoch 2 stops rather than compute on stale memory (seed 001).",
+        fix: "torch_compile_mode: default (keeps most of the speed-up), or torch_compile: false",
+        rule: Some("cuda-graphs-checkpointing"),
     },
     Known {
         id: "device-side-assert",
         class: Class::DeviceSideAssert,
         needles: &["device-side assert triggered"],
+        title: "a CUDA kernel's assertion failed (device-side assert)",
+        cause: "Most often a label outside [0, num_labels) reached cross-entropy, or an index went out of range. CUDA errors are asynchronous: they surface at a later synchronising call (such as model.cpu() or .item()), so the traceback points at the wrong line, and the CUDA context is unusable afterwards (seed 004).",
+        fix: "check the labels (verify-fixes' data check, or train's pre-training pass); rerun with CUDA_LAUNCH_BLOCKING=1 (train --sync-errors) to see the failing line",
+        rule: None,
     },
     Known {
-        id: "cuda-error",
+        id: "cudnn-error",
         class: Class::CudaError,
-        needles: &[
-            "CUDA error: ",
-            "cuDNN error: ",
-            "CUDNN_STATUS_",
-            "CUBLAS_STATUS_",
-        ],
+        needles: &["cuDNN error: ", "CUDNN_STATUS_EXECUTION_FAILED", "CUDNN_STATUS_INTERNAL_ERROR", "CUDNN_STATUS_NOT_SUPPORTED"],
+        title: "a cuDNN call failed",
+        cause: "cuDNN refused or failed a convolution: often memory pressure in disguise (no room for its workspace), sometimes an input layout or size it does not support, or a cuDNN that does not match the libtorch build.",
+        fix: "free memory as for an out-of-memory error (smaller batch, checkpointing); check that `train info` reports the cuDNN torch was built with",
+        rule: None,
+    },
+    Known {
+        id: "killed",
+        class: Class::Killed,
+        needles: &["Signal 9 (SIGKILL)", "exit code -9", "Exit code -9", "exitcode  : -9", "Killed"],
+        title: "the process was killed by the host (signal 9)",
+        cause: "The host ran out of RAM and its out-of-memory killer ended the process, with no Python traceback: a whole dataset loaded into memory, or DataLoader worker processes each holding copies, on a small host such as Colab's 12.7 GB (seed 002).",
+        fix: "num_workers: 0 and a max_train_examples cap; train --resume continues from the last epoch",
+        rule: Some("workers-small-host"),
     },
     Known {
         id: "non-finite-loss",
         class: Class::NonFiniteLoss,
-        needles: &[
-            "non-finite loss",
-            "loss is nan",
-            "loss is inf",
-            "loss is -inf",
-        ],
+        needles: &["non-finite loss", "loss is nan", "loss is NaN", "loss is inf", "loss is -inf", "returned nan values in its"],
+        title: "the loss became NaN or infinite",
+        cause: "The optimisation diverged: a learning rate too high for the batch, fp16 overflow without a loss scaler, or NaN or inf already in the inputs or targets.",
+        fix: "a lower learning_rate, grad_clip, bf16 instead of fp16, and a data check (verify-fixes) for NaN or inf",
+        rule: None,
+    },
+    Known {
+        id: "aten-cuda-missing",
+        class: Class::Other,
+        needles: &["Cannot initialize CUDA without ATen_cuda library"],
+        title: "libtorch's CUDA library is not loaded",
+        cause: "The binary was linked with --as-needed, which drops libtorch_cuda because nothing refers to it by symbol, so libtorch runs CPU-only and fails at the first CUDA call.",
+        fix: "link libtorch_cuda explicitly (-Wl,--no-as-needed -ltorch_cuda), as train's build.rs does; check with `ldd train | grep torch_cuda`",
+        rule: None,
+    },
+    Known {
+        id: "torch-version-mismatch",
+        class: Class::Other,
+        needles: &["this tch version expects PyTorch", "undefined symbol: _ZN"],
+        title: "libtorch and the build do not match",
+        cause: "The program was built against one libtorch and runs against another (or tch expects another PyTorch version): C++ symbols differ between releases, so loading fails or the build refuses.",
+        fix: "use torch==2.11.0 for tch 0.24 (just setup), and run with the same libraries the build used (train's rpath)",
+        rule: None,
+    },
+    Known {
+        id: "cuda-error",
+        class: Class::CudaError,
+        needles: &["CUDA error: ", "CUBLAS_STATUS_"],
+        title: "a CUDA error",
+        cause: "A CUDA call failed. CUDA errors are asynchronous and surface at a later synchronising call, so the traceback may point elsewhere; the context may be unusable afterwards.",
+        fix: "rerun with CUDA_LAUNCH_BLOCKING=1 (train --sync-errors) to find the failing kernel",
+        rule: None,
     },
 ];
 
+/// One automaton over every needle: a 50 MB log is scanned in one pass.
+fn automaton() -> &'static (AhoCorasick, Vec<usize>) {
+    static A: OnceLock<(AhoCorasick, Vec<usize>)> = OnceLock::new();
+    A.get_or_init(|| {
+        let mut owner = Vec::new();
+        let mut needles = Vec::new();
+        for (i, k) in KNOWN.iter().enumerate() {
+            for n in k.needles {
+                needles.push(*n);
+                owner.push(i);
+            }
+        }
+        (
+            AhoCorasick::new(needles).expect("fixed needles build"),
+            owner,
+        )
+    })
+}
+
+/// The first entry (in table order) that a text matches.
+pub fn find(text: &str) -> Option<&'static Known> {
+    let (ac, owner) = automaton();
+    ac.find_overlapping_iter(text)
+        .map(|m| owner[m.pattern().as_usize()])
+        .min()
+        .map(|i| &KNOWN[i])
+}
+
 /// The class of an error message.
 pub fn classify(message: &str) -> Class {
-    KNOWN
-        .iter()
-        .find(|k| k.needles.iter().any(|n| message.contains(n)))
-        .map_or(Class::Other, |k| k.class)
+    find(message).map_or(Class::Other, |k| k.class)
+}
+
+/// The figures of a PyTorch out-of-memory message, in MiB.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct OomFigures {
+    pub tried_mib: Option<f64>,
+    pub total_mib: Option<f64>,
+    pub free_mib: Option<f64>,
+    pub allocated_mib: Option<f64>,
+    pub reserved_unallocated_mib: Option<f64>,
+}
+
+impl OomFigures {
+    /// Reads "Tried to allocate X. GPU 0 has a total capacity of Y of which Z
+    /// is free. ... A is allocated by PyTorch, and B is reserved by PyTorch
+    /// but unallocated."
+    pub fn parse(line: &str) -> OomFigures {
+        let after = |marker: &str| {
+            line.find(marker)
+                .and_then(|i| size_mib(&line[i + marker.len()..]))
+        };
+        let before = |marker: &str| {
+            let end = line.find(marker)?;
+            let head = line[..end].trim_end();
+            let start = head
+                .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '.' || c == ' '))
+                .map_or(0, |i| i + 1);
+            // The last "<number> <unit>" before the marker.
+            let words: Vec<&str> = head[start..].split_whitespace().collect();
+            let n = words.len();
+            (n >= 2)
+                .then(|| size_mib(&format!("{} {}", words[n - 2], words[n - 1])))
+                .flatten()
+        };
+        OomFigures {
+            tried_mib: after("Tried to allocate "),
+            total_mib: after("has a total capacity of "),
+            free_mib: after(" of which ").or_else(|| before(" is free")),
+            allocated_mib: before(" is allocated by PyTorch"),
+            reserved_unallocated_mib: before(" is reserved by PyTorch but unallocated"),
+        }
+    }
+
+    /// Fragmentation, not size: the failed allocation would have fit in the
+    /// memory PyTorch reserved but left unallocated, had it been contiguous.
+    pub fn fragmented(&self) -> bool {
+        match (self.reserved_unallocated_mib, self.tried_mib) {
+            (Some(r), Some(t)) => r >= t && r > 0.0,
+            _ => false,
+        }
+    }
+}
+
+/// "1.41 GiB" -> 1443.84 (MiB).
+fn size_mib(s: &str) -> Option<f64> {
+    let mut it = s.split_whitespace();
+    let v: f64 = it.next()?.trim_end_matches(['.', ',']).parse().ok()?;
+    let unit = it.next()?.trim_end_matches(['.', ',', ')']);
+    let scale = match unit {
+        "bytes" | "B" => 1.0 / 1048576.0,
+        "KiB" => 1.0 / 1024.0,
+        "MiB" => 1.0,
+        "GiB" => 1024.0,
+        "TiB" => 1024.0 * 1024.0,
+        _ => return None,
+    };
+    Some(v * scale)
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    // Real messages: the first is a PyTorch 2.x OOM as printed in a user's
-    // log; its parts are in libc10_cuda.so ("CUDA out of memory. Tried to
-    // allocate ", " is reserved by PyTorch but unallocated.").
-    const OOM: &str = "CUDA out of memory. Tried to allocate 320.00 MiB. GPU 0 has a total capacity of 31.37 GiB of which 80.69 MiB is free. Including non-PyTorch memory, this process has 31.28 GiB memory in use. Of the allocated memory 30.76 GiB is allocated by PyTorch, and 33.46 MiB is reserved by PyTorch but unallocated. If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation for Memory Management  (https://docs.pytorch.org/docs/stable/notes/cuda.html#optimizing-memory-usage-with-pytorch-cuda-alloc-conf)";
+    // Real messages: a PyTorch 2.x OOM as printed in a user's log (its parts
+    // are in libc10_cuda.so: "CUDA out of memory. Tried to allocate ",
+    // " is reserved by PyTorch but unallocated.").
+    pub const OOM: &str = "CUDA out of memory. Tried to allocate 320.00 MiB. GPU 0 has a total capacity of 31.37 GiB of which 80.69 MiB is free. Including non-PyTorch memory, this process has 31.28 GiB memory in use. Of the allocated memory 30.76 GiB is allocated by PyTorch, and 33.46 MiB is reserved by PyTorch but unallocated. If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation for Memory Management  (https://docs.pytorch.org/docs/stable/notes/cuda.html#optimizing-memory-usage-with-pytorch-cuda-alloc-conf)";
+    // Another real one, where the reserved-but-unallocated part is large.
+    pub const OOM_FRAGMENTED: &str = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.10 GiB of which 364.31 MiB is free. Process 175356 has 77.26 GiB memory in use. Of the allocated memory 72.12 GiB is allocated by PyTorch, and 3.78 GiB is reserved by PyTorch but unallocated.";
     // Seed 001, from torch/_inductor/cudagraph_utils.py.
     const GRAPH: &str = "RuntimeError: static input data pointer changed.\ninput name: primals_1. data pointer changed from 12919305216 to 12919242752.";
     // Seed 004; "device-side assert triggered" is cudaErrorAssert's string.
@@ -144,9 +310,45 @@ mod tests {
             Class::NonFiniteLoss
         );
         assert_eq!(
+            classify("Training failed with Exit code -9 (SIGKILL)"),
+            Class::Killed
+        );
+        assert_eq!(
             classify("shape '[2, 3]' is invalid for input of size 5"),
             Class::Other
         );
+    }
+
+    #[test]
+    fn rule_ids_are_cfgchecks() {
+        for k in KNOWN {
+            if let Some(rule) = k.rule {
+                assert!(
+                    crate::rules::RULES.iter().any(|r| r.id == rule),
+                    "{}: no rule {rule}",
+                    k.id
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn oom_figures_tell_fragmentation_from_size() {
+        let f = OomFigures::parse(OOM);
+        assert_eq!(f.tried_mib, Some(320.0));
+        assert!((f.total_mib.unwrap() - 31.37 * 1024.0).abs() < 0.01);
+        assert!((f.free_mib.unwrap() - 80.69).abs() < 0.01);
+        assert!((f.allocated_mib.unwrap() - 30.76 * 1024.0).abs() < 0.01);
+        assert!((f.reserved_unallocated_mib.unwrap() - 33.46).abs() < 0.01);
+        assert!(!f.fragmented());
+        let g = OomFigures::parse(OOM_FRAGMENTED);
+        assert_eq!(g.tried_mib, Some(2048.0));
+        assert!(g.fragmented(), "{g:?}");
+        // Seed 004's figure alone.
+        let s = OomFigures::parse(
+            "Tried to allocate 20.00 MiB. 1.41 GiB is reserved by PyTorch but unallocated.",
+        );
+        assert!(s.fragmented());
     }
 
     #[test]
@@ -154,6 +356,6 @@ mod tests {
         assert!(Class::OutOfMemory.config_caused());
         assert!(Class::CudaGraphPointer.config_caused());
         assert!(!Class::DeviceSideAssert.config_caused());
-        assert!(!Class::Other.config_caused());
+        assert!(!Class::Killed.config_caused());
     }
 }

@@ -6,6 +6,7 @@ pub mod cli;
 pub mod config;
 pub mod estimate;
 pub mod exit;
+pub mod explain;
 pub mod failures;
 pub mod fix;
 pub mod format;

@@ -2,6 +2,7 @@
 //! estimate (both in `common`), before the run. The target GPU comes from a
 //! memdiag report on stdin, `--gpu FILE`, or nothing.
 
+mod explain;
 mod output;
 
 use anyhow::Context;
@@ -28,8 +29,16 @@ use std::process::ExitCode;
 )]
 struct Cli {
     /// Config files to check.
-    #[arg(required_unless_present = "list_rules", value_name = "CONFIG")]
+    #[arg(required_unless_present_any = ["list_rules", "explain"], value_name = "CONFIG")]
     configs: Vec<PathBuf>,
+    /// Read a log or traceback (`-`: stdin) and explain every known failure
+    /// in it: cause, evidence lines, fix. Exit 0 when something known was
+    /// found, 1 when nothing was.
+    #[arg(long, value_name = "LOG", conflicts_with_all = ["configs", "fix", "fit", "list_rules"])]
+    explain: Option<PathBuf>,
+    /// With --explain: give the fix as a diff of this config.
+    #[arg(long, value_name = "CFG", requires = "explain")]
+    config: Option<PathBuf>,
     /// The target GPU's report or profile, instead of stdin.
     #[arg(long, value_name = "FILE")]
     gpu: Option<PathBuf>,
@@ -80,6 +89,9 @@ fn run(cli: &Cli) -> anyhow::Result<u8> {
             writeln!(out, "{:28} {:8} {}", r.id, r.severity.as_str(), r.summary)?;
         }
         return Ok(exit::OK);
+    }
+    if let Some(log) = &cli.explain {
+        return explain_log(cli, log, &mut out);
     }
     if (cli.fix || cli.fit) && cli.configs.len() != 1 {
         return Err(bad_input!("--fix and --fit take exactly one CONFIG"));
@@ -175,6 +187,39 @@ fn run(cli: &Cli) -> anyhow::Result<u8> {
     } else {
         exit::OK
     })
+}
+
+/// --explain: the log is read line by line (no size cap: logs are large);
+/// with --gpu the out-of-memory fix is sized for that GPU.
+fn explain_log(cli: &Cli, log: &std::path::Path, out: &mut dyn Write) -> anyhow::Result<u8> {
+    let name = if log == std::path::Path::new("-") {
+        "<stdin>".to_string()
+    } else {
+        log.display().to_string()
+    };
+    let scan = if log == std::path::Path::new("-") {
+        common::explain::scan(&name, std::io::stdin().lock())?
+    } else {
+        let file = std::fs::File::open(log).map_err(|e| bad_input!("{name}: cannot open: {e}"))?;
+        common::explain::scan(&name, std::io::BufReader::with_capacity(1 << 20, file))?
+    };
+    let loaded = match &cli.config {
+        Some(p) => Some(load(p)?),
+        None => None,
+    };
+    let report = match &cli.gpu {
+        Some(p) => Some(common::report::Report::parse(&common::input::read(p)?)?),
+        None => None,
+    };
+    let gpu = report.as_ref().and_then(|r| r.pick_gpu(cli.device));
+    explain::print(
+        &scan,
+        &name,
+        loaded.as_ref(),
+        gpu,
+        Format::resolve(cli.format),
+        out,
+    )
 }
 
 fn load(path: &std::path::Path) -> anyhow::Result<LoadedConfig> {

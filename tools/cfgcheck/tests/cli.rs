@@ -306,3 +306,100 @@ fn list_rules_names_every_rule() {
     assert_eq!(text.lines().count(), common::rules::RULES.len());
     assert!(text.contains("cuda-graphs-checkpointing"));
 }
+
+fn explain(log: &[u8], extra: &[&str]) -> assert_cmd::assert::Assert {
+    cfgcheck()
+        .args(["--explain", "-", "--format", "json"])
+        .args(extra)
+        .write_stdin(log.to_vec())
+        .assert()
+}
+
+#[test]
+fn explain_names_cause_evidence_and_fix_from_real_messages() {
+    // Seed 001's lines, and a real PyTorch OOM whose reserved-but-unallocated
+    // memory exceeds the request (fragmentation).
+    let log = "Epoch 1/50 | Train Loss: 4.1156 | Val Loss: 1.3616 | LR: 0.000001 | Time: 140.54s\n\
+               New best model saved! (val_loss: 1.3616)\n\
+               RuntimeError: static input data pointer changed.\n\
+               input name: primals_1. data pointer changed from 12919305216 to 12919242752.\n\
+               torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.10 GiB of which 364.31 MiB is free. Process 175356 has 77.26 GiB memory in use. Of the allocated memory 72.12 GiB is allocated by PyTorch, and 3.78 GiB is reserved by PyTorch but unallocated.\n";
+    let out = explain(log.as_bytes(), &[]).success();
+    let v: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    assert_eq!(v["schema"], "cfgcheck-explain/v1");
+    let found = v["found"].as_array().unwrap();
+    assert_eq!(found[0]["id"], "cuda-graphs-checkpointing");
+    assert_eq!(found[0]["evidence"][0]["line"], 3);
+    assert!(found[0]["cause"].as_str().unwrap().contains("CUDA graphs"));
+    assert_eq!(found[1]["id"], "allocator-fragmentation");
+    assert_eq!(found[1]["evidence"][0]["line"], 5);
+    assert!(found[1]["fix"]
+        .as_str()
+        .unwrap()
+        .contains("expandable_segments:True"));
+}
+
+#[test]
+fn explain_with_a_config_gives_the_fix_as_a_diff() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("a.yaml");
+    let text = std::fs::read_to_string(repo(SEEDS[0])).unwrap();
+    std::fs::write(
+        &cfg,
+        text.replace(
+            "torch_compile_mode: \"default\"",
+            "torch_compile_mode: \"reduce-overhead\"",
+        ),
+    )
+    .unwrap();
+    let out = explain(
+        b"RuntimeError: static input data pointer changed.\n",
+        &["--config", cfg.to_str().unwrap()],
+    )
+    .success();
+    let v: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    let diff = v["found"][0]["config_diff"].as_str().unwrap();
+    assert!(
+        diff.contains("-torch_compile_mode: \"reduce-overhead\"")
+            && diff.contains("+torch_compile_mode: \"default\""),
+        "{diff}"
+    );
+    // An OOM against a config too big for the card the message names: the
+    // largest batch that fits that capacity.
+    let big = dir.path().join("big.yaml");
+    std::fs::write(&big, "batch_size: 512\nimage_size: 256\n").unwrap();
+    let oom = "CUDA out of memory. Tried to allocate 8.00 GiB. GPU 0 has a total capacity of 14.75 GiB of which 1.02 GiB is free. Of the allocated memory 12.21 GiB is allocated by PyTorch, and 33.46 MiB is reserved by PyTorch but unallocated.\n";
+    let out = explain(oom.as_bytes(), &["--config", big.to_str().unwrap()]).success();
+    let v: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    assert_eq!(v["found"][0]["id"], "memory-exceeds-free");
+    let diff = v["found"][0]["config_diff"].as_str().unwrap();
+    assert!(
+        diff.contains("-batch_size: 512") && diff.contains("+batch_size: "),
+        "{diff}"
+    );
+}
+
+#[test]
+fn explain_exit_codes() {
+    // Nothing known: exit 1, and the last error-looking line on stderr.
+    explain(b"step 1\nValueError: shapes differ\nstep 2\n", &[])
+        .code(1)
+        .stderr(predicate::str::contains(
+            "no known failure in 3 lines; last error-looking line 2: ValueError: shapes differ",
+        ));
+    explain(b"", &[])
+        .code(2)
+        .stderr(predicate::str::contains("empty"));
+    explain(&[0x7f, b'E', b'L', b'F', 0, 1, 2, 3], &[])
+        .code(2)
+        .stderr(predicate::str::contains("binary data"));
+    cfgcheck()
+        .args(["--explain", "/nonexistent.log"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("/nonexistent.log: cannot open"));
+    cfgcheck()
+        .args(["--explain", "-", SEEDS[0]])
+        .assert()
+        .code(2);
+}

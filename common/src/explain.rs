@@ -1,0 +1,213 @@
+//! `cfgcheck --explain`: a log or traceback in, every known failure in it
+//! out (the table in `failures`), with the lines that show it. Read line by
+//! line in one pass, so a 50 MB log costs no more than reading it.
+
+use crate::bad_input;
+use crate::failures::{self, Class, Known, OomFigures, KNOWN};
+use serde::Serialize;
+use std::io::BufRead;
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Evidence {
+    pub line: usize,
+    pub text: String,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Explained {
+    pub id: &'static str,
+    pub class: Class,
+    pub title: &'static str,
+    pub cause: &'static str,
+    pub fix: &'static str,
+    /// The cfgcheck rule that would have caught it before the run.
+    pub rule: Option<&'static str>,
+    /// Up to `MAX_EVIDENCE` matching lines, 1-based.
+    pub evidence: Vec<Evidence>,
+    pub matches: usize,
+    /// For out-of-memory messages: the figures PyTorch printed.
+    pub oom: Option<OomFigures>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Scan {
+    pub lines: usize,
+    pub found: Vec<Explained>,
+    /// The last line that looks like an error, for when nothing is known.
+    pub last_error: Option<Evidence>,
+}
+
+const MAX_EVIDENCE: usize = 5;
+const MAX_LINE: usize = 400;
+
+fn known(id: &str) -> &'static Known {
+    KNOWN
+        .iter()
+        .find(|k| k.id == id)
+        .expect("an id of the table")
+}
+
+fn looks_like_error(line: &str) -> bool {
+    [
+        "Error",
+        "error:",
+        "Traceback",
+        "Exception",
+        "FAILED",
+        "fatal",
+    ]
+    .iter()
+    .any(|w| line.contains(w))
+}
+
+fn clip(line: &str) -> String {
+    let t = line.trim_end();
+    match t.char_indices().nth(MAX_LINE) {
+        Some((i, _)) => format!("{}…", &t[..i]),
+        None => t.to_string(),
+    }
+}
+
+/// Scans `reader`; `name` names it in messages. Binary input (NUL bytes in
+/// its first 8 KiB) is refused as bad input.
+pub fn scan(name: &str, mut reader: impl BufRead) -> anyhow::Result<Scan> {
+    let mut found: Vec<Explained> = Vec::new();
+    let mut last_error = None;
+    let mut buf = Vec::new();
+    let mut n = 0usize;
+    let mut bytes = 0usize;
+    loop {
+        buf.clear();
+        let read = reader
+            .read_until(b'\n', &mut buf)
+            .map_err(|e| bad_input!("{name}: cannot read: {e}"))?;
+        if read == 0 {
+            break;
+        }
+        if bytes < 8192 && buf.contains(&0) {
+            return Err(bad_input!(
+                "{name}: binary data (NUL bytes) near byte {bytes}; expected a text log"
+            ));
+        }
+        bytes += read;
+        n += 1;
+        let line = String::from_utf8_lossy(&buf);
+        let Some(k) = failures::find(&line) else {
+            if looks_like_error(&line) {
+                last_error = Some(Evidence {
+                    line: n,
+                    text: clip(&line),
+                });
+            }
+            continue;
+        };
+        let oom = (k.class == Class::OutOfMemory).then(|| OomFigures::parse(&line));
+        let k = match oom {
+            Some(f) if f.fragmented() => known("allocator-fragmentation"),
+            _ => k,
+        };
+        let evidence = Evidence {
+            line: n,
+            text: clip(&line),
+        };
+        match found.iter_mut().find(|e| e.id == k.id) {
+            Some(e) => {
+                e.matches += 1;
+                if e.evidence.len() < MAX_EVIDENCE {
+                    e.evidence.push(evidence);
+                }
+            }
+            None => found.push(Explained {
+                id: k.id,
+                class: k.class,
+                title: k.title,
+                cause: k.cause,
+                fix: k.fix,
+                rule: k.rule,
+                evidence: vec![evidence],
+                matches: 1,
+                oom,
+            }),
+        }
+    }
+    if n == 0 {
+        return Err(bad_input!("{name}: empty; expected a log or traceback"));
+    }
+    Ok(Scan {
+        lines: n,
+        found,
+        last_error,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(text: &str) -> anyhow::Result<Scan> {
+        scan("log", text.as_bytes())
+    }
+
+    #[test]
+    fn seed_001_crash_is_explained_with_its_lines() {
+        // Seed 001's traceback, as the seed quotes it.
+        let log =
+            "Epoch 1/50 | Train Loss: 4.1156 | Val Loss: 1.3616 | LR: 0.000001 | Time: 140.54s\n\
+                   Traceback (most recent call last):\n\
+                   RuntimeError: static input data pointer changed.\n\
+                   input name: primals_1. data pointer changed from 12919305216 to 12919242752.\n";
+        let s = run(log).unwrap();
+        assert_eq!(s.found.len(), 1);
+        let f = &s.found[0];
+        assert_eq!(f.id, "cuda-graphs-checkpointing");
+        assert_eq!(f.rule, Some("cuda-graphs-checkpointing"));
+        assert_eq!(f.evidence[0].line, 3);
+        assert_eq!(f.matches, 1);
+        assert!(f.fix.contains("torch_compile_mode: default"));
+    }
+
+    #[test]
+    fn out_of_memory_is_split_by_its_figures() {
+        let s = run(crate::failures::tests::OOM).unwrap();
+        assert_eq!(s.found[0].id, "memory-exceeds-free");
+        let s = run(crate::failures::tests::OOM_FRAGMENTED).unwrap();
+        assert_eq!(s.found[0].id, "allocator-fragmentation");
+        assert_eq!(s.found[0].oom.unwrap().tried_mib, Some(2048.0));
+    }
+
+    #[test]
+    fn seed_004_and_002_logs() {
+        // Seed 004's "before" log and seed 002's exit code.
+        let log = "Trial 182: Starting...\n\
+                   torch.AcceleratorError: CUDA error: device-side assert triggered\n\
+                   Location: scripts/tune_max.py:736 in run_training_eval\n\
+                   Training was failing with Exit code -9 (SIGKILL)\n";
+        let s = run(log).unwrap();
+        let ids: Vec<&str> = s.found.iter().map(|f| f.id).collect();
+        assert_eq!(ids, ["device-side-assert", "killed"]);
+        assert_eq!(s.found[1].evidence[0].line, 4);
+    }
+
+    #[test]
+    fn nothing_known_keeps_the_last_error_line_and_bad_input_is_refused() {
+        let s = run("step 1\nValueError: something else\nok\n").unwrap();
+        assert!(s.found.is_empty());
+        assert_eq!(
+            s.last_error,
+            Some(Evidence {
+                line: 2,
+                text: "ValueError: something else".into()
+            })
+        );
+        assert!(format!("{:#}", run("").unwrap_err()).contains("empty"));
+        let binary = scan("bin", &b"\x7fELF\x00\x01\x02"[..]).unwrap_err();
+        assert!(format!("{binary:#}").contains("binary data"));
+        // Invalid UTF-8 in a text log is read, not refused.
+        let s = scan(
+            "latin1",
+            &b"caf\xe9\nRuntimeError: CUDA error: out of memory\n"[..],
+        )
+        .unwrap();
+        assert_eq!(s.found[0].id, "memory-exceeds-free");
+    }
+}

@@ -1,0 +1,250 @@
+//! `cfgcheck --explain LOG`: from the error a user pasted to the cause and
+//! the config change. The scanning and the table of known failures live in
+//! common (`explain`, `failures`); this module turns findings into config
+//! edits (with `--config`) and prints them.
+
+use comfy_table::{presets::UTF8_FULL_CONDENSED, ContentArrangement, Table};
+use common::config::{CompileMode, LoadedConfig};
+use common::estimate::{self, MIB};
+use common::explain::{Explained, Scan};
+use common::format::Format;
+use common::report::Gpu;
+use common::{exit, rules, yaml_edit};
+use serde::Serialize;
+use std::io::Write;
+
+pub const SCHEMA: &str = "cfgcheck-explain/v1";
+
+#[derive(Serialize)]
+struct Finding<'a> {
+    #[serde(flatten)]
+    found: &'a Explained,
+    /// With --config: the fix as a unified diff of the config, or why not.
+    config_diff: Option<String>,
+}
+
+#[derive(Serialize)]
+struct Output<'a> {
+    schema: &'static str,
+    log: &'a str,
+    lines: usize,
+    found: Vec<Finding<'a>>,
+    /// When nothing known was found: the last line that looks like an error.
+    last_error: Option<&'a common::explain::Evidence>,
+}
+
+/// The config edits (key, YAML value) that fix a finding, if any.
+fn edits(
+    f: &Explained,
+    loaded: &LoadedConfig,
+    gpu: Option<&Gpu>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Vec<(String, String)>, String> {
+    let c = &loaded.config;
+    match f.id {
+        "cuda-graphs-checkpointing"
+            if c.torch_compile && c.torch_compile_mode.uses_cuda_graphs() =>
+        {
+            Ok(vec![(
+                "torch_compile_mode".into(),
+                yaml_edit::scalar(CompileMode::Default.as_str()),
+            )])
+        }
+        "cuda-graphs-checkpointing" => Ok(vec![("torch_compile".into(), "false".into())]),
+        "allocator-fragmentation" => {
+            let (name, value) = match rules::alloc_conf(c, env) {
+                Some((n, v, _)) => (n, v),
+                None => ("PYTORCH_ALLOC_CONF".to_string(), String::new()),
+            };
+            let mut parts: Vec<&str> = value
+                .split(',')
+                .map(str::trim)
+                .filter(|o| !o.is_empty() && !o.starts_with("expandable_segments:"))
+                .collect();
+            parts.push("expandable_segments:True");
+            Ok(vec![(
+                format!("environment.{name}"),
+                yaml_edit::scalar(&parts.join(",")),
+            )])
+        }
+        "memory-exceeds-free" => {
+            // The GPU: the report given, else the capacity in the message.
+            let total = gpu
+                .and_then(|g| g.memory)
+                .map(|m| m.free_mib as f64)
+                .or_else(|| f.oom.and_then(|o| o.total_mib));
+            let Some(total) = total else {
+                return Err(
+                    "no GPU report (--gpu) and no capacity in the message to size the batch for"
+                        .into(),
+                );
+            };
+            let budget = (total * 0.9) as u64 * MIB;
+            match estimate::largest_batch(c, budget, 4096) {
+                Some(b) if b < c.batch_size => Ok(vec![("batch_size".into(), b.to_string())]),
+                Some(_) => Err("by the estimate the config fits that GPU; the OOM came from elsewhere (another process, or a larger model than the config's)".into()),
+                None => Err("even batch_size 1 does not fit by the estimate: enable gradient_checkpointing or mixed_precision, or use the 32/64/128 model".into()),
+            }
+        }
+        "killed" if c.num_workers > 0 => Ok(vec![("num_workers".into(), "0".into())]),
+        _ => Err("no config change fixes this; see the fix above".into()),
+    }
+}
+
+fn diff_for(
+    f: &Explained,
+    loaded: &LoadedConfig,
+    gpu: Option<&Gpu>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> String {
+    let edits = match edits(f, loaded, gpu, env) {
+        Ok(e) => e,
+        Err(why) => return why,
+    };
+    let mut text = loaded.text.clone();
+    for (key, value) in &edits {
+        match yaml_edit::set(&text, key, value) {
+            Ok(t) => text = t,
+            Err(e) => return format!("cannot edit `{key}` in place: {e}"),
+        }
+    }
+    similar::TextDiff::from_lines(&loaded.text, &text)
+        .unified_diff()
+        .header(&loaded.name, &format!("{} (fixed)", loaded.name))
+        .to_string()
+}
+
+pub fn print(
+    scan: &Scan,
+    log: &str,
+    loaded: Option<&LoadedConfig>,
+    gpu: Option<&Gpu>,
+    format: Format,
+    out: &mut dyn Write,
+) -> anyhow::Result<u8> {
+    let env = |name: &str| std::env::var(name).ok();
+    let found: Vec<Finding> = scan
+        .found
+        .iter()
+        .map(|f| Finding {
+            found: f,
+            config_diff: loaded.map(|l| diff_for(f, l, gpu, &env)),
+        })
+        .collect();
+    let output = Output {
+        schema: SCHEMA,
+        log,
+        lines: scan.lines,
+        last_error: if found.is_empty() {
+            scan.last_error.as_ref()
+        } else {
+            None
+        },
+        found,
+    };
+    match format {
+        Format::Yaml => out.write_all(serde_yaml::to_string(&output)?.as_bytes())?,
+        Format::Json => {
+            serde_json::to_writer_pretty(&mut *out, &output)?;
+            writeln!(out)?;
+        }
+        Format::Csv => {
+            let mut w = csv::Writer::from_writer(&mut *out);
+            w.write_record([
+                "id",
+                "class",
+                "title",
+                "lines",
+                "first_evidence",
+                "cause",
+                "fix",
+                "rule",
+                "config_diff",
+            ])?;
+            for f in &output.found {
+                let lines: Vec<String> = f
+                    .found
+                    .evidence
+                    .iter()
+                    .map(|e| e.line.to_string())
+                    .collect();
+                w.write_record([
+                    f.found.id,
+                    f.found.class.as_str(),
+                    f.found.title,
+                    &lines.join(" "),
+                    &f.found.evidence[0].text,
+                    f.found.cause,
+                    f.found.fix,
+                    f.found.rule.unwrap_or(""),
+                    f.config_diff.as_deref().unwrap_or(""),
+                ])?;
+            }
+            w.flush()?;
+        }
+        Format::Table => write_table(&output, out)?,
+    }
+    out.flush()?;
+    if output.found.is_empty() {
+        let last = output
+            .last_error
+            .map_or("no error-looking line either".to_string(), |e| {
+                format!("last error-looking line {}: {}", e.line, e.text)
+            });
+        eprintln!(
+            "cfgcheck: {log}: no known failure in {} lines; {last}",
+            scan.lines
+        );
+        return Ok(exit::FOUND);
+    }
+    Ok(exit::OK)
+}
+
+fn write_table(o: &Output, w: &mut dyn Write) -> anyhow::Result<()> {
+    writeln!(
+        w,
+        "{}: {} line(s), {} known failure(s)",
+        o.log,
+        o.lines,
+        o.found.len()
+    )?;
+    for f in &o.found {
+        let e = f.found;
+        let mut t = Table::new();
+        t.load_preset(UTF8_FULL_CONDENSED)
+            .set_content_arrangement(ContentArrangement::Dynamic)
+            .set_width(120);
+        t.set_header([format!("{} ({})", e.title, e.id), String::new()]);
+        let evidence: Vec<String> = e
+            .evidence
+            .iter()
+            .map(|v| format!("line {}: {}", v.line, v.text))
+            .collect();
+        let more = if e.matches > e.evidence.len() {
+            format!("\n(+{} more)", e.matches - e.evidence.len())
+        } else {
+            String::new()
+        };
+        t.add_row(["Evidence".to_string(), evidence.join("\n") + &more]);
+        t.add_row(["Cause".to_string(), e.cause.to_string()]);
+        t.add_row(["Fix".to_string(), e.fix.to_string()]);
+        if let Some(rule) = e.rule {
+            t.add_row([
+                "Caught before the run by".to_string(),
+                format!("cfgcheck rule {rule}"),
+            ]);
+        }
+        writeln!(w, "{t}")?;
+        if let Some(d) = &f.config_diff {
+            writeln!(w, "{d}")?;
+        }
+    }
+    if let Some(e) = o.last_error {
+        writeln!(
+            w,
+            "nothing known; last error-looking line {}: {}",
+            e.line, e.text
+        )?;
+    }
+    Ok(())
+}
