@@ -182,9 +182,8 @@ pub fn resume(dir: &Path, opts: &Options) -> anyhow::Result<u8> {
         ));
     }
     let loaded = Config::load(&common::input::read(&config_path)?)?;
-    go(
-        loaded.config,
-        &loaded.name,
+    go_chain(
+        vec![(loaded.config, loaded.name)],
         dir.to_path_buf(),
         Some(dir),
         opts,
@@ -203,16 +202,6 @@ struct Leg {
     /// Model tensors carried over from the previous config's checkpoint.
     carried_tensors: Option<String>,
     seconds: f64,
-}
-
-fn go(
-    config: Config,
-    name: &str,
-    out: PathBuf,
-    resume_from: Option<&Path>,
-    opts: &Options,
-) -> anyhow::Result<u8> {
-    go_chain(vec![(config, name.to_string())], out, resume_from, opts)
 }
 
 /// Runs the first config and, when it fails in a way a config causes (out

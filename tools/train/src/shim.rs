@@ -78,7 +78,6 @@ pub fn reset_peak(device: Device) -> Result<(), String> {
 }
 
 /// Returns cached blocks to the driver (used by out-of-memory recovery).
-#[allow(dead_code)]
 pub fn empty_cache(device: Device) -> Result<(), String> {
     cuda_index(device)?;
     // SAFETY: only the error buffer.

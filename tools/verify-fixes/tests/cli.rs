@@ -1,15 +1,24 @@
-//! verify-fixes as a user runs it before a long run, against the real
-//! memdiag, cfgcheck rules and train (built beside this test). On a machine
-//! without a GPU the GPU checks are skipped with their reason.
+//! verify-fixes as a user runs it before a long run, against the real rules
+//! and the real train binary (built beside it by `cargo test --workspace`;
+//! verify-fixes finds it next to itself). On a machine without a GPU the GPU
+//! checks are skipped with their reason.
 
 use std::path::{Path, PathBuf};
 
-mod support;
 use std::process::{Command, Output};
-use support::bin;
+
+fn bin(name: &str) -> PathBuf {
+    let path = Path::new(env!("CARGO_BIN_EXE_verify-fixes")).with_file_name(name);
+    assert!(
+        path.exists(),
+        "{} not built: run `cargo test --workspace`",
+        path.display()
+    );
+    path
+}
 
 fn repo(p: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(p)
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(p)
 }
 
 /// verify-fixes with JSON output, the caller's allocator and debug variables
