@@ -120,6 +120,11 @@ bench: build
 bench-activations: build
     python bench/saved_activations.py --cfgcheck "{{ release }}/cfgcheck" configs/colab_optimized_full.yaml configs/colab_full_stable.yaml configs/colab_optimized.yaml
 
+# Pack the release binaries, configs and bench scripts for a CUDA machine (see bench/README.md)
+[group('bench')]
+gpu-verify: build
+    bash bench/gpu/pack.sh
+
 # What CI runs (.ci/run)
 [group('test')]
 ci: test
