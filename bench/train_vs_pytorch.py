@@ -11,7 +11,11 @@ must agree to 1e-4 (relative). Medians of --steps steps after --warmup;
 ratio = PyTorch's median step time / train's (> 1: train is faster).
 The two sides alternate for --rounds rounds and the median round of each
 counts, so a slow phase of a shared machine does not land on one side only.
-Results: bench/results/train_vs_pytorch.{csv,md}.
+With --device cuda (the GPU recipe) both sides run on the GPU and report
+their peak allocated memory (train through its allocator view, PyTorch
+through torch.cuda.max_memory_allocated); --precision sets autocast on both
+(fp16 with a loss scaler on both); --compile adds PyTorch with torch.compile
+(default mode). Results: bench/results/train_vs_pytorch{--tag}.{csv,md}.
 """
 
 import argparse
@@ -61,11 +65,13 @@ def loss_of(cfg, out, target):
     return F.mse_loss(out.squeeze(-1), target)
 
 
-def pytorch_side(report, weights_path, steps, warmup, threads):
+def pytorch_side(report, weights_path, steps, warmup, threads, device="cpu", compile_mode=None):
+    """The same steps in PyTorch: (initial eval loss, median step ms, median
+    forward+backward ms, peak allocated MiB on CUDA or None)."""
     torch.set_num_threads(threads)
     cfg = report["config"]
     tensors = read_safetensors(weights_path)
-    batch = {k[len("batch."):]: v for k, v in tensors.items() if k.startswith("batch.")}
+    batch = {k[len("batch."):]: v.to(device) for k, v in tensors.items() if k.startswith("batch.")}
     state = {k: v for k, v in tensors.items() if not k.startswith("batch.")}
     torch.manual_seed(0)
     model = Model(cfg)
@@ -73,26 +79,46 @@ def pytorch_side(report, weights_path, steps, warmup, threads):
     missing = [m for m in missing if not m.endswith("num_batches_tracked")]
     if missing or unexpected:
         raise SystemExit(f"bench: weights do not match the reference model: missing {missing}, unexpected {unexpected}")
+    model = model.to(device)
     model.eval()
     with torch.no_grad():
         initial = loss_of(cfg, model(batch["frames"], batch["scalars"]), batch["target"]).item()
     model.train()
+    run = torch.compile(model, mode=compile_mode) if compile_mode else model
+    precision = cfg.get("mixed_precision", "off")
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
+    scaler = torch.amp.GradScaler(device) if precision == "fp16" else None
     opt = torch.optim.AdamW(model.parameters(), lr=cfg["learning_rate"], weight_decay=cfg["weight_decay"], eps=1e-8)
+    cuda = device.startswith("cuda")
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
     times, fb_times = [], []
     for i in range(warmup + steps):
+        if cuda and i == warmup:
+            torch.cuda.reset_peak_memory_stats()
         start = time.perf_counter()
         opt.zero_grad(set_to_none=False)
-        loss_of(cfg, model(batch["frames"], batch["scalars"]), batch["target"]).backward()
+        with torch.autocast(device.split(":")[0], dtype=dtype, enabled=dtype is not None):
+            loss = loss_of(cfg, run(batch["frames"], batch["scalars"]), batch["target"])
+        (scaler.scale(loss) if scaler else loss).backward()
+        sync()
         fb = time.perf_counter()
+        if scaler:
+            scaler.unscale_(opt)
         if cfg.get("grad_clip"):
             torch.nn.utils.clip_grad_norm_(model.parameters(), cfg["grad_clip"])
-        opt.step()
+        if scaler:
+            scaler.step(opt)
+            scaler.update()
+        else:
+            opt.step()
+        sync()
         if i >= warmup:
             times.append((time.perf_counter() - start) * 1000.0)
             fb_times.append((fb - start) * 1000.0)
     times.sort()
     fb_times.sort()
-    return initial, times[len(times) // 2], fb_times[len(fb_times) // 2]
+    peak = torch.cuda.max_memory_allocated() / 2**20 if cuda else None
+    return initial, times[len(times) // 2], fb_times[len(fb_times) // 2], peak
 
 
 def main():
@@ -103,6 +129,10 @@ def main():
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--rounds", type=int, default=3, help="alternating train/PyTorch rounds; the median round counts")
+    ap.add_argument("--device", default="cpu", help="cpu or cuda (the GPU recipe)")
+    ap.add_argument("--precision", choices=["off", "bf16", "fp16"], help="override the config's mixed_precision")
+    ap.add_argument("--compile", action="store_true", help="also time PyTorch with torch.compile (default mode)")
+    ap.add_argument("--tag", default="", help="suffix for the result files")
     ap.add_argument("--out", default=os.path.join(HERE, "results"))
     args = ap.parse_args()
 
@@ -111,7 +141,10 @@ def main():
         for ckpt in ("off", "on"):
             weights = os.path.join(tmp, f"bench-{ckpt}.safetensors")
             cmd = [args.train, "bench", "--config", args.config, "--steps", str(args.steps), "--warmup", str(args.warmup),
-                   "--checkpointing", ckpt, "--save", weights, "--threads", str(args.threads)]
+                   "--checkpointing", ckpt, "--save", weights, "--threads", str(args.threads),
+                   "--device", "cuda" if args.device.startswith("cuda") else "cpu"]
+            if args.precision:
+                cmd += ["--precision", args.precision]
             # Alternate the two sides so that slow phases of a shared machine
             # hit both; each side's median over rounds is reported.
             train_rounds, torch_rounds = [], []
@@ -120,12 +153,14 @@ def main():
                 if done.returncode != 0:
                     raise SystemExit(f"bench: {' '.join(cmd)} failed:\n{done.stderr}")
                 report = json.loads(done.stdout)
-                initial, torch_ms, torch_fb = pytorch_side(report, weights, args.steps, args.warmup, args.threads)
+                initial, torch_ms, torch_fb, torch_peak = pytorch_side(report, weights, args.steps, args.warmup, args.threads, args.device)
                 rel = abs(initial - report["initial_eval_loss"]) / max(abs(initial), 1e-12)
-                if rel > 1e-4:
+                # cuDNN picks algorithms per process on a GPU: a looser bound there.
+                if rel > (1e-3 if args.device.startswith("cuda") else 1e-4):
                     raise SystemExit(f"bench: losses disagree: train {report['initial_eval_loss']} vs PyTorch {initial}")
                 train_rounds.append((report["step_ms_median"], report["forward_backward_ms_median"]))
                 torch_rounds.append((torch_ms, torch_fb))
+            compile_ms = pytorch_side(report, weights, args.steps, args.warmup, args.threads, args.device, "default")[1] if args.compile else None
             train_rounds.sort()
             torch_rounds.sort()
             report["step_ms_median"], report["forward_backward_ms_median"] = train_rounds[len(train_rounds) // 2]
@@ -143,6 +178,11 @@ def main():
                 "pytorch_over_train": round(torch_ms / train_ms, 3),
                 "train_fwd_bwd_ms": round(report["forward_backward_ms_median"], 2),
                 "pytorch_fwd_bwd_ms": round(torch_fb, 2),
+                "pytorch_compile_step_ms": round(compile_ms, 2) if compile_ms else "",
+                "train_peak_allocated_mib": round(report["peak_allocated_mib"], 1) if report.get("peak_allocated_mib") else "",
+                "pytorch_peak_allocated_mib": round(torch_peak, 1) if torch_peak else "",
+                "device": args.device,
+                "precision": report["config"]["mixed_precision"],
                 "loss_rel_diff": f"{rel:.1e}",
             })
             print(f"checkpointing {ckpt:3}: train {train_ms:8.2f} ms (fwd+bwd {report['forward_backward_ms_median']:.2f})  PyTorch {torch_ms:8.2f} ms (fwd+bwd {torch_fb:.2f})  ratio {torch_ms / train_ms:.3f}  (loss rel diff {rel:.1e})", file=sys.stderr)
@@ -151,17 +191,19 @@ def main():
     machine = f"{platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}"
     command = f"just bench  (python bench/train_vs_pytorch.py --train target/release/train --config {args.config})"
     os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "train_vs_pytorch.csv"), "w", newline="") as f:
+    with open(os.path.join(args.out, f"train_vs_pytorch{args.tag}.csv"), "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=["date", "machine", "config", *rows[0].keys()])
         w.writeheader()
         for r in rows:
             w.writerow({"date": date, "machine": machine, "config": args.config, **r})
-    with open(os.path.join(args.out, "train_vs_pytorch.md"), "w") as f:
+    with open(os.path.join(args.out, f"train_vs_pytorch{args.tag}.md"), "w") as f:
         f.write(f"# train vs PyTorch eager, CPU training step\n\n{date} · {machine} · `{args.config}`\n\nCommand: `{command}`\n\n")
-        f.write("| checkpointing | batch | threads | train ms/step | PyTorch ms/step | of which fwd+bwd (train / PyTorch) | train samples/s | PyTorch samples/s | PyTorch / train | initial loss rel. diff |\n|---|---|---|---|---|---|---|---|---|---|\n")
+        f.write(f"Device: {args.device} · precision: {rows[0]['precision']}\n\n")
+        f.write("| checkpointing | batch | threads | train ms/step | PyTorch ms/step | PyTorch+compile ms/step | of which fwd+bwd (train / PyTorch) | train samples/s | PyTorch samples/s | PyTorch / train | peak MiB (train / PyTorch) | initial loss rel. diff |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
         for r in rows:
-            f.write(f"| {r['checkpointing']} | {r['batch']} | {r['threads']} | {r['train_step_ms']} | {r['pytorch_step_ms']} | {r['train_fwd_bwd_ms']} / {r['pytorch_fwd_bwd_ms']} | {r['train_samples_per_s']} | {r['pytorch_samples_per_s']} | {r['pytorch_over_train']} | {r['loss_rel_diff']} |\n")
-    print(open(os.path.join(args.out, "train_vs_pytorch.md")).read())
+            peak = f"{r['train_peak_allocated_mib'] or 'n/a'} / {r['pytorch_peak_allocated_mib'] or 'n/a'}"
+            f.write(f"| {r['checkpointing']} | {r['batch']} | {r['threads']} | {r['train_step_ms']} | {r['pytorch_step_ms']} | {r['pytorch_compile_step_ms'] or 'not run'} | {r['train_fwd_bwd_ms']} / {r['pytorch_fwd_bwd_ms']} | {r['train_samples_per_s']} | {r['pytorch_samples_per_s']} | {r['pytorch_over_train']} | {peak} | {r['loss_rel_diff']} |\n")
+    print(open(os.path.join(args.out, f"train_vs_pytorch{args.tag}.md")).read())
 
 
 if __name__ == "__main__":

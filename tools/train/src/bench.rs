@@ -34,6 +34,12 @@ pub struct Args {
     save: PathBuf,
     #[arg(long)]
     threads: Option<i32>,
+    /// Where to run (the GPU recipe passes cuda).
+    #[arg(long, value_enum, default_value = "cpu")]
+    device: crate::run::DeviceChoice,
+    /// Override the config's mixed_precision.
+    #[arg(long, value_parser = ["off", "bf16", "fp16"])]
+    precision: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -51,6 +57,10 @@ struct Report {
     /// MSE (or cross-entropy) of the initial weights on the saved batch, eval mode.
     initial_eval_loss: f64,
     parameters: i64,
+    device: String,
+    /// The allocator's peak over the timed steps (MiB); null off the GPU.
+    peak_allocated_mib: Option<f64>,
+    peak_reserved_mib: Option<f64>,
 }
 
 pub fn run(args: &Args) -> anyhow::Result<u8> {
@@ -58,6 +68,10 @@ pub fn run(args: &Args) -> anyhow::Result<u8> {
     if let Some(c) = &args.checkpointing {
         config.gradient_checkpointing = c == "on";
     }
+    if let Some(p) = &args.precision {
+        config.mixed_precision = serde_yaml::from_str(p)?;
+    }
+    let device = crate::run::pick_device(args.device)?;
     if let Some(n) = args.threads {
         tch::set_num_threads(n);
     }
@@ -85,11 +99,30 @@ pub fn run(args: &Args) -> anyhow::Result<u8> {
     saved.push(("batch.target".into(), batch.target.shallow_clone()));
     checkpoint::save(&args.save, &saved, Default::default())?;
 
+    // The weights and batch were saved from the CPU; now move to the device.
+    let mut vs = vs;
+    vs.set_device(device);
+    let batch = batch.to(device);
     let mut opt = AdamW::new(&vs, config.weight_decay);
+    let mut scaler = (config.mixed_precision == common::config::Precision::Fp16)
+        .then(crate::optim::LossScaler::default);
     let (mut times, mut fb_times) = (Vec::new(), Vec::new());
+    let sync = || {
+        if let Device::Cuda(i) = device {
+            tch::Cuda::synchronize(i as i64);
+        }
+    };
     for i in 0..args.warmup + args.steps {
+        if i == args.warmup {
+            let _ = crate::shim::reset_peak(device);
+        }
         let started = Instant::now();
         opt.zero_grad();
+        let amp = step::Amp {
+            device,
+            precision: config.mixed_precision,
+            loss_scale: scaler.as_ref().map(|s| s.scale),
+        };
         step::forward_backward(
             &net,
             &config,
@@ -97,20 +130,31 @@ pub fn run(args: &Args) -> anyhow::Result<u8> {
             &batch.scalars,
             &batch.target,
             config.gradient_checkpointing,
-            // fp32 on both sides of the comparison.
-            &step::Amp::off(Device::Cpu),
+            &amp,
             1.0,
         )?;
+        sync();
         let fb = started.elapsed();
-        if let Some(max) = config.grad_clip {
-            opt.clip_grad_norm(max);
+        let apply = match &mut scaler {
+            Some(s) => {
+                let found_inf = opt.unscale_grads(s.scale);
+                s.update(found_inf)
+            }
+            None => true,
+        };
+        if apply {
+            if let Some(max) = config.grad_clip {
+                opt.clip_grad_norm(max);
+            }
+            opt.step(config.learning_rate);
         }
-        opt.step(config.learning_rate);
+        sync();
         if i >= args.warmup {
             times.push(started.elapsed().as_secs_f64() * 1000.0);
             fb_times.push(fb.as_secs_f64() * 1000.0);
         }
     }
+    let peak = crate::shim::memory_stats(device).ok();
     let median = median(&times);
     let report = Report {
         schema: "train-bench/v1",
@@ -128,6 +172,9 @@ pub fn run(args: &Args) -> anyhow::Result<u8> {
             .map(|(_, t)| t.numel() as i64)
             .sum(),
         config,
+        device: crate::run::device_name(device),
+        peak_allocated_mib: peak.map(|m| m.peak_allocated as f64 / 1048576.0),
+        peak_reserved_mib: peak.map(|m| m.peak_reserved as f64 / 1048576.0),
     };
     let mut out = std::io::stdout().lock();
     writeln!(out, "{}", serde_json::to_string(&report)?)?;

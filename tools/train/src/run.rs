@@ -124,7 +124,7 @@ pub fn device_name(d: Device) -> String {
     }
 }
 
-fn pick_device(choice: DeviceChoice) -> anyhow::Result<Device> {
+pub fn pick_device(choice: DeviceChoice) -> anyhow::Result<Device> {
     match choice {
         DeviceChoice::Cpu => Ok(Device::Cpu),
         DeviceChoice::Auto => Ok(Device::cuda_if_available()),

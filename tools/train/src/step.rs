@@ -24,6 +24,7 @@ pub struct Amp {
 }
 
 impl Amp {
+    #[cfg(test)]
     pub fn off(device: Device) -> Amp {
         Amp {
             device,
