@@ -79,10 +79,11 @@ if [ "$gpu" = 1 ]; then
     rm -rf "$out/oom-run"
     step oom-recovery "0" "$bin/train" --config configs/gpu_oom.yaml --out "$out/oom-run" --device cuda
     step cudagraph-crash "0" "$py" bench/gpu/cudagraph_crash.py --out "$out"
+    step estimate-matrix "0" "$py" bench/gpu/estimate_matrix.py --train "$bin/train" --cfgcheck "$bin/cfgcheck" --out "$out"
 else
     for p in off bf16; do gpu_only "train-vs-pytorch-gpu-$p" "the GPU comparison needs a GPU"; done
     gpu_only oom-recovery "a real CUDA out-of-memory needs a GPU (CPU tests inject it with TRAINGUARD_FAULT)"
     gpu_only cudagraph-crash "CUDA graphs need CUDA"
+    gpu_only estimate-matrix "peak GPU memory needs a GPU (the CPU check is just bench-activations)"
 fi
-record estimate-matrix not-built 0 "not built yet (issue 7): the estimate against measured peaks over a matrix, and fitting its constants"
 echo "run.sh: results in $out" >&2
