@@ -154,14 +154,7 @@ fn allocator_fixes(p: &mut Planner, target: &Target) {
     let c = p.config.clone();
     match rules::alloc_conf(&c, target.env) {
         Some((name, value, source)) if !rules::expandable_segments(&value) => {
-            let fixed: Vec<String> = value
-                .split(',')
-                .map(str::trim)
-                .filter(|o| !o.is_empty() && !o.starts_with("expandable_segments:"))
-                .map(String::from)
-                .chain(["expandable_segments:True".to_string()])
-                .collect();
-            let fixed = fixed.join(",");
+            let fixed = rules::with_expandable(&value);
             let long = c.epochs >= rules::LONG_RUN_EPOCHS || c.parallel_trials > 1 || c.trials > 1;
             let bad_syntax = value.contains("expandable_segments:");
             if !(long || bad_syntax) {
@@ -185,7 +178,7 @@ fn allocator_fixes(p: &mut Planner, target: &Target) {
             }
         }
         None if c.epochs >= rules::LONG_RUN_EPOCHS || c.parallel_trials > 1 || c.trials > 1 => {
-            let value = "expandable_segments:True".to_string();
+            let value = rules::with_expandable("");
             p.change(
                 "environment.PYTORCH_ALLOC_CONF",
                 yaml_edit::scalar(&value),

@@ -342,6 +342,18 @@ pub fn alloc_conf(
         })
 }
 
+/// An allocator setting with expandable segments turned on, the user's other
+/// options kept (`max_split_size_mb:128` -> `max_split_size_mb:128,expandable_segments:True`).
+pub fn with_expandable(value: &str) -> String {
+    let mut parts: Vec<&str> = value
+        .split(',')
+        .map(str::trim)
+        .filter(|o| !o.is_empty() && !o.starts_with("expandable_segments:"))
+        .collect();
+    parts.push("expandable_segments:True");
+    parts.join(",")
+}
+
 /// Whether an allocator setting turns expandable segments on.
 pub fn expandable_segments(value: &str) -> bool {
     value

@@ -56,15 +56,9 @@ fn edits(
                 Some((n, v, _)) => (n, v),
                 None => ("PYTORCH_ALLOC_CONF".to_string(), String::new()),
             };
-            let mut parts: Vec<&str> = value
-                .split(',')
-                .map(str::trim)
-                .filter(|o| !o.is_empty() && !o.starts_with("expandable_segments:"))
-                .collect();
-            parts.push("expandable_segments:True");
             Ok(vec![(
                 format!("environment.{name}"),
-                yaml_edit::scalar(&parts.join(",")),
+                yaml_edit::scalar(&rules::with_expandable(&value)),
             )])
         }
         "memory-exceeds-free" => {

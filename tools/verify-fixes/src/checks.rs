@@ -148,7 +148,7 @@ impl Context<'_> {
                 name,
                 Status::Fail,
                 format!("{var}={value} (from the {source}) has no expandable_segments:True: fragmentation (\"reserved but unallocated\") can end a long run (seed 004)"),
-                Some(format!("set {var}={}", with_expandable(&value))),
+                Some(format!("set {var}={}", rules::with_expandable(&value))),
             ),
         }
     }
@@ -636,17 +636,6 @@ fn last_line(stderr: &[u8]) -> String {
         .rfind(|l| !l.trim().is_empty())
         .unwrap_or("(no message)")
         .to_string()
-}
-
-/// An allocator setting with expandable segments turned on.
-pub fn with_expandable(value: &str) -> String {
-    let mut parts: Vec<&str> = value
-        .split(',')
-        .map(str::trim)
-        .filter(|o| !o.is_empty() && !o.starts_with("expandable_segments:"))
-        .collect();
-    parts.push("expandable_segments:True");
-    parts.join(",")
 }
 
 fn free_bytes(dir: &Path) -> Option<u64> {

@@ -252,7 +252,7 @@ fn print_env(config: Option<&Config>, env: &dyn Fn(&str) -> Option<String>) -> a
     match rules::alloc_conf(c, env) {
         Some((_, v, _)) if rules::expandable_segments(&v) => {}
         Some((name, v, _)) => {
-            writeln!(out, "export {name}={}", quote(&checks::with_expandable(&v)))?
+            writeln!(out, "export {name}={}", quote(&rules::with_expandable(&v)))?
         }
         None => writeln!(out, "export PYTORCH_ALLOC_CONF=expandable_segments:True")?,
     }
