@@ -24,6 +24,7 @@ import datetime
 import json
 import os
 import platform
+import shlex
 import struct
 import subprocess
 import sys
@@ -121,6 +122,23 @@ def pytorch_side(report, weights_path, steps, warmup, threads, device="cpu", com
     return initial, times[len(times) // 2], fb_times[len(fb_times) // 2], peak
 
 
+def checkpointing_tradeoff(rows):
+    """Per-frame checkpointing on against off, each side: step time ratio and,
+    on a GPU, how much less peak memory (target: >= 30% less for <= 20% more time)."""
+    by = {r["checkpointing"]: r for r in rows}
+    if set(by) != {"off", "on"}:
+        return ""
+    parts = []
+    for side, name in (("train", "train"), ("pytorch", "PyTorch (torch.utils.checkpoint)")):
+        ratio = by["on"][f"{side}_step_ms"] / by["off"][f"{side}_step_ms"]
+        text = f"{name}: step time x{ratio:.3f}"
+        off, on = by["off"][f"{side}_peak_allocated_mib"], by["on"][f"{side}_peak_allocated_mib"]
+        if off and on:
+            text += f", peak allocated {1 - on / off:.1%} less ({off} -> {on} MiB)"
+        parts.append(text)
+    return "Checkpointing on vs off: " + "; ".join(parts) + "."
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--train", required=True, help="path to the train binary (release build)")
@@ -149,7 +167,7 @@ def main():
             # hit both; each side's median over rounds is reported.
             train_rounds, torch_rounds = [], []
             for _ in range(args.rounds):
-                done = subprocess.run(cmd, capture_output=True, text=True)
+                done = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL)
                 if done.returncode != 0:
                     raise SystemExit(f"bench: {' '.join(cmd)} failed:\n{done.stderr}")
                 report = json.loads(done.stdout)
@@ -160,7 +178,15 @@ def main():
                     raise SystemExit(f"bench: losses disagree: train {report['initial_eval_loss']} vs PyTorch {initial}")
                 train_rounds.append((report["step_ms_median"], report["forward_backward_ms_median"]))
                 torch_rounds.append((torch_ms, torch_fb))
-            compile_ms = pytorch_side(report, weights, args.steps, args.warmup, args.threads, args.device, "default")[1] if args.compile else None
+            compile_ms, compile_note = None, ""
+            if args.compile:
+                # A compile failure (a missing compiler, an unsupported op) is
+                # a result to report, not a reason to lose the other columns.
+                try:
+                    compile_ms = pytorch_side(report, weights, args.steps, args.warmup, args.threads, args.device, "default")[1]
+                except Exception as e:
+                    compile_note = f"failed: {type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:120]}"
+                    print(f"bench: torch.compile (checkpointing {ckpt}) {compile_note}", file=sys.stderr)
             train_rounds.sort()
             torch_rounds.sort()
             report["step_ms_median"], report["forward_backward_ms_median"] = train_rounds[len(train_rounds) // 2]
@@ -178,7 +204,8 @@ def main():
                 "pytorch_over_train": round(torch_ms / train_ms, 3),
                 "train_fwd_bwd_ms": round(report["forward_backward_ms_median"], 2),
                 "pytorch_fwd_bwd_ms": round(torch_fb, 2),
-                "pytorch_compile_step_ms": round(compile_ms, 2) if compile_ms else "",
+                "pytorch_compile_step_ms": round(compile_ms, 2) if compile_ms else compile_note,
+                "pytorch_compile_over_train": round(compile_ms / train_ms, 3) if compile_ms else "",
                 "train_peak_allocated_mib": round(report["peak_allocated_mib"], 1) if report.get("peak_allocated_mib") else "",
                 "pytorch_peak_allocated_mib": round(torch_peak, 1) if torch_peak else "",
                 "device": args.device,
@@ -188,8 +215,9 @@ def main():
             print(f"checkpointing {ckpt:3}: train {train_ms:8.2f} ms (fwd+bwd {report['forward_backward_ms_median']:.2f})  PyTorch {torch_ms:8.2f} ms (fwd+bwd {torch_fb:.2f})  ratio {torch_ms / train_ms:.3f}  (loss rel diff {rel:.1e})", file=sys.stderr)
 
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    device_name = torch.cuda.get_device_name(0) if args.device.startswith("cuda") else f"CPU ({platform.processor() or platform.machine()})"
     machine = f"{platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}"
-    command = f"just bench  (python bench/train_vs_pytorch.py --train target/release/train --config {args.config})"
+    command = "python " + " ".join(shlex.quote(os.path.relpath(a) if os.path.isabs(a) and os.path.exists(a) else a) for a in sys.argv)
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, f"train_vs_pytorch{args.tag}.csv"), "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=["date", "machine", "config", *rows[0].keys()])
@@ -197,12 +225,13 @@ def main():
         for r in rows:
             w.writerow({"date": date, "machine": machine, "config": args.config, **r})
     with open(os.path.join(args.out, f"train_vs_pytorch{args.tag}.md"), "w") as f:
-        f.write(f"# train vs PyTorch eager, CPU training step\n\n{date} · {machine} · `{args.config}`\n\nCommand: `{command}`\n\n")
-        f.write(f"Device: {args.device} · precision: {rows[0]['precision']}\n\n")
-        f.write("| checkpointing | batch | threads | train ms/step | PyTorch ms/step | PyTorch+compile ms/step | of which fwd+bwd (train / PyTorch) | train samples/s | PyTorch samples/s | PyTorch / train | peak MiB (train / PyTorch) | initial loss rel. diff |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+        f.write(f"# train vs PyTorch eager, one training step on {args.device}\n\n{date} · {machine} · `{args.config}`\n\nCommand: `{command}`\n\n")
+        f.write(f"Device: {device_name} · precision: {rows[0]['precision']}\n\n")
+        f.write("| checkpointing | batch | threads | train ms/step | PyTorch ms/step | PyTorch+compile ms/step | of which fwd+bwd (train / PyTorch) | train samples/s | PyTorch samples/s | PyTorch / train | PyTorch+compile / train | peak MiB (train / PyTorch) | initial loss rel. diff |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
         for r in rows:
             peak = f"{r['train_peak_allocated_mib'] or 'n/a'} / {r['pytorch_peak_allocated_mib'] or 'n/a'}"
-            f.write(f"| {r['checkpointing']} | {r['batch']} | {r['threads']} | {r['train_step_ms']} | {r['pytorch_step_ms']} | {r['pytorch_compile_step_ms'] or 'not run'} | {r['train_fwd_bwd_ms']} / {r['pytorch_fwd_bwd_ms']} | {r['train_samples_per_s']} | {r['pytorch_samples_per_s']} | {r['pytorch_over_train']} | {peak} | {r['loss_rel_diff']} |\n")
+            f.write(f"| {r['checkpointing']} | {r['batch']} | {r['threads']} | {r['train_step_ms']} | {r['pytorch_step_ms']} | {r['pytorch_compile_step_ms'] or 'not run'} | {r['train_fwd_bwd_ms']} / {r['pytorch_fwd_bwd_ms']} | {r['train_samples_per_s']} | {r['pytorch_samples_per_s']} | {r['pytorch_over_train']} | {r['pytorch_compile_over_train'] or 'n/a'} | {peak} | {r['loss_rel_diff']} |\n")
+        f.write("\n" + checkpointing_tradeoff(rows) + "\n")
     print(open(os.path.join(args.out, f"train_vs_pytorch{args.tag}.md")).read())
 
 

@@ -1,56 +1,170 @@
 #!/usr/bin/env python3
 """Seed 001's crash, reproduced in PyTorch on a GPU: the reference model with
 per-frame torch.utils.checkpoint under torch.compile(mode="reduce-overhead")
-(CUDA graphs), trained for 2 epochs. Expected: a RuntimeError whose message
-cfgcheck --explain classifies as cuda-graphs-checkpointing. Writes
-cudagraph_crash.txt under --out; exit 0 when the crash was reproduced."""
+(CUDA graphs), trained for 2 epochs with a validation pass after each, as the
+seed's loop does.
+
+Whether it crashes depends on the PyTorch version's settings, so the run tries
+several variants, each in its own process (a fresh CUDA context, and a hang or
+crash in one cannot spoil the next), and reports what each did:
+
+  defaults-nonreentrant  torch's defaults; checkpoint(use_reentrant=False)
+  legacy-reentrant       the settings of the PyTorch the seed ran (before 2.5):
+                         torch._dynamo.config.inline_inbuilt_nn_modules = False
+                         and torch._inductor.config.triton.
+                         cudagraph_support_input_mutation = False, under which
+                         cudagraph trees raise "static input data pointer
+                         changed" instead of re-recording; checkpoint's old
+                         default use_reentrant=True
+  defaults-reentrant     torch's defaults, use_reentrant=True
+  legacy-nonreentrant    the legacy settings, use_reentrant=False
+
+With torch's defaults (2.5 and later), a changed static input makes cudagraph
+trees re-record the graph (up to triton.cudagraph_unexpected_rerecord_limit,
+then fall back to eager) rather than raise, which this run shows as slower
+epochs and cudagraph skips rather than a crash.
+
+Writes cudagraph_crash.txt under --out (each variant: outcome, epoch times,
+the inductor's counters, the error and its traceback), rewritten after each
+variant. Exit 0: the crash was reproduced in at least one variant; 1: every
+variant ran and none crashed; 2: no CUDA device (or --device cpu, which only
+exercises the machinery: CUDA graphs need CUDA).
+"""
 
 import argparse
+import json
 import os
+import subprocess
 import sys
+import time
 import traceback
 
-import torch
+HERE = os.path.dirname(os.path.abspath(__file__))
+VARIANTS = {
+    "defaults-nonreentrant": {"legacy": False, "reentrant": False},
+    "legacy-reentrant": {"legacy": True, "reentrant": True},
+    "defaults-reentrant": {"legacy": False, "reentrant": True},
+    "legacy-nonreentrant": {"legacy": True, "reentrant": False},
+}
+NEEDLES = ("static input data pointer changed", "cudagraph managed tensor data pointer changed")
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from reference_model import Model  # noqa: E402
 
+def child(name, device):
+    """One variant, in this process. Prints a JSON line on stdout at the end."""
+    import torch
+    import torch.utils.checkpoint
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", required=True)
-    args = ap.parse_args()
-    if not torch.cuda.is_available():
-        print("no CUDA device", file=sys.stderr)
-        return 2
+    sys.path.insert(0, os.path.join(HERE, ".."))
+    import reference_model
+
+    v = VARIANTS[name]
+    if v["legacy"]:
+        torch._dynamo.config.inline_inbuilt_nn_modules = False
+        torch._inductor.config.triton.cudagraph_support_input_mutation = False
+    # The reference model passes use_reentrant=False; the variant decides.
+    reference_model.checkpoint = lambda fn, *a, use_reentrant=None, **k: torch.utils.checkpoint.checkpoint(
+        fn, *a, use_reentrant=v["reentrant"], **k)
     cfg = {"memory_optimized": True, "gradient_checkpointing": True, "image_channels": 3, "image_size": 32,
            "temporal_frames": 4, "scalar_features": 8, "dropout": 0.1, "task": "regression", "num_labels": 2,
            "architecture": {"name": "transformer", "channels": None, "embed_dim": 64, "attention_heads": 4,
                             "attention_layers": 1, "ffn_dim": None, "scalar_hidden": 32}}
-    model = Model(cfg).cuda().train()
+    torch.manual_seed(0)
+    model = reference_model.Model(cfg).to(device).train()
     step = torch.compile(model, mode="reduce-overhead")
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    frames = torch.randn(16, 4, 3, 32, 32, device="cuda")
-    scalars = torch.randn(16, 8, device="cuda")
-    target = torch.randn(16, device="cuda")
-    report = os.path.join(args.out, "cudagraph_crash.txt")
+    frames = torch.randn(16, 4, 3, 32, 32, device=device)
+    scalars = torch.randn(16, 8, device=device)
+    target = torch.randn(16, device=device)
+    result = {"variant": name, "epochs": [], "error": None}
     try:
         for epoch in range(1, 3):
+            start = time.perf_counter()
+            model.train()
             for _ in range(4):
                 opt.zero_grad()
                 loss = torch.nn.functional.mse_loss(step(frames, scalars).squeeze(-1), target)
                 loss.backward()
                 opt.step()
-            print(f"epoch {epoch} done", file=sys.stderr)
-    except Exception:
-        with open(report, "w") as f:
-            f.write(traceback.format_exc())
-        print("reproduced: " + traceback.format_exc().strip().splitlines()[-1], file=sys.stderr)
-        return 0
-    with open(report, "w") as f:
-        f.write("not reproduced: two epochs completed without the CUDA graph error\n")
-    print("not reproduced", file=sys.stderr)
-    return 1
+            model.eval()
+            with torch.no_grad():
+                val = torch.nn.functional.mse_loss(step(frames, scalars).squeeze(-1), target).item()
+            if device.startswith("cuda"):
+                torch.cuda.synchronize()
+            result["epochs"].append({"epoch": epoch, "seconds": round(time.perf_counter() - start, 2), "val_loss": round(val, 4)})
+            print(f"Epoch {epoch}/2 | Loss: {loss.item():.4f} | Val Loss: {val:.4f} | Time: {time.perf_counter() - start:.2f}s", file=sys.stderr)
+    except Exception as e:
+        result["error"] = f"{type(e).__name__}: {e}"
+        result["traceback"] = traceback.format_exc()
+    from torch._dynamo.utils import counters
+    result["inductor_counters"] = {k: v for k, v in counters["inductor"].items() if "cudagraph" in k}
+    result["torch"] = torch.__version__
+    print(json.dumps(result))
+    return 0
+
+
+def report(path, results):
+    with open(path, "w") as f:
+        for r in results:
+            f.write(f"== {r['variant']}: {r['outcome']}\n")
+            for e in r.get("epochs", []):
+                f.write(f"   epoch {e['epoch']}: {e['seconds']} s, val loss {e['val_loss']}\n")
+            if r.get("inductor_counters"):
+                f.write(f"   inductor counters: {r['inductor_counters']}\n")
+            if r.get("traceback"):
+                f.write(r["traceback"] + "\n")
+            elif r.get("stderr_tail"):
+                f.write("   last lines of its stderr:\n" + "".join(f"   | {l}\n" for l in r["stderr_tail"]))
+            f.write("\n")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", help="folder for cudagraph_crash.txt")
+    ap.add_argument("--device", default="cuda", help="cuda, or cpu to exercise the machinery only")
+    ap.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated, in order")
+    ap.add_argument("--timeout", type=int, default=150, help="seconds per variant")
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        return child(args.child, args.device)
+    if not args.out:
+        ap.error("--out is required")
+    names = [n for n in args.variants.split(",") if n]
+    unknown = [n for n in names if n not in VARIANTS]
+    if unknown:
+        ap.error(f"unknown variant(s) {unknown}; known: {list(VARIANTS)}")
+    import torch
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        print("cudagraph_crash: no CUDA device", file=sys.stderr)
+        return 2
+    os.makedirs(args.out, exist_ok=True)
+    path = os.path.join(args.out, "cudagraph_crash.txt")
+    results = []
+    for name in names:
+        cmd = [sys.executable, os.path.abspath(__file__), "--child", name, "--device", args.device]
+        try:
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, stdin=subprocess.DEVNULL)
+            lines = done.stdout.strip().splitlines()
+            r = json.loads(lines[-1]) if lines and lines[-1].startswith("{") else {"variant": name, "error": f"exit {done.returncode}, no result"}
+            r["stderr_tail"] = done.stderr.strip().splitlines()[-8:]
+        except subprocess.TimeoutExpired:
+            r = {"variant": name, "error": f"timed out after {args.timeout}s"}
+        err = (r.get("error") or "").strip()
+        if not err:
+            r["outcome"] = "completed 2 epochs without the error"
+        elif any(n in err for n in NEEDLES):
+            r["outcome"] = "REPRODUCED: " + err.splitlines()[0][:300]
+        else:
+            r["outcome"] = "failed otherwise: " + err.splitlines()[0][:300]
+        results.append(r)
+        print(f"cudagraph_crash: {name}: {r['outcome']}", file=sys.stderr)
+        report(path, results)
+    reproduced = [r["variant"] for r in results if r["outcome"].startswith("REPRODUCED")]
+    if reproduced:
+        print(f"cudagraph_crash: reproduced in {', '.join(reproduced)} (of {len(results)} variants)", file=sys.stderr)
+        return 0 if args.device.startswith("cuda") else 2
+    print(f"cudagraph_crash: not reproduced in any of {len(results)} variants; see {path}", file=sys.stderr)
+    return 1 if args.device.startswith("cuda") else 2
 
 
 if __name__ == "__main__":

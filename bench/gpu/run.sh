@@ -4,18 +4,62 @@
 # whose torch is 2.11. Writes every result under OUT (default gpu-results/)
 # and a steps.csv saying what ran, what was skipped and why.
 #
+#   run.sh [--only PART[,PART...]] [--budget SECONDS] [--tar FILE] [OUT]
+#
+# PART: a group (basics, failures, compare, matrix) or one step's name; the
+# default is every step. --budget bounds the whole run: each step is given at
+# most what is left of it (less a reserve for packing) and a step that would
+# start with too little left is recorded as skipped, so a machine lent for a
+# fixed time still hands back a complete steps.csv. --tar packs OUT into one
+# file at the end (also after an error), for machines that return few files.
+#
 # Without a GPU it runs in CPU-fallback mode: the GPU-only steps are skipped
 # with their reason, the rest runs (the test suite does this, so the recipe
-# cannot rot). QUICK=1 shortens the benchmarks (for the test suite).
+# cannot rot). Environment: BIN (binaries, default bin/ of the pack), PYTHON
+# (default python3), QUICK=1 shortens the benchmarks (for the test suite),
+# STEP_TIMEOUT (one step's limit in seconds, default 1800).
 set -uo pipefail
+usage() { sed -n '/^#   run.sh/p' "${BASH_SOURCE[0]}" | sed 's/^#   /usage: /' >&2; exit 2; }
+only="" budget=0 tarball="" out=""
+while [ $# -gt 0 ]; do
+    case $1 in
+        --only) [ $# -ge 2 ] || usage; only=$2; shift 2 ;;
+        --budget) [[ ${2:-} =~ ^[0-9]+$ ]] || { echo "run.sh: --budget takes whole seconds, got '${2:-}'" >&2; exit 2; }; budget=$2; shift 2 ;;
+        --tar) [ $# -ge 2 ] || usage; tarball=$2; shift 2 ;;
+        -h|--help) usage ;;
+        -*) echo "run.sh: unknown option $1" >&2; usage ;;
+        *) [ -z "$out" ] || usage; out=$1; shift ;;
+    esac
+done
+groups="basics failures compare matrix"
+declare -A group_of=(
+    [train-info]=basics [memdiag]=basics [memdiag-table]=basics [memdiag-oneshot]=basics
+    [cfgcheck-seeds]=basics [verify-fixes]=basics [train-demo]=basics [train-vs-pytorch-cpu]=basics
+    [oom-recovery]=failures [cudagraph-crash]=failures [cudagraph-explain]=failures
+    [train-vs-pytorch-gpu-off]=compare [train-vs-pytorch-gpu-bf16]=compare
+    [estimate-matrix]=matrix [estimate-matrix-check]=matrix
+)
+for part in ${only//,/ }; do
+    if [[ " $groups " != *" $part "* ]] && [ -z "${group_of[$part]:-}" ]; then
+        echo "run.sh: --only: unknown part '$part' (groups: $groups; or a step: ${!group_of[*]})" >&2
+        exit 2
+    fi
+done
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-out=${1:-gpu-results}
+out=${out:-gpu-results}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
+[ -z "$tarball" ] || tarball=$(cd "$(dirname "$tarball")" && pwd)/$(basename "$tarball")
 bin=${BIN:-$here/bin}
 py=${PYTHON:-python3}
 quick=${QUICK:-0}
+step_timeout=${STEP_TIMEOUT:-1800}
 cd "$here"
+
+wanted() { [ -z "$only" ] || [[ ",$only," == *",$1,"* ]] || [[ ",$only," == *",${group_of[$1]},"* ]]; }
+
+pack() { [ -z "$tarball" ] || tar -C "$(dirname "$out")" -czf "$tarball" "$(basename "$out")"; }
+trap pack EXIT
 
 # The binaries find torch's libraries through that python's torch.
 torch_lib=$("$py" -c 'import torch, os; print(os.path.join(os.path.dirname(torch.__file__), "lib"))') || {
@@ -25,24 +69,43 @@ torch_lib=$("$py" -c 'import torch, os; print(os.path.join(os.path.dirname(torch
 export LD_LIBRARY_PATH="$torch_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
 gpu=0
-if "$bin/train" info --format yaml | grep -q '^cuda_available: true'; then gpu=1; fi
+if "$bin/train" info --format yaml 2>/dev/null | grep -q '^cuda_available: true'; then gpu=1; fi
 echo "step,status,seconds,note" > "$out/steps.csv"
 record() { printf '%s,%s,%s,"%s"\n' "$1" "$2" "$3" "${4//\"/\'}" >> "$out/steps.csv"; echo "run.sh: $1: $2 ${4:+($4)}" >&2; }
-# step NAME OK_CODES COMMAND...: runs it, records ok or failed.
+# Seconds kept back at the end of a budget for packing the results.
+reserve=15
+# step NAME OK_CODES COMMAND...: runs it under the time left, records ok,
+# failed or timed out.
 step() {
     local name=$1 ok=$2; shift 2
+    wanted "$name" || return 0
+    local limit=$step_timeout
+    if [ "$budget" -gt 0 ]; then
+        local left=$((budget - reserve - SECONDS))
+        if [ "$left" -lt 20 ]; then
+            record "$name" skipped 0 "budget of ${budget}s spent"
+            return 0
+        fi
+        [ "$left" -lt "$limit" ] && limit=$left
+    fi
     local start=$SECONDS
-    "$@" > "$out/$name.out" 2> "$out/$name.err"
+    timeout --kill-after=5 "$limit" "$@" < /dev/null > "$out/$name.out" 2> "$out/$name.err"
     local rc=$?
-    if [[ " $ok " == *" $rc "* ]]; then
+    if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+        record "$name" "timed out" $((SECONDS - start)) "stopped after ${limit}s: $(tail -n 1 "$out/$name.err")"
+    elif [[ " $ok " == *" $rc "* ]]; then
         record "$name" ok $((SECONDS - start)) "exit $rc"
     else
         record "$name" failed $((SECONDS - start)) "exit $rc: $(tail -n 1 "$out/$name.err")"
     fi
 }
-gpu_only() { record "$1" skipped 0 "no CUDA device: $2"; }
+gpu_only() { wanted "$1" && record "$1" skipped 0 "no CUDA device: $2"; return 0; }
 
-{ date -u +%FT%TZ; uname -a; nvidia-smi -L 2>/dev/null || echo "no nvidia-smi"; } > "$out/machine.txt"
+{ date -u +%FT%TZ; uname -a; nvidia-smi -L 2>/dev/null || echo "no nvidia-smi"
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv 2>/dev/null
+  "$py" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)'
+  echo "parts: ${only:-all}; budget: ${budget}s"; } > "$out/machine.txt" 2>&1
+
 step train-info "0" "$bin/train" info --format yaml
 step memdiag "0" "$bin/memdiag" --format yaml
 step memdiag-table "0" "$bin/memdiag" --format table
@@ -67,6 +130,18 @@ rounds=3; steps=20; [ "$quick" = 1 ] && { rounds=1; steps=2; }
 step train-vs-pytorch-cpu "0" "$py" bench/train_vs_pytorch.py --train "$bin/train" --config "$demo" --rounds $rounds --steps $steps --warmup 1 --out "$out"
 
 if [ "$gpu" = 1 ]; then
+    # A batch far too large for the card: train must split it and go on.
+    rm -rf "$out/oom-run"
+    step oom-recovery "0" "$bin/train" --config configs/gpu_oom.yaml --out "$out/oom-run" --device cuda
+    # Exit 1 is a result too: every variant ran and none crashed (the
+    # report says what each did instead).
+    step cudagraph-crash "0 1" "$py" bench/gpu/cudagraph_crash.py --out "$out"
+    # The real crash text through cfgcheck --explain, with the config fix.
+    if [ -f "$out/cudagraph_crash.txt" ]; then
+        step cudagraph-explain "0 1" "$bin/cfgcheck" --explain "$out/cudagraph_crash.txt" --config "$out/reduce-overhead.yaml" --format yaml
+    elif wanted cudagraph-explain; then
+        record cudagraph-explain skipped 0 "cudagraph-crash left no report"
+    fi
     # train against PyTorch eager and torch.compile on the full 64/128/256
     # model at the seeds' batch size, fp32 and bf16, checkpointing off and on,
     # with each side's peak allocated memory.
@@ -75,15 +150,14 @@ if [ "$gpu" = 1 ]; then
             --config configs/colab_full_stable.yaml --device cuda --precision $p --compile \
             --rounds $rounds --steps $steps --tag "-gpu-$p" --out "$out"
     done
-    # A batch far too large for the card: train must split it and go on.
-    rm -rf "$out/oom-run"
-    step oom-recovery "0" "$bin/train" --config configs/gpu_oom.yaml --out "$out/oom-run" --device cuda
-    step cudagraph-crash "0" "$py" bench/gpu/cudagraph_crash.py --out "$out"
     step estimate-matrix "0" "$py" bench/gpu/estimate_matrix.py --train "$bin/train" --cfgcheck "$bin/cfgcheck" --out "$out"
 else
-    for p in off bf16; do gpu_only "train-vs-pytorch-gpu-$p" "the GPU comparison needs a GPU"; done
     gpu_only oom-recovery "a real CUDA out-of-memory needs a GPU (CPU tests inject it with TRAINGUARD_FAULT)"
     gpu_only cudagraph-crash "CUDA graphs need CUDA"
-    gpu_only estimate-matrix "peak GPU memory needs a GPU (the CPU check is just bench-activations)"
+    for p in off bf16; do gpu_only "train-vs-pytorch-gpu-$p" "the GPU comparison needs a GPU"; done
+    gpu_only estimate-matrix "peak GPU memory needs a GPU (the CPU check of the activations is just bench-activations)"
+    # What the matrix would measure is still checked: every config of the
+    # grid parses and the estimate has the lines the fit reads.
+    step estimate-matrix-check "0" "$py" bench/gpu/estimate_matrix.py --cfgcheck "$bin/cfgcheck" --out "$out" --check
 fi
-echo "run.sh: results in $out" >&2
+echo "run.sh: results in $out${tarball:+ (packed: $tarball)}" >&2
