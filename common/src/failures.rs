@@ -92,6 +92,16 @@ pub const KNOWN: &[Known] = &[
         rule: Some("allocator-fragmentation"),
     },
     Known {
+        id: "host-out-of-memory",
+        class: Class::OutOfMemory,
+        // libc10.so's CPU allocator.
+        needles: &["DefaultCPUAllocator: can't allocate memory"],
+        title: "out of host memory: libtorch's CPU allocator refused",
+        cause: "A tensor in host memory did not fit in the RAM left: a batch too large for a run on the CPU, a whole dataset materialised at once, or other processes holding the memory. Unlike the kernel's out-of-memory killer (signal 9), libtorch reports it as an error the program can recover from.",
+        fix: "a smaller batch_size, or a max_train_examples cap; train splits the batch into micro-batches by itself",
+        rule: None,
+    },
+    Known {
         id: "cuda-graphs-checkpointing",
         class: Class::CudaGraphPointer,
         needles: &[
@@ -289,6 +299,11 @@ pub(crate) mod tests {
         assert_eq!(classify(OOM), Class::OutOfMemory);
         assert_eq!(
             classify("RuntimeError: CUDA error: out of memory"),
+            Class::OutOfMemory
+        );
+        // libc10.so's CPU allocator, as train's tests make libtorch raise it.
+        assert_eq!(
+            classify("DefaultCPUAllocator: can't allocate memory: you tried to allocate 140737488355328 bytes. Error code 12 (Cannot allocate memory)"),
             Class::OutOfMemory
         );
         assert_eq!(classify(GRAPH), Class::CudaGraphPointer);

@@ -123,16 +123,20 @@ pub fn run(args: &Args) -> anyhow::Result<u8> {
             precision: config.mixed_precision,
             loss_scale: scaler.as_ref().map(|s| s.scale),
         };
-        step::forward_backward(
-            &net,
-            &config,
-            &batch.frames,
-            &batch.scalars,
-            &batch.target,
-            config.gradient_checkpointing,
-            &amp,
-            1.0,
-        )?;
+        // An out-of-memory error comes back as an error (exit 1, libtorch's
+        // message), not as tch's panic.
+        crate::panics::catch(|| {
+            step::forward_backward(
+                &net,
+                &config,
+                &batch.frames,
+                &batch.scalars,
+                &batch.target,
+                config.gradient_checkpointing,
+                &amp,
+                1.0,
+            )
+        })?;
         sync();
         let fb = started.elapsed();
         let apply = match &mut scaler {

@@ -7,6 +7,10 @@
 //!   out-of-memory error (its real message format, as c10 prints it);
 //! - `oom-always`: every attempt from that step on fails so, whatever the
 //!   micro-batch (a config that cannot fit);
+//! - `alloc`: that step's first attempt asks libtorch, inside the step and
+//!   under its autocast, for more memory than any allocator has: libtorch's
+//!   own allocator error, raised by tch as a panic, as a real out-of-memory
+//!   error in a layer's forward is;
 //! - `cuda-graph`: that step fails with the "static input data pointer
 //!   changed" error of seed 001;
 //! - `nan`: that step's loss is NaN.
@@ -22,6 +26,7 @@ pub enum Kind {
     Sigkill,
     Oom,
     OomAlways,
+    Alloc,
     CudaGraph,
     Nan,
 }
@@ -35,13 +40,16 @@ pub struct Fault {
 
 /// libtorch's OOM message (c10/cuda/CUDACachingAllocator.cpp), with figures.
 pub const OOM_MESSAGE: &str = "CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 14.74 GiB of which 1.06 GiB is free. Including non-PyTorch memory, this process has 13.68 GiB memory in use. Of the allocated memory 12.21 GiB is allocated by PyTorch, and 1.41 GiB is reserved by PyTorch but unallocated. If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation for Memory Management  (https://docs.pytorch.org/docs/stable/notes/cuda.html#optimizing-memory-usage-with-pytorch-cuda-alloc-conf) (injected by TRAINGUARD_FAULT)";
+/// Elements of an f32 tensor of 2^47 bytes: more than a 47-bit user address
+/// space holds, so every allocator refuses it at once, whatever the host.
+pub const IMPOSSIBLE_FLOATS: i64 = 1 << 45;
 /// Seed 001's error, as torch/_inductor/cudagraph_utils.py words it.
 pub const GRAPH_MESSAGE: &str = "static input data pointer changed.\ninput name: primals_1. data pointer changed from 12919305216 to 12919242752. (injected by TRAINGUARD_FAULT)";
 
 pub struct Faults {
     list: Vec<Fault>,
-    /// (epoch, step) of `oom` faults already fired once.
-    fired: Vec<(u32, u64)>,
+    /// `oom` and `alloc` faults already fired once.
+    fired: Vec<(Kind, u32, u64)>,
 }
 
 impl Faults {
@@ -58,6 +66,7 @@ impl Faults {
                     "sigkill" => Kind::Sigkill,
                     "oom" => Kind::Oom,
                     "oom-always" => Kind::OomAlways,
+                    "alloc" => Kind::Alloc,
                     "cuda-graph" => Kind::CudaGraph,
                     "nan" => Kind::Nan,
                     _ => return None,
@@ -70,7 +79,7 @@ impl Faults {
                 })
             });
             list.push(parsed.ok_or_else(|| {
-                common::bad_input!("{VAR}={v}: expected KIND@EPOCH:STEP[,...] with KIND one of sigkill, oom, oom-always, cuda-graph, nan")
+                common::bad_input!("{VAR}={v}: expected KIND@EPOCH:STEP[,...] with KIND one of sigkill, oom, oom-always, alloc, cuda-graph, nan")
             })?);
         }
         Ok(Faults {
@@ -102,14 +111,28 @@ impl Faults {
             .list
             .iter()
             .any(|f| f.kind == Kind::OomAlways && (epoch, step) >= (f.epoch, f.step));
-        if always || (self.at(Kind::Oom, epoch, step) && !self.fired.contains(&(epoch, step))) {
-            self.fired.push((epoch, step));
+        if always || self.once(Kind::Oom, epoch, step) {
             return Some(TchError::Torch(OOM_MESSAGE.to_string()));
         }
         if self.at(Kind::CudaGraph, epoch, step) {
             return Some(TchError::Torch(GRAPH_MESSAGE.to_string()));
         }
         None
+    }
+
+    /// At an attempt of a step: whether it should make libtorch fail an
+    /// allocation (the first attempt only).
+    pub fn alloc(&mut self, epoch: u32, step: u64) -> bool {
+        self.once(Kind::Alloc, epoch, step)
+    }
+
+    /// A fault of `kind` at this step that has not fired yet; now it has.
+    fn once(&mut self, kind: Kind, epoch: u32, step: u64) -> bool {
+        let fire = self.at(kind, epoch, step) && !self.fired.contains(&(kind, epoch, step));
+        if fire {
+            self.fired.push((kind, epoch, step));
+        }
+        fire
     }
 
     pub fn nan_loss(&self, epoch: u32, step: u64) -> bool {

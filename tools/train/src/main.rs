@@ -13,6 +13,7 @@ mod info;
 mod metrics;
 mod model;
 mod optim;
+mod panics;
 mod plot;
 mod run;
 mod shim;

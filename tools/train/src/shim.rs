@@ -104,9 +104,17 @@ pub fn autocast<T>(
     let dev = if device.is_cuda() { 1 } else { 0 };
     // SAFETY: plain values and the error buffer.
     call(|e, n| unsafe { tg_autocast(dev, 1, dtype, e, n) })?;
-    let out = f();
-    call(|e, n| unsafe { tg_autocast(dev, 0, dtype, e, n) })?;
-    Ok(out)
+    // Off again when `f` returns and when a libtorch error unwinds through
+    // it (an out-of-memory error that the step then recovers from).
+    struct Off(c_int, c_int);
+    impl Drop for Off {
+        fn drop(&mut self) {
+            // SAFETY: as above. Switching off cannot fail once switching on worked.
+            let _ = call(|e, n| unsafe { tg_autocast(self.0, 0, self.1, e, n) });
+        }
+    }
+    let _off = Off(dev, dtype);
+    Ok(f())
 }
 
 #[cfg(test)]
@@ -129,6 +137,19 @@ mod tests {
             autocast(Device::Cpu, Precision::Off, || a.matmul(&a).kind()).unwrap(),
             Kind::Float
         );
+    }
+
+    #[test]
+    fn autocast_is_off_again_after_a_panic_inside_it() {
+        let a = Tensor::ones([4, 4], (Kind::Float, Device::Cpu));
+        let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            autocast(Device::Cpu, Precision::Bf16, || {
+                assert_eq!(a.matmul(&a).kind(), Kind::BFloat16);
+                panic!("a libtorch error raised by tch")
+            })
+        }));
+        assert!(unwound.is_err());
+        assert_eq!(a.matmul(&a).kind(), Kind::Float);
     }
 
     #[test]

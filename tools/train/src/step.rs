@@ -33,7 +33,7 @@ impl Amp {
         }
     }
 
-    fn run<T>(&self, f: impl FnOnce() -> T) -> Result<T, TchError> {
+    pub fn run<T>(&self, f: impl FnOnce() -> T) -> Result<T, TchError> {
         shim::autocast(self.device, self.precision, f).map_err(TchError::Torch)
     }
 

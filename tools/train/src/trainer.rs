@@ -12,6 +12,7 @@ use crate::fault::Faults;
 use crate::metrics::{self, TaskMetrics};
 use crate::model::Net;
 use crate::optim::{self, AdamW, LossScaler};
+use crate::panics;
 use crate::shim;
 use crate::step::{self, Amp};
 use common::config::{Config, Precision, Task};
@@ -305,13 +306,27 @@ impl Trainer {
 
     /// One attempt at a step: the batch split into micro-batches whose
     /// gradients accumulate to the whole batch's (each loss weighted by its
-    /// share). Returns the batch's mean loss.
+    /// share). Returns the batch's mean loss. libtorch errors that tch raises
+    /// as panics (an out-of-memory error in a layer's forward) come back as
+    /// errors. `fail_alloc`: the `alloc` test fault.
     fn attempt(
         &self,
         frames: &Tensor,
         scalars: &Tensor,
         target: &Tensor,
         micro: i64,
+        fail_alloc: bool,
+    ) -> Result<f64, tch::TchError> {
+        panics::catch(|| self.accumulate(frames, scalars, target, micro, fail_alloc))
+    }
+
+    fn accumulate(
+        &self,
+        frames: &Tensor,
+        scalars: &Tensor,
+        target: &Tensor,
+        micro: i64,
+        fail_alloc: bool,
     ) -> Result<f64, tch::TchError> {
         let c = &self.config;
         let n = frames.size()[0];
@@ -320,6 +335,16 @@ impl Trainer {
             precision: c.mixed_precision,
             loss_scale: self.scaler.as_ref().map(|s| s.scale),
         };
+        if fail_alloc {
+            // The `alloc` fault: libtorch's allocator refuses, under autocast,
+            // where a layer's forward would allocate.
+            let _never = amp.run(|| {
+                Tensor::empty(
+                    [crate::fault::IMPOSSIBLE_FLOATS],
+                    (tch::Kind::Float, self.device),
+                )
+            })?;
+        }
         let mut loss = 0.0;
         for start in (0..n).step_by(micro.max(1) as usize) {
             let len = micro.min(n - start);
@@ -386,7 +411,10 @@ impl Trainer {
                         .min(chunk.len() as i64);
                     let result = match faults.error(epoch, step_no) {
                         Some(e) => Err(e),
-                        None => self.attempt(&frames, &scalars, &target, micro),
+                        None => {
+                            let fail_alloc = faults.alloc(epoch, step_no);
+                            self.attempt(&frames, &scalars, &target, micro, fail_alloc)
+                        }
                     };
                     let e = match result {
                         Ok(l) if faults.nan_loss(epoch, step_no) => break f64::NAN * l,
@@ -472,7 +500,16 @@ impl Trainer {
                 }
             }
             let train_seconds = started.elapsed().as_secs_f64();
-            let (val_loss, metrics) = self.evaluate();
+            let (val_loss, metrics) = match self.evaluate() {
+                Ok(v) => v,
+                Err(e) => {
+                    let message = e.to_string();
+                    return Ok(Stop::Failed {
+                        class: failures::classify(&message),
+                        reason: format!("validation after epoch {epoch}: {message}"),
+                    });
+                }
+            };
             let (peak_allocated_mib, peak_reserved_mib) = self.read_memory();
             let record = EpochRecord {
                 epoch,
@@ -538,15 +575,25 @@ impl Trainer {
         }
     }
 
-    /// Validation loss and task metrics, in eval mode without gradients.
-    pub fn evaluate(&self) -> (f64, TaskMetrics) {
+    /// Validation loss and task metrics, in eval mode without gradients, in
+    /// chunks of the micro-batch: after an out-of-memory recovery the whole
+    /// batch may not fit, a micro-batch did with gradients. (In eval mode each
+    /// example's output is independent of the others in its chunk.)
+    pub fn evaluate(&self) -> Result<(f64, TaskMetrics), tch::TchError> {
+        panics::catch(|| Ok(self.evaluate_chunks()))
+    }
+
+    fn evaluate_chunks(&self) -> (f64, TaskMetrics) {
         let c = &self.config;
         let _guard = tch::no_grad_guard();
         let n = self.val.len();
+        let chunk = self
+            .micro_batch
+            .map_or(c.batch_size, |m| m.clamp(1, c.batch_size));
         let mut outs = Vec::new();
         let mut loss_sum = 0.0;
-        for start in (0..n).step_by(c.batch_size as usize) {
-            let len = (c.batch_size as i64).min(n - start);
+        for start in (0..n).step_by(chunk as usize) {
+            let len = (chunk as i64).min(n - start);
             let idx = Tensor::arange_start(start, start + len, (Kind::Int64, self.device));
             let (frames, scalars, target) = self.val.batch(&idx);
             let out = shim::autocast(self.device, c.mixed_precision, || {

@@ -688,6 +688,38 @@ fn out_of_memory_is_recovered_by_halving_the_micro_batch() {
         "",
     );
     assert!(diff <= 1e-6, "max abs diff {diff}");
+
+    // A real libtorch allocation failure inside the step, which tch raises as
+    // a panic (as it does for an out-of-memory error in a layer's forward):
+    // recovered the same way, without a panic on stderr.
+    let real = d.join("real");
+    let out = train()
+        .arg("--config")
+        .arg(&cfg)
+        .arg("--out")
+        .arg(&real)
+        .env("TRAINGUARD_FAULT", "alloc@1:1")
+        .assert()
+        .success();
+    let stderr = String::from_utf8_lossy(&out.get_output().stderr).to_string();
+    assert!(
+        stderr.contains("out of memory at epoch 1 step 1: micro-batch 32 -> 16, same step again"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    let summary: serde_yaml::Value =
+        serde_yaml::from_str(&std::fs::read_to_string(real.join("summary.yaml")).unwrap()).unwrap();
+    let message = summary["oom_events"][0]["message"].as_str().unwrap();
+    assert!(
+        message.contains("DefaultCPUAllocator: can't allocate memory: you tried to allocate"),
+        "{message}"
+    );
+    let diff = max_abs_diff(
+        &real.join("checkpoint.safetensors"),
+        &planned.join("checkpoint.safetensors"),
+        "",
+    );
+    assert!(diff <= 1e-6, "max abs diff {diff}");
 }
 
 #[test]
