@@ -108,9 +108,9 @@ train-colab: build
     "{{ release }}/train" --config configs/colab_optimized_full.yaml \
         --fallback configs/colab_full_stable.yaml --fallback configs/colab_optimized.yaml
 
-# Side-by-side benchmarks; results go to bench/results/
+# Side-by-side benchmarks, the activation check among them; results go to bench/results/
 [group('bench')]
-bench: build
+bench: build bench-activations
     python bench/memdiag_oneshot.py --bin "{{ release }}/memdiag" --runs 50
     python bench/train_vs_pytorch.py --train "{{ release }}/train" --config configs/demo_cpu.yaml
     python bench/explain_large_log.py --cfgcheck "{{ release }}/cfgcheck"

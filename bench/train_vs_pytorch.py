@@ -217,7 +217,10 @@ def main():
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     device_name = torch.cuda.get_device_name(0) if args.device.startswith("cuda") else f"CPU ({platform.processor() or platform.machine()})"
     machine = f"{platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}"
-    command = "python " + " ".join(shlex.quote(os.path.relpath(a) if os.path.isabs(a) and os.path.exists(a) else a) for a in sys.argv)
+    def shown(a):  # paths under the working directory, relative
+        rel = os.path.relpath(a) if os.path.isabs(a) else a
+        return shlex.quote(a if rel.startswith("..") else rel)
+    command = "python " + " ".join(shown(a) for a in sys.argv)
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, f"train_vs_pytorch{args.tag}.csv"), "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=["date", "machine", "config", *rows[0].keys()])
