@@ -178,15 +178,6 @@ def main():
                     raise SystemExit(f"bench: losses disagree: train {report['initial_eval_loss']} vs PyTorch {initial}")
                 train_rounds.append((report["step_ms_median"], report["forward_backward_ms_median"]))
                 torch_rounds.append((torch_ms, torch_fb))
-            compile_ms, compile_note = None, ""
-            if args.compile:
-                # A compile failure (a missing compiler, an unsupported op) is
-                # a result to report, not a reason to lose the other columns.
-                try:
-                    compile_ms = pytorch_side(report, weights, args.steps, args.warmup, args.threads, args.device, "default")[1]
-                except Exception as e:
-                    compile_note = f"failed: {type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:120]}"
-                    print(f"bench: torch.compile (checkpointing {ckpt}) {compile_note}", file=sys.stderr)
             train_rounds.sort()
             torch_rounds.sort()
             report["step_ms_median"], report["forward_backward_ms_median"] = train_rounds[len(train_rounds) // 2]
@@ -204,8 +195,8 @@ def main():
                 "pytorch_over_train": round(torch_ms / train_ms, 3),
                 "train_fwd_bwd_ms": round(report["forward_backward_ms_median"], 2),
                 "pytorch_fwd_bwd_ms": round(torch_fb, 2),
-                "pytorch_compile_step_ms": round(compile_ms, 2) if compile_ms else compile_note,
-                "pytorch_compile_over_train": round(compile_ms / train_ms, 3) if compile_ms else "",
+                "pytorch_compile_step_ms": "",
+                "pytorch_compile_over_train": "",
                 "train_peak_allocated_mib": round(report["peak_allocated_mib"], 1) if report.get("peak_allocated_mib") else "",
                 "pytorch_peak_allocated_mib": round(torch_peak, 1) if torch_peak else "",
                 "device": args.device,
@@ -213,7 +204,25 @@ def main():
                 "loss_rel_diff": f"{rel:.1e}",
             })
             print(f"checkpointing {ckpt:3}: train {train_ms:8.2f} ms (fwd+bwd {report['forward_backward_ms_median']:.2f})  PyTorch {torch_ms:8.2f} ms (fwd+bwd {torch_fb:.2f})  ratio {torch_ms / train_ms:.3f}  (loss rel diff {rel:.1e})", file=sys.stderr)
+            # Written after every measurement: a run stopped by a time limit
+            # (a slow compile on a lent GPU) keeps what it measured.
+            write(args, rows)
+            if args.compile:
+                # A compile failure (a missing compiler, an unsupported op) is
+                # a result to report, not a reason to lose the other columns.
+                try:
+                    compile_ms = pytorch_side(report, weights, args.steps, args.warmup, args.threads, args.device, "default")[1]
+                    rows[-1]["pytorch_compile_step_ms"] = round(compile_ms, 2)
+                    rows[-1]["pytorch_compile_over_train"] = round(compile_ms / train_ms, 3)
+                except Exception as e:
+                    note = f"failed: {type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:120]}"
+                    rows[-1]["pytorch_compile_step_ms"] = note
+                    print(f"bench: torch.compile (checkpointing {ckpt}) {note}", file=sys.stderr)
+                write(args, rows)
+    print(open(os.path.join(args.out, f"train_vs_pytorch{args.tag}.md")).read())
 
+
+def write(args, rows):
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     device_name = torch.cuda.get_device_name(0) if args.device.startswith("cuda") else f"CPU ({platform.processor() or platform.machine()})"
     machine = f"{platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}"
@@ -233,9 +242,8 @@ def main():
         f.write("| checkpointing | batch | threads | train ms/step | PyTorch ms/step | PyTorch+compile ms/step | of which fwd+bwd (train / PyTorch) | train samples/s | PyTorch samples/s | PyTorch / train | PyTorch+compile / train | peak MiB (train / PyTorch) | initial loss rel. diff |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
         for r in rows:
             peak = f"{r['train_peak_allocated_mib'] or 'n/a'} / {r['pytorch_peak_allocated_mib'] or 'n/a'}"
-            f.write(f"| {r['checkpointing']} | {r['batch']} | {r['threads']} | {r['train_step_ms']} | {r['pytorch_step_ms']} | {r['pytorch_compile_step_ms'] or 'not run'} | {r['train_fwd_bwd_ms']} / {r['pytorch_fwd_bwd_ms']} | {r['train_samples_per_s']} | {r['pytorch_samples_per_s']} | {r['pytorch_over_train']} | {r['pytorch_compile_over_train'] or 'n/a'} | {peak} | {r['loss_rel_diff']} |\n")
+            f.write(f"| {r['checkpointing']} | {r['batch']} | {r['threads']} | {r['train_step_ms']} | {r['pytorch_step_ms']} | {r['pytorch_compile_step_ms'] or ('not run' if not args.compile else 'pending')} | {r['train_fwd_bwd_ms']} / {r['pytorch_fwd_bwd_ms']} | {r['train_samples_per_s']} | {r['pytorch_samples_per_s']} | {r['pytorch_over_train']} | {r['pytorch_compile_over_train'] or 'n/a'} | {peak} | {r['loss_rel_diff']} |\n")
         f.write("\n" + checkpointing_tradeoff(rows) + "\n")
-    print(open(os.path.join(args.out, f"train_vs_pytorch{args.tag}.md")).read())
 
 
 if __name__ == "__main__":

@@ -40,7 +40,15 @@ fn steps(dir: &Path) -> Vec<(String, String, String)> {
 #[test]
 fn device_script_runs_end_to_end_in_cpu_fallback_mode() {
     let dir = tempfile::tempdir().unwrap();
-    let out = run_sh(&[dir.path().to_str().unwrap()], &[("QUICK", "1")]);
+    let tarball = tempfile::NamedTempFile::new().unwrap();
+    let out = run_sh(
+        &[
+            "--tar",
+            tarball.path().to_str().unwrap(),
+            dir.path().to_str().unwrap(),
+        ],
+        &[("QUICK", "1")],
+    );
     assert!(
         out.status.success(),
         "{}",
@@ -82,6 +90,16 @@ fn device_script_runs_end_to_end_in_cpu_fallback_mode() {
     }
     // Its outputs are the real files: a report, a run, the benchmark tables.
     assert!(dir.path().join("demo-run/summary.yaml").exists());
+    // The tarball holds them, less the checkpoints.
+    assert!(dir.path().join("demo-run/checkpoint.safetensors").exists());
+    let listing = Command::new("tar")
+        .arg("tzf")
+        .arg(tarball.path())
+        .output()
+        .unwrap();
+    let listing = String::from_utf8_lossy(&listing.stdout);
+    assert!(listing.contains("/demo-run/summary.yaml"), "{listing}");
+    assert!(!listing.contains(".safetensors"), "{listing}");
     assert!(dir.path().join("train_vs_pytorch.md").exists());
     assert!(
         std::fs::read_to_string(dir.path().join("cfgcheck-seeds.out"))
