@@ -306,21 +306,9 @@ impl Trainer {
 
     /// One attempt at a step: the batch split into micro-batches whose
     /// gradients accumulate to the whole batch's (each loss weighted by its
-    /// share). Returns the batch's mean loss. libtorch errors that tch raises
-    /// as panics (an out-of-memory error in a layer's forward) come back as
-    /// errors. `fail_alloc`: the `alloc` test fault.
+    /// share). Returns the batch's mean loss. `fail_alloc`: the `alloc` test
+    /// fault.
     fn attempt(
-        &self,
-        frames: &Tensor,
-        scalars: &Tensor,
-        target: &Tensor,
-        micro: i64,
-        fail_alloc: bool,
-    ) -> Result<f64, tch::TchError> {
-        panics::catch(|| self.accumulate(frames, scalars, target, micro, fail_alloc))
-    }
-
-    fn accumulate(
         &self,
         frames: &Tensor,
         scalars: &Tensor,
@@ -413,7 +401,12 @@ impl Trainer {
                         Some(e) => Err(e),
                         None => {
                             let fail_alloc = faults.alloc(epoch, step_no);
-                            self.attempt(&frames, &scalars, &target, micro, fail_alloc)
+                            // libtorch errors that tch raises as panics (an
+                            // out-of-memory error in a layer's forward) come
+                            // back as errors, to be classified like the rest.
+                            panics::catch(|| {
+                                self.attempt(&frames, &scalars, &target, micro, fail_alloc)
+                            })
                         }
                     };
                     let e = match result {

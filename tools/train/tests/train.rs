@@ -627,23 +627,27 @@ fn out_of_memory_is_recovered_by_halving_the_micro_batch() {
     let d = dir.path();
     let text = TINY.replace("epochs: 4", "epochs: 2");
     let cfg = write(d, "tiny.yaml", &text);
+    // A run that meets the fault at epoch 1 step 1 and recovers; its summary.
+    let recover_from = |fault: &str, out: &Path| -> serde_yaml::Value {
+        let run = train()
+            .arg("--config")
+            .arg(&cfg)
+            .arg("--out")
+            .arg(out)
+            .env("TRAINGUARD_FAULT", fault)
+            .assert()
+            .success();
+        let stderr = String::from_utf8_lossy(&run.get_output().stderr).to_string();
+        assert!(
+            stderr
+                .contains("out of memory at epoch 1 step 1: micro-batch 32 -> 16, same step again"),
+            "{stderr}"
+        );
+        assert!(!stderr.contains("panicked"), "{stderr}");
+        serde_yaml::from_str(&std::fs::read_to_string(out.join("summary.yaml")).unwrap()).unwrap()
+    };
     let recovered = d.join("recovered");
-    let out = train()
-        .arg("--config")
-        .arg(&cfg)
-        .arg("--out")
-        .arg(&recovered)
-        .env("TRAINGUARD_FAULT", "oom@1:1")
-        .assert()
-        .success();
-    let stderr = String::from_utf8_lossy(&out.get_output().stderr).to_string();
-    assert!(
-        stderr.contains("out of memory at epoch 1 step 1: micro-batch 32 -> 16, same step again"),
-        "{stderr}"
-    );
-    let summary: serde_yaml::Value =
-        serde_yaml::from_str(&std::fs::read_to_string(recovered.join("summary.yaml")).unwrap())
-            .unwrap();
+    let summary = recover_from("oom@1:1", &recovered);
     assert_eq!(summary["micro_batch_size"].as_u64(), Some(16));
     let event = &summary["oom_events"][0];
     assert_eq!(
@@ -693,22 +697,7 @@ fn out_of_memory_is_recovered_by_halving_the_micro_batch() {
     // a panic (as it does for an out-of-memory error in a layer's forward):
     // recovered the same way, without a panic on stderr.
     let real = d.join("real");
-    let out = train()
-        .arg("--config")
-        .arg(&cfg)
-        .arg("--out")
-        .arg(&real)
-        .env("TRAINGUARD_FAULT", "alloc@1:1")
-        .assert()
-        .success();
-    let stderr = String::from_utf8_lossy(&out.get_output().stderr).to_string();
-    assert!(
-        stderr.contains("out of memory at epoch 1 step 1: micro-batch 32 -> 16, same step again"),
-        "{stderr}"
-    );
-    assert!(!stderr.contains("panicked"), "{stderr}");
-    let summary: serde_yaml::Value =
-        serde_yaml::from_str(&std::fs::read_to_string(real.join("summary.yaml")).unwrap()).unwrap();
+    let summary = recover_from("alloc@1:1", &real);
     let message = summary["oom_events"][0]["message"].as_str().unwrap();
     assert!(
         message.contains("DefaultCPUAllocator: can't allocate memory: you tried to allocate"),
