@@ -82,7 +82,13 @@ fn device_script_runs_end_to_end_in_cpu_fallback_mode() {
     let expected = if gpu { "ok" } else { "skipped" };
     assert_eq!(status("oom-recovery"), expected, "{steps}");
     assert_eq!(status("cudagraph-crash"), expected, "{steps}");
-    assert_eq!(status("train-vs-pytorch-gpu-bf16"), expected, "{steps}");
+    for p in ["off", "fp16", "bf16"] {
+        assert_eq!(
+            status(&format!("train-vs-pytorch-gpu-{p}")),
+            expected,
+            "{steps}"
+        );
+    }
     assert_eq!(status("estimate-matrix"), expected, "{steps}");
     if !gpu {
         // The matrix's configs and the estimate lines its fit reads.

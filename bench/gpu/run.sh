@@ -37,7 +37,7 @@ declare -A group_of=(
     [train-info]=basics [memdiag]=basics [memdiag-table]=basics [memdiag-oneshot]=basics
     [cfgcheck-seeds]=basics [verify-fixes]=basics [train-demo]=basics [train-vs-pytorch-cpu]=basics
     [oom-recovery]=failures [cudagraph-crash]=failures [cudagraph-explain]=failures
-    [train-vs-pytorch-gpu-off]=compare [train-vs-pytorch-gpu-bf16]=compare
+    [train-vs-pytorch-gpu-off]=compare [train-vs-pytorch-gpu-fp16]=compare [train-vs-pytorch-gpu-bf16]=compare
     [estimate-matrix]=matrix [estimate-matrix-check]=matrix
 )
 for part in ${only//,/ }; do
@@ -145,9 +145,10 @@ if [ "$gpu" = 1 ]; then
         record cudagraph-explain skipped 0 "cudagraph-crash left no report"
     fi
     # train against PyTorch eager and torch.compile on the full 64/128/256
-    # model at the seeds' batch size, fp32 and bf16, checkpointing off and on,
-    # with each side's peak allocated memory.
-    for p in off bf16; do
+    # model at the seeds' batch size, fp32, fp16 (the seeds' T4 has no bf16;
+    # train's loss scaler against GradScaler) and bf16, checkpointing off and
+    # on, with each side's peak allocated memory.
+    for p in off fp16 bf16; do
         step "train-vs-pytorch-gpu-$p" "0" "$py" bench/train_vs_pytorch.py --train "$bin/train" \
             --config configs/colab_full_stable.yaml --device cuda --precision $p --compile \
             --rounds $rounds --steps $steps --tag "-gpu-$p" --out "$out"
@@ -156,7 +157,7 @@ if [ "$gpu" = 1 ]; then
 else
     gpu_only oom-recovery "a real CUDA out-of-memory needs a GPU (CPU tests inject it with TRAINGUARD_FAULT)"
     gpu_only cudagraph-crash "CUDA graphs need CUDA"
-    for p in off bf16; do gpu_only "train-vs-pytorch-gpu-$p" "the GPU comparison needs a GPU"; done
+    for p in off fp16 bf16; do gpu_only "train-vs-pytorch-gpu-$p" "the GPU comparison needs a GPU"; done
     gpu_only estimate-matrix "peak GPU memory needs a GPU (the CPU check of the activations is just bench-activations)"
     # What the matrix would measure is still checked: every config of the
     # grid parses and the estimate has the lines the fit reads.
