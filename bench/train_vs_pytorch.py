@@ -122,6 +122,11 @@ def pytorch_side(report, weights_path, steps, warmup, threads, device="cpu", com
     return initial, times[len(times) // 2], fb_times[len(fb_times) // 2], peak
 
 
+def first_line(text, width=160):
+    """An error's first line, clipped (empty messages included)."""
+    return (str(text).strip().splitlines() or [""])[0][:width]
+
+
 def checkpointing_tradeoff(rows):
     """Per-frame checkpointing on against off, each side: step time ratio and,
     on a GPU, how much less peak memory (target: >= 30% less for <= 20% more time)."""
@@ -215,7 +220,7 @@ def main():
                     rows[-1]["pytorch_compile_step_ms"] = round(compile_ms, 2)
                     rows[-1]["pytorch_compile_over_train"] = round(compile_ms / train_ms, 3)
                 except Exception as e:
-                    note = f"failed: {type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:120]}"
+                    note = f"failed: {type(e).__name__}: {first_line(e, 120)}"
                     rows[-1]["pytorch_compile_step_ms"] = note
                     print(f"bench: torch.compile (checkpointing {ckpt}) {note}", file=sys.stderr)
                 write(args, rows)

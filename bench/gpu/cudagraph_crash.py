@@ -24,7 +24,9 @@ trees re-record the graph (up to triton.cudagraph_unexpected_rerecord_limit,
 then fall back to eager) rather than raise, which this run shows as slower
 epochs and cudagraph skips rather than a crash.
 
-Writes cudagraph_crash.txt under --out (each variant: outcome, epoch times,
+A variant counts as reproducing the crash when `cfgcheck --explain` puts its
+error in the cuda-graph-pointer class. Writes cudagraph_crash.txt under --out
+(each variant: outcome, epoch times,
 the inductor's counters, the error and its traceback), rewritten after each
 variant. Exit 0: the crash was reproduced in at least one variant; 1: every
 variant ran and none crashed; 2: no CUDA device (or --device cpu, which only
@@ -46,7 +48,15 @@ VARIANTS = {
     "defaults-reentrant": {"legacy": False, "reentrant": True},
     "legacy-nonreentrant": {"legacy": True, "reentrant": False},
 }
-NEEDLES = ("static input data pointer changed", "cudagraph managed tensor data pointer changed")
+CLASS = "cuda-graph-pointer"
+
+
+def failure_class(cfgcheck, text):
+    """The class cfgcheck --explain gives an error (the project's one table of
+    known failures, common/src/failures.rs), or None when nothing is known."""
+    done = subprocess.run([cfgcheck, "--explain", "-", "--format", "json"], input=text, capture_output=True, text=True)
+    found = json.loads(done.stdout)["found"] if done.returncode in (0, 1) and done.stdout else []
+    return found[0]["class"] if found else None
 
 
 def child(name, device):
@@ -120,6 +130,7 @@ def report(path, results):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", help="folder for cudagraph_crash.txt")
+    ap.add_argument("--cfgcheck", help="the cfgcheck binary, whose --explain classifies each variant's error")
     ap.add_argument("--device", default="cuda", help="cuda, or cpu to exercise the machinery only")
     ap.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated, in order")
     ap.add_argument("--timeout", type=int, default=150, help="seconds per variant")
@@ -127,8 +138,8 @@ def main():
     args = ap.parse_args()
     if args.child:
         return child(args.child, args.device)
-    if not args.out:
-        ap.error("--out is required")
+    if not args.out or not args.cfgcheck:
+        ap.error("--out and --cfgcheck are required")
     names = [n for n in args.variants.split(",") if n]
     unknown = [n for n in names if n not in VARIANTS]
     if unknown:
@@ -152,7 +163,7 @@ def main():
         err = (r.get("error") or "").strip()
         if not err:
             r["outcome"] = "completed 2 epochs without the error"
-        elif any(n in err for n in NEEDLES):
+        elif failure_class(args.cfgcheck, r.get("traceback") or err) == CLASS:
             r["outcome"] = "REPRODUCED: " + err.splitlines()[0][:300]
         else:
             r["outcome"] = "failed otherwise: " + err.splitlines()[0][:300]

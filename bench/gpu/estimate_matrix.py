@@ -33,7 +33,7 @@ import tempfile
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from train_vs_pytorch import pytorch_side  # noqa: E402
+from train_vs_pytorch import first_line, pytorch_side  # noqa: E402
 
 CONTEXT = "CUDA context and workspaces"
 ACTIVATIONS = ("Activations: CNN encoder", "Activations: temporal, scalars, fusion")
@@ -109,7 +109,7 @@ def main():
         return 2
     if not args.check and not args.train:
         ap.error("--train is required unless --check")
-    rows = []
+    rows, summary, fit = [], [], None
     with tempfile.TemporaryDirectory() as tmp:
         for cfg in grid():
             path = os.path.join(tmp, "c.yaml")
@@ -128,7 +128,8 @@ def main():
             bench = subprocess.run([args.train, "bench", "--config", path, "--device", "cuda", "--steps", "2", "--warmup", "1",
                                     "--save", weights], capture_output=True, text=True, stdin=subprocess.DEVNULL)
             if bench.returncode != 0:
-                row["note"] = f"train bench exit {bench.returncode}: {bench.stderr.strip().splitlines()[-1][:160] if bench.stderr.strip() else ''}"
+                last = (bench.stderr.strip().splitlines() or [""])[-1]
+                row["note"] = f"train bench exit {bench.returncode}: {first_line(last)}"
             else:
                 report = json.loads(bench.stdout)
                 row["train_peak_mib"] = round(report["peak_allocated_mib"], 1)
@@ -137,16 +138,15 @@ def main():
                     torch.cuda.empty_cache()
                     row["pytorch_peak_mib"] = round(pytorch_side(report, weights, 2, 1, torch.get_num_threads(), "cuda")[3], 1)
                 except Exception as e:  # an OOM or a crash on PyTorch's side: keep the row, say why
-                    row["note"] = f"PyTorch side: {type(e).__name__}: {str(e).splitlines()[0][:160]}"
+                    row["note"] = f"PyTorch side: {type(e).__name__}: {first_line(e)}"
                 for side in ("train", "pytorch"):
                     if row[f"{side}_peak_mib"] != "":
                         row[f"{side}_error"] = round((row["estimate_mib"] - row[f"{side}_peak_mib"]) / row[f"{side}_peak_mib"], 4)
             print(f"estimate_matrix: {len(rows):2}: {row}", file=sys.stderr)
-            write(args.out, rows, torch.cuda.get_device_name(0))
+            summary, fit = write(args.out, rows, torch.cuda.get_device_name(0))
     if args.check:
         print(f"estimate_matrix: --check: {len(rows)} configs, each estimate has {CONTEXT!r} and the activation lines", file=sys.stderr)
         return 0
-    summary, fit = write(args.out, rows, torch.cuda.get_device_name(0))
     for line in summary:
         print(f"estimate_matrix: {line}", file=sys.stderr)
     if fit:

@@ -137,7 +137,7 @@ if [ "$gpu" = 1 ]; then
     step oom-recovery "0" "$bin/train" --config configs/gpu_oom.yaml --out "$out/oom-run" --device cuda
     # Exit 1 is a result too: every variant ran and none crashed (the
     # report says what each did instead).
-    step cudagraph-crash "0 1" "$py" bench/gpu/cudagraph_crash.py --out "$out"
+    step cudagraph-crash "0 1" "$py" bench/gpu/cudagraph_crash.py --out "$out" --cfgcheck "$bin/cfgcheck"
     # The real crash text through cfgcheck --explain, with the config fix.
     if [ -f "$out/cudagraph_crash.txt" ]; then
         step cudagraph-explain "0 1" "$bin/cfgcheck" --explain "$out/cudagraph_crash.txt" --config "$out/reduce-overhead.yaml" --format yaml
