@@ -11,13 +11,14 @@ Results: bench/results/explain_large_log.{csv,md}.
 
 import argparse
 import csv
-import datetime
 import os
 import platform
 import statistics
 import subprocess
 import sys
 import time
+
+from benchlib import stamp
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 NEEDLES = ["CUDA out of memory. Tried to allocate", "static input data pointer changed", "device-side assert triggered", "CUDA error: "]
@@ -65,7 +66,7 @@ def main():
     grep_cmd = ["grep", "-n", "-F"] + sum([["-e", n] for n in NEEDLES], []) + [log]
     grep = median_ms(grep_cmd, args.runs)
     print(f"{size:.1f} MB log: cfgcheck --explain {explain:.0f} ms, grep -F {grep:.0f} ms", file=sys.stderr)
-    date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    date = stamp()
     machine = f"{platform.machine()}, {os.cpu_count()} cores"
     rows = [("cfgcheck --explain (explains)", explain), ("grep -n -F, 4 needles (finds lines)", grep)]
     with open(os.path.join(args.out, "explain_large_log.csv"), "w", newline="") as f:

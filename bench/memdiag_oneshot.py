@@ -12,7 +12,6 @@ median as a ratio to memdiag's. Results: bench/results/memdiag_oneshot.{csv,md}.
 
 import argparse
 import csv
-import datetime
 import os
 import platform
 import shutil
@@ -20,6 +19,8 @@ import statistics
 import subprocess
 import sys
 import time
+
+from benchlib import stamp
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TORCH_CELL = (
@@ -73,7 +74,7 @@ def main():
     command = "just bench  (python bench/memdiag_oneshot.py --bin target/release/memdiag --runs %d)" % args.runs
     machine = f"{platform.machine()}, {os.cpu_count()} cores, {platform.system()} {platform.release()}"
     gpu = "nvidia-smi present" if smi else "no NVIDIA driver"
-    date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    date = stamp()
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "memdiag_oneshot.csv"), "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=["date", "machine", "gpu", "tool", "runs", "median_ms", "p90_ms", "ratio_to_memdiag"])

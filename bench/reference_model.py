@@ -155,3 +155,13 @@ class Model(nn.Module):
         if self.has_scalars:
             x = torch.cat([x, self.scalars(scalars)], dim=-1)
         return self.head(self.dropout(F.relu(self.fusion(x))))
+
+
+def loss_of(cfg, out, target):
+    """train's loss for the config: cross-entropy, MSE (the default) or Huber."""
+    if cfg["task"] == "classification":
+        return F.cross_entropy(out, target)
+    loss = cfg.get("loss") or "mse"
+    if loss == "huber":
+        return F.huber_loss(out.squeeze(-1), target)
+    return F.mse_loss(out.squeeze(-1), target)

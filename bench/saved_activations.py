@@ -19,7 +19,6 @@ measurement are printed side by side; results go to bench/results/activations.{c
 
 import argparse
 import csv
-import datetime
 import json
 import os
 import platform
@@ -30,6 +29,7 @@ import tempfile
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchlib import stamp  # noqa: E402
 from reference_model import Model  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -110,7 +110,7 @@ def main():
             })
             print(f"{path:40} ckpt={ckpt!s:5} estimate {est:8.1f} MiB  saved {got:8.1f} MiB  ratio {est / got:.3f}", file=sys.stderr)
 
-    date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    date = stamp()
     machine = f"{platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}"
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "activations.csv"), "w", newline="") as f:

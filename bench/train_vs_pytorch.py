@@ -20,11 +20,9 @@ through torch.cuda.max_memory_allocated); --precision sets autocast on both
 
 import argparse
 import csv
-import datetime
 import json
 import os
 import platform
-import shlex
 import struct
 import subprocess
 import sys
@@ -32,10 +30,10 @@ import tempfile
 import time
 
 import torch
-import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from reference_model import Model  # noqa: E402
+from benchlib import command_line, first_line, stamp  # noqa: E402
+from reference_model import Model, loss_of  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DTYPES = {"F32": torch.float32, "I64": torch.int64}
@@ -55,15 +53,6 @@ def read_safetensors(path):
         t = torch.frombuffer(bytearray(body[a:b]), dtype=DTYPES[info["dtype"]])
         out[name] = t.reshape(info["shape"]).clone()
     return out
-
-
-def loss_of(cfg, out, target):
-    if cfg["task"] == "classification":
-        return F.cross_entropy(out, target)
-    loss = cfg.get("loss") or "mse"
-    if loss == "huber":
-        return F.huber_loss(out.squeeze(-1), target)
-    return F.mse_loss(out.squeeze(-1), target)
 
 
 def pytorch_side(report, weights_path, steps, warmup, threads, device="cpu", compile_mode=None):
@@ -120,11 +109,6 @@ def pytorch_side(report, weights_path, steps, warmup, threads, device="cpu", com
     fb_times.sort()
     peak = torch.cuda.max_memory_allocated() / 2**20 if cuda else None
     return initial, times[len(times) // 2], fb_times[len(fb_times) // 2], peak
-
-
-def first_line(text, width=160):
-    """An error's first line, clipped (empty messages included)."""
-    return (str(text).strip().splitlines() or [""])[0][:width]
 
 
 def checkpointing_tradeoff(rows):
@@ -228,13 +212,10 @@ def main():
 
 
 def write(args, rows):
-    date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    date = stamp()
     device_name = torch.cuda.get_device_name(0) if args.device.startswith("cuda") else f"CPU ({platform.processor() or platform.machine()})"
     machine = f"{platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}"
-    def shown(a):  # paths under the working directory, relative
-        rel = os.path.relpath(a) if os.path.isabs(a) else a
-        return shlex.quote(a if rel.startswith("..") else rel)
-    command = "python " + " ".join(shown(a) for a in sys.argv)
+    command = command_line()
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, f"train_vs_pytorch{args.tag}.csv"), "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=["date", "machine", "config", *rows[0].keys()])

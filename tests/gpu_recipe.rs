@@ -73,6 +73,7 @@ fn device_script_runs_end_to_end_in_cpu_fallback_mode() {
         "verify-fixes",
         "train-demo",
         "train-vs-pytorch-cpu",
+        "trial-overhead",
     ] {
         assert_eq!(status(ok), "ok", "{ok}: {steps}");
     }
@@ -107,6 +108,7 @@ fn device_script_runs_end_to_end_in_cpu_fallback_mode() {
     assert!(listing.contains("/demo-run/summary.yaml"), "{listing}");
     assert!(!listing.contains(".safetensors"), "{listing}");
     assert!(dir.path().join("train_vs_pytorch.md").exists());
+    assert!(dir.path().join("trial_overhead.md").exists());
     assert!(
         std::fs::read_to_string(dir.path().join("cfgcheck-seeds.out"))
             .unwrap()
@@ -176,7 +178,7 @@ fn parts_time_limits_and_one_tarball() {
         String::from_utf8_lossy(&out.stderr)
     );
     let rows = steps(&results);
-    assert_eq!(rows.len(), 8, "{rows:?}");
+    assert_eq!(rows.len(), 9, "{rows:?}");
     assert!(
         rows.iter()
             .all(|r| r.1 == "skipped" && r.2.contains("budget of 30s spent")),

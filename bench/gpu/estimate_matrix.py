@@ -33,7 +33,8 @@ import tempfile
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from train_vs_pytorch import first_line, pytorch_side  # noqa: E402
+from benchlib import first_line  # noqa: E402
+from train_vs_pytorch import pytorch_side  # noqa: E402
 
 CONTEXT = "CUDA context and workspaces"
 ACTIVATIONS = ("Activations: CNN encoder", "Activations: temporal, scalars, fusion")

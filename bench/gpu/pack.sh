@@ -13,7 +13,7 @@ for tool in memdiag cfgcheck verify-fixes train; do
     strip --strip-debug "$stage/bin/$tool" 2>/dev/null || true
 done
 cp -r configs "$stage/"
-cp bench/*.py "$stage/bench/"
+cp bench/*.py bench/*.yaml "$stage/bench/"
 cp bench/gpu/run.sh bench/gpu/*.py "$stage/bench/gpu/"
 cp bench/README.md "$stage/"
 tar -C target/gpu-pack -czf target/gpu-pack/trainguard-gpu.tar.gz trainguard-gpu

@@ -36,6 +36,7 @@ groups="basics failures compare matrix"
 declare -A group_of=(
     [train-info]=basics [memdiag]=basics [memdiag-table]=basics [memdiag-oneshot]=basics
     [cfgcheck-seeds]=basics [verify-fixes]=basics [train-demo]=basics [train-vs-pytorch-cpu]=basics
+    [trial-overhead]=basics
     [oom-recovery]=failures [cudagraph-crash]=failures [cudagraph-explain]=failures
     [train-vs-pytorch-gpu-off]=compare [train-vs-pytorch-gpu-fp16]=compare [train-vs-pytorch-gpu-bf16]=compare
     [estimate-matrix]=matrix [estimate-matrix-check]=matrix
@@ -130,6 +131,12 @@ step train-demo "0" "$bin/train" --config "$demo" --out "$out/demo-run"
 
 rounds=3; steps=20; [ "$quick" = 1 ] && { rounds=1; steps=2; }
 step train-vs-pytorch-cpu "0" "$py" bench/train_vs_pytorch.py --train "$bin/train" --config "$demo" --rounds $rounds --steps $steps --warmup 1 --out "$out"
+
+# What a sweep pays per trial: a train process, a Python process, or a
+# trial inside one Python process; on a GPU each process also opens a CUDA context.
+trials=5; [ "$quick" = 1 ] && trials=1
+device=cpu; [ "$gpu" = 1 ] && device=cuda
+step trial-overhead "0" "$py" bench/trial_overhead.py --train "$bin/train" --python "$py" --device $device --trials $trials --out "$out"
 
 if [ "$gpu" = 1 ]; then
     # A batch far too large for the card: train must split it and go on.
