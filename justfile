@@ -110,7 +110,7 @@ train-colab: build
 
 # Side-by-side benchmarks, the activation check among them; results go to bench/results/
 [group('bench')]
-bench: build bench-activations
+bench: build bench-activations bench-checkpointing
     python bench/memdiag_oneshot.py --bin "{{ release }}/memdiag" --runs 50
     python bench/train_vs_pytorch.py --train "{{ release }}/train" --config configs/demo_cpu.yaml
     python bench/explain_large_log.py --cfgcheck "{{ release }}/cfgcheck"
@@ -120,6 +120,11 @@ bench: build bench-activations
 [group('bench')]
 bench-activations: build
     python bench/saved_activations.py --cfgcheck "{{ release }}/cfgcheck" configs/colab_optimized_full.yaml configs/colab_full_stable.yaml configs/colab_optimized.yaml
+
+# Per-frame checkpointing on against off, train and PyTorch: peak host memory and step time (CPU, about 3 minutes)
+[group('bench')]
+bench-checkpointing: build
+    python bench/checkpointing_memory.py --train "{{ release }}/train" --cfgcheck "{{ release }}/cfgcheck"
 
 # Pack the release binaries, configs and bench scripts for a CUDA machine (see bench/README.md)
 [group('bench')]

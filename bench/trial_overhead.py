@@ -31,26 +31,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
-from benchlib import command_line, shown, stamp
+from benchlib import command_line, measured, shown, stamp
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def timed(cmd, env=None):
-    """Wall ms and the child's peak RSS MiB (from wait4, so it is this child's alone)."""
-    with tempfile.TemporaryFile() as err:
-        start = time.perf_counter()
-        p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, env=env)
-        _, status, usage = os.wait4(p.pid, 0)
-        ms = (time.perf_counter() - start) * 1000.0
-        p.returncode = os.waitstatus_to_exitcode(status)
-        if p.returncode != 0:
-            err.seek(0)
-            text = err.read().decode(errors="replace")
-            raise SystemExit(f"bench: {' '.join(cmd)} exited {p.returncode}:\n{text}")
-    return ms, usage.ru_maxrss / 1024.0
 
 
 def summary(samples):
@@ -99,7 +83,7 @@ def main():
         # Round 0 warms the page cache and is not counted.
         for n in range(args.trials + 1):
             for way, cmd in ways.items():
-                ms, peak = timed(cmd(n))
+                ms, peak, _ = measured(cmd(n))
                 if n > 0:
                     samples[way].append(ms)
                     rss[way] = max(rss[way], peak)

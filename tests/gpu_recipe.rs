@@ -94,6 +94,9 @@ fn device_script_runs_end_to_end_in_cpu_fallback_mode() {
     if !gpu {
         // The matrix's configs and the estimate lines its fit reads.
         assert_eq!(status("estimate-matrix-check"), "ok", "{steps}");
+        // Checkpointing's trade-off in host memory, train and PyTorch.
+        assert_eq!(status("checkpointing-memory-cpu"), "ok", "{steps}");
+        assert!(dir.path().join("checkpointing_memory.md").exists());
     }
     // Its outputs are the real files: a report, a run, the benchmark tables.
     assert!(dir.path().join("demo-run/summary.yaml").exists());

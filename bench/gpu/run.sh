@@ -39,6 +39,7 @@ declare -A group_of=(
     [trial-overhead]=basics
     [oom-recovery]=failures [cudagraph-crash]=failures [cudagraph-explain]=failures
     [train-vs-pytorch-gpu-off]=compare [train-vs-pytorch-gpu-fp16]=compare [train-vs-pytorch-gpu-bf16]=compare
+    [checkpointing-memory-cpu]=compare
     [estimate-matrix]=matrix [estimate-matrix-check]=matrix
 )
 for part in ${only//,/ }; do
@@ -165,6 +166,11 @@ else
     gpu_only oom-recovery "a real CUDA out-of-memory needs a GPU (CPU tests inject it with TRAINGUARD_FAULT)"
     gpu_only cudagraph-crash "CUDA graphs need CUDA"
     for p in off fp16 bf16; do gpu_only "train-vs-pytorch-gpu-$p" "the GPU comparison needs a GPU"; done
+    # Checkpointing's memory trade-off in host memory instead (on a GPU the
+    # comparison steps above measure peak allocated memory).
+    cm_steps=(--steps 2 --warmup 1); [ "$quick" = 1 ] && cm_steps=(--steps 1 --warmup 0)
+    step checkpointing-memory-cpu "0" "$py" bench/checkpointing_memory.py --train "$bin/train" --cfgcheck "$bin/cfgcheck" \
+        --python "$py" --config "$demo" "${cm_steps[@]}" --out "$out"
     gpu_only estimate-matrix "peak GPU memory needs a GPU (the CPU check of the activations is just bench-activations)"
     # What the matrix would measure is still checked: every config of the
     # grid parses and the estimate has the lines the fit reads.
