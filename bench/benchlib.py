@@ -1,13 +1,18 @@
-"""What every benchmark's result files say the same way: when, and the
-command that produced them."""
+"""What the benchmarks share: the result files' date and command, running a
+child with its own peak memory, and asking cfgcheck about a config."""
 
 import datetime
+import json
 import os
 import shlex
 import subprocess
 import sys
 import tempfile
 import time
+
+# The estimate's GPU-only line (common/src/estimate.rs), left out wherever the
+# estimate is compared with something that has no CUDA context.
+CONTEXT_LINE = "CUDA context and workspaces"
 
 
 def stamp():
@@ -47,3 +52,28 @@ def measured(cmd):
             raise SystemExit(f"bench: {' '.join(cmd)} exited {p.returncode}:\n{err.read().decode(errors='replace')}")
         out.seek(0)
         return ms, usage.ru_maxrss / 1024.0, out.read().decode(errors="replace")
+
+
+def cfgcheck_result(cfgcheck, config):
+    """`cfgcheck --format json`'s result for one config (a path, or a dict of
+    keys): its "resolved" config and its "estimate" among the rest. Exit 1
+    (findings in the config) is a result; anything else ends the benchmark."""
+    path = config
+    if isinstance(config, dict):
+        with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+            json.dump(config, f)  # JSON is YAML
+        path = f.name
+    try:
+        done = subprocess.run([cfgcheck, path, "--format", "json"], capture_output=True, text=True,
+                              stdin=subprocess.DEVNULL)
+    finally:
+        if path is not config:
+            os.unlink(path)
+    if done.returncode not in (0, 1):
+        raise SystemExit(f"bench: cfgcheck failed on {config}:\n{done.stderr.strip()}")
+    return json.loads(done.stdout)["results"][0]
+
+
+def estimate_lines(cfgcheck, config):
+    """The estimate's lines for one config, as {component: MiB}."""
+    return {line["component"]: line["mib"] for line in cfgcheck_result(cfgcheck, config)["estimate"]["lines"]}

@@ -27,14 +27,12 @@ import json
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import tempfile
 
-from benchlib import command_line, measured, shown, stamp
+from benchlib import CONTEXT_LINE, command_line, estimate_lines, measured, shown, stamp
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-CUDA_CONTEXT_LINE = "CUDA context and workspaces"
 PYTORCH_FLOOR = "import torch; torch.optim.AdamW([torch.zeros(1, requires_grad=True)])"
 
 
@@ -47,21 +45,6 @@ def pytorch_child(report_path, weights, steps, warmup, threads):
         report = json.load(f)
     _, step_ms, _, _ = pytorch_side(report, weights, steps, warmup, threads)
     print(json.dumps({"step_ms": step_ms}))
-
-
-def estimate_without_context(cfgcheck, cfg):
-    """cfgcheck's estimated peak for this resolved config, less the CUDA context line."""
-    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
-        json.dump(cfg, f)  # JSON is YAML
-    try:
-        done = subprocess.run([cfgcheck, f.name, "--format", "json"], capture_output=True, text=True,
-                              stdin=subprocess.DEVNULL)
-        if done.returncode not in (0, 1):
-            raise SystemExit(f"bench: cfgcheck failed on the resolved config:\n{done.stderr}")
-        lines = json.loads(done.stdout)["results"][0]["estimate"]["lines"]
-    finally:
-        os.unlink(f.name)
-    return sum(line["mib"] for line in lines if line["component"] != CUDA_CONTEXT_LINE)
 
 
 def floor(cmd, runs=3):
@@ -106,7 +89,8 @@ def main():
                 args.python, os.path.abspath(__file__), "--child", report_path, weights,
                 "--steps", str(args.steps), "--warmup", str(args.warmup), "--threads", str(args.threads)])
             torch_ms = json.loads(out)["step_ms"]
-            estimate = estimate_without_context(args.cfgcheck, report["config"])
+            lines = estimate_lines(args.cfgcheck, report["config"])
+            estimate = sum(mib for name, mib in lines.items() if name != CONTEXT_LINE)
             for side, ms, rss in (("train", report["step_ms_median"], train_rss), ("PyTorch", torch_ms, torch_rss)):
                 rows.append({"side": side, "checkpointing": ckpt, "step_ms": round(ms, 1),
                              "peak_rss_mib": round(rss, 1), "floor_mib": round(floors[side], 1),

@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 
-from benchlib import stamp
+from benchlib import command_line, stamp
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 NEEDLES = ["CUDA out of memory. Tried to allocate", "static input data pointer changed", "device-side assert triggered", "CUDA error: "]
@@ -76,7 +76,7 @@ def main():
             w.writerow([date, machine, f"{size:.1f}", name, f"{ms:.1f}", f"{ms / grep:.2f}"])
     with open(os.path.join(args.out, "explain_large_log.md"), "w") as f:
         f.write(f"# cfgcheck --explain on a {size:.0f} MB log\n\n{date} · {machine}\n\n")
-        f.write(f"Command: `just bench  (python bench/explain_large_log.py --cfgcheck target/release/cfgcheck)`\n\n")
+        f.write(f"Command: `{command_line()}`\n\n")
         f.write("| tool | median ms | / grep |\n|---|---|---|\n")
         for name, ms in rows:
             f.write(f"| {name} | {ms:.0f} | {ms / grep:.2f}× |\n")

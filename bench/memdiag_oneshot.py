@@ -20,7 +20,7 @@ import subprocess
 import sys
 import time
 
-from benchlib import stamp
+from benchlib import command_line, stamp
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TORCH_CELL = (
@@ -71,7 +71,7 @@ def main():
     for r in rows:
         r["ratio_to_memdiag"] = round(r["median_ms"] / base, 1) if base > 0 else ""
 
-    command = "just bench  (python bench/memdiag_oneshot.py --bin target/release/memdiag --runs %d)" % args.runs
+    command = command_line()
     machine = f"{platform.machine()}, {os.cpu_count()} cores, {platform.system()} {platform.release()}"
     gpu = "nvidia-smi present" if smi else "no NVIDIA driver"
     date = stamp()

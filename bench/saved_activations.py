@@ -19,33 +19,18 @@ measurement are printed side by side; results go to bench/results/activations.{c
 
 import argparse
 import csv
-import json
 import os
 import platform
-import subprocess
 import sys
-import tempfile
 
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import stamp  # noqa: E402
+from benchlib import cfgcheck_result, estimate_lines, stamp  # noqa: E402
 from reference_model import Model  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MIB = 1024 * 1024
-
-
-def cfgcheck(binary, cfg):
-    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
-        json.dump(cfg, f)  # JSON is YAML
-    try:
-        out = subprocess.run([binary, f.name, "--format", "json"], capture_output=True, text=True)
-        if out.returncode not in (0, 1):
-            raise SystemExit(f"cfgcheck failed: {out.stderr}")
-        return json.loads(out.stdout)["results"][0]
-    finally:
-        os.unlink(f.name)
 
 
 def saved_bytes(model, fn):
@@ -91,11 +76,10 @@ def main():
 
     rows = []
     for path in args.configs:
-        base = json.loads(subprocess.run([args.cfgcheck, path, "--format", "json"], capture_output=True, text=True).stdout)["results"][0]["resolved"]
+        base = cfgcheck_result(args.cfgcheck, path)["resolved"]
         for ckpt in (False, True):
             cfg = dict(base, mixed_precision="off", gradient_checkpointing=ckpt, torch_compile=False)
-            result = cfgcheck(args.cfgcheck, cfg)
-            lines = {l["component"]: l["mib"] for l in result["estimate"]["lines"]}
+            lines = estimate_lines(args.cfgcheck, cfg)
             est = lines["Activations: CNN encoder"] + lines["Activations: temporal, scalars, fusion"]
             got = measure(cfg) / MIB
             rows.append({

@@ -28,13 +28,14 @@ import math
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import tempfile
 
-from benchlib import command_line, measured, shown, stamp
+from benchlib import cfgcheck_result, command_line, measured, shown, stamp
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# What every trial of the first two ways pays before any work: not trials.
+FLOORS = ("train info (process start + libtorch)", "python -c 'import torch'")
 
 
 def summary(samples):
@@ -46,6 +47,7 @@ def summary(samples):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--train", required=True, help="path to the train binary (release build)")
+    ap.add_argument("--cfgcheck", required=True, help="path to the cfgcheck binary (resolves the config)")
     ap.add_argument("--config", default=os.path.join(HERE, "trial_tiny.yaml"))
     ap.add_argument("--trials", type=int, default=10, help="timed trials of each way")
     ap.add_argument("--threads", type=int, default=os.cpu_count())
@@ -57,20 +59,15 @@ def main():
         raise SystemExit("bench: --trials must be at least 1")
 
     with tempfile.TemporaryDirectory() as tmp:
-        # train's resolved config, so the Python side builds the same model.
-        report = subprocess.run(
-            [args.train, "bench", "--config", args.config, "--steps", "1", "--warmup", "0",
-             "--save", os.path.join(tmp, "w.safetensors"), "--threads", str(args.threads)],
-            capture_output=True, text=True, stdin=subprocess.DEVNULL)
-        if report.returncode != 0:
-            raise SystemExit(f"bench: train bench --config {args.config} failed:\n{report.stderr}")
+        # The config with every default filled in (common's schema, as train
+        # reads it), so the Python side builds the same model.
         cfg_json = os.path.join(tmp, "config.json")
         with open(cfg_json, "w") as f:
-            json.dump(json.loads(report.stdout)["config"], f)
+            json.dump(cfgcheck_result(args.cfgcheck, args.config)["resolved"], f)
 
         ways = {
-            "train info (process start + libtorch)": lambda n: [args.train, "info"],
-            "python -c 'import torch'": lambda n: [args.python, "-c", "import torch"],
+            FLOORS[0]: lambda n: [args.train, "info"],
+            FLOORS[1]: lambda n: [args.python, "-c", "import torch"],
             "train, process per trial": lambda n: [
                 args.train, "--config", args.config, "--out", os.path.join(tmp, f"train-{n}"),
                 "--threads", str(args.threads), "--device", args.device],
@@ -89,14 +86,12 @@ def main():
                     rss[way] = max(rss[way], peak)
             print(f"round {n}/{args.trials} done", file=sys.stderr)
 
-        inproc = subprocess.run(
-            [args.python, os.path.join(HERE, "trial_reference.py"), "--config", cfg_json,
-             "--out", os.path.join(tmp, "inproc"), "--threads", str(args.threads),
-             "--device", args.device, "--in-process", str(args.trials)],
-            capture_output=True, text=True, stdin=subprocess.DEVNULL)
-        if inproc.returncode != 0:
-            raise SystemExit(f"bench: the in-process trials failed:\n{inproc.stderr}")
-        got = json.loads(inproc.stdout)
+        # The child reports its own per-trial times and peak.
+        _, _, out = measured([
+            args.python, os.path.join(HERE, "trial_reference.py"), "--config", cfg_json,
+            "--out", os.path.join(tmp, "inproc"), "--threads", str(args.threads),
+            "--device", args.device, "--in-process", str(args.trials)])
+        got = json.loads(out)
         samples["PyTorch, one process (seed 004's clean-up)"] = got["trial_ms"]
         rss["PyTorch, one process (seed 004's clean-up)"] = got["max_rss_mib"]
 
@@ -122,7 +117,7 @@ def write(args, rows):
             w.writerow({"date": date, "machine": machine, "device": args.device, "threads": args.threads,
                         "config": shown(args.config), **r})
     by = {r["way"]: r for r in rows}
-    per_1000 = {w: by[w]["median_ms"] * 1000 / 60000.0 for w in by}
+    per_1000 = {w: r["median_ms"] * 1000 / 60000.0 for w, r in by.items() if w not in FLOORS}
     with open(os.path.join(args.out, "trial_overhead.md"), "w") as f:
         f.write(f"# Per-trial overhead: the smallest trial, three ways\n\n{date} · {machine} · {args.device}, "
                 f"{args.threads} threads · `{shown(args.config)}`\n\nCommand: `{command}`\n\n")
@@ -130,7 +125,7 @@ def write(args, rows):
         for r in rows:
             f.write(f"| {r['way']} | {r['runs']} | {r['median_ms']} | {r['p90_ms']} | {r['peak_rss_mib']} | {r['ratio_to_train_trial']}× |\n")
         f.write("\nPer 1000 trials, at these medians: "
-                + ", ".join(f"{w} {m:.1f} min" for w, m in per_1000.items() if "trial" in w or "one process" in w)
+                + ", ".join(f"{w} {m:.1f} min" for w, m in per_1000.items())
                 + ".\n")
     print(open(os.path.join(args.out, "trial_overhead.md")).read())
 

@@ -54,16 +54,14 @@ fn device_script_runs_end_to_end_in_cpu_fallback_mode() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let steps = std::fs::read_to_string(dir.path().join("steps.csv")).unwrap();
+    let steps = steps(dir.path());
     let status = |name: &str| {
         steps
-            .lines()
-            .find(|l| l.starts_with(&format!("{name},")))
-            .unwrap_or_else(|| panic!("no step {name} in {steps}"))
-            .split(',')
-            .nth(1)
-            .unwrap()
-            .to_string()
+            .iter()
+            .find(|r| r.0 == name)
+            .unwrap_or_else(|| panic!("no step {name} in {steps:?}"))
+            .1
+            .clone()
     };
     for ok in [
         "train-info",
@@ -75,27 +73,27 @@ fn device_script_runs_end_to_end_in_cpu_fallback_mode() {
         "train-vs-pytorch-cpu",
         "trial-overhead",
     ] {
-        assert_eq!(status(ok), "ok", "{ok}: {steps}");
+        assert_eq!(status(ok), "ok", "{ok}: {steps:?}");
     }
     let gpu = std::fs::read_to_string(dir.path().join("train-info.out"))
         .unwrap()
         .contains("cuda_available: true");
     let expected = if gpu { "ok" } else { "skipped" };
-    assert_eq!(status("oom-recovery"), expected, "{steps}");
-    assert_eq!(status("cudagraph-crash"), expected, "{steps}");
+    assert_eq!(status("oom-recovery"), expected, "{steps:?}");
+    assert_eq!(status("cudagraph-crash"), expected, "{steps:?}");
     for p in ["off", "fp16", "bf16"] {
         assert_eq!(
             status(&format!("train-vs-pytorch-gpu-{p}")),
             expected,
-            "{steps}"
+            "{steps:?}"
         );
     }
-    assert_eq!(status("estimate-matrix"), expected, "{steps}");
+    assert_eq!(status("estimate-matrix"), expected, "{steps:?}");
     if !gpu {
         // The matrix's configs and the estimate lines its fit reads.
-        assert_eq!(status("estimate-matrix-check"), "ok", "{steps}");
+        assert_eq!(status("estimate-matrix-check"), "ok", "{steps:?}");
         // Checkpointing's trade-off in host memory, train and PyTorch.
-        assert_eq!(status("checkpointing-memory-cpu"), "ok", "{steps}");
+        assert_eq!(status("checkpointing-memory-cpu"), "ok", "{steps:?}");
         assert!(dir.path().join("checkpointing_memory.md").exists());
     }
     // Its outputs are the real files: a report, a run, the benchmark tables.

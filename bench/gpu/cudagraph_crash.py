@@ -42,6 +42,9 @@ import time
 import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, ".."))
+from benchlib import first_line  # noqa: E402
+
 VARIANTS = {
     "defaults-nonreentrant": {"legacy": False, "reentrant": False},
     "legacy-reentrant": {"legacy": True, "reentrant": True},
@@ -64,7 +67,6 @@ def child(name, device):
     import torch
     import torch.utils.checkpoint
 
-    sys.path.insert(0, os.path.join(HERE, ".."))
     import reference_model
 
     v = VARIANTS[name]
@@ -164,9 +166,9 @@ def main():
         if not err:
             r["outcome"] = "completed 2 epochs without the error"
         elif failure_class(args.cfgcheck, r.get("traceback") or err) == CLASS:
-            r["outcome"] = "REPRODUCED: " + err.splitlines()[0][:300]
+            r["outcome"] = "REPRODUCED: " + first_line(err, 300)
         else:
-            r["outcome"] = "failed otherwise: " + err.splitlines()[0][:300]
+            r["outcome"] = "failed otherwise: " + first_line(err, 300)
         results.append(r)
         print(f"cudagraph_crash: {name}: {r['outcome']}", file=sys.stderr)
         report(path, results)

@@ -33,10 +33,9 @@ import tempfile
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from benchlib import first_line  # noqa: E402
+from benchlib import CONTEXT_LINE, estimate_lines, first_line  # noqa: E402
 from train_vs_pytorch import pytorch_side  # noqa: E402
 
-CONTEXT = "CUDA context and workspaces"
 ACTIVATIONS = ("Activations: CNN encoder", "Activations: temporal, scalars, fusion")
 FIELDS = ["small_model", "batch", "frames", "checkpointing", "precision", "estimate_mib", "activations_mib", "rest_mib",
           "context_allowance_mib", "train_peak_mib", "pytorch_peak_mib", "train_error", "pytorch_error", "note"]
@@ -50,14 +49,11 @@ def grid():
 
 def estimate(cfgcheck, path):
     """(activations MiB, the rest MiB, context allowance MiB) from cfgcheck."""
-    done = subprocess.run([cfgcheck, path, "--format", "json"], capture_output=True, text=True, stdin=subprocess.DEVNULL)
-    if done.returncode not in (0, 1):
-        raise SystemExit(f"estimate_matrix: cfgcheck failed on {json.load(open(path))}: {done.stderr.strip()}")
-    lines = {l["component"]: l["mib"] for l in json.loads(done.stdout)["results"][0]["estimate"]["lines"]}
-    missing = [name for name in (CONTEXT, *ACTIVATIONS) if name not in lines]
+    lines = estimate_lines(cfgcheck, path)
+    missing = [name for name in (CONTEXT_LINE, *ACTIVATIONS) if name not in lines]
     if missing:
         raise SystemExit(f"estimate_matrix: the estimate has no line {missing} (lines: {list(lines)}); update this script")
-    context = lines.pop(CONTEXT)
+    context = lines.pop(CONTEXT_LINE)
     act = sum(lines[name] for name in ACTIVATIONS)
     return act, sum(lines.values()) - act, context
 
@@ -146,7 +142,7 @@ def main():
             print(f"estimate_matrix: {len(rows):2}: {row}", file=sys.stderr)
             summary, fit = write(args.out, rows, torch.cuda.get_device_name(0))
     if args.check:
-        print(f"estimate_matrix: --check: {len(rows)} configs, each estimate has {CONTEXT!r} and the activation lines", file=sys.stderr)
+        print(f"estimate_matrix: --check: {len(rows)} configs, each estimate has {CONTEXT_LINE!r} and the activation lines", file=sys.stderr)
         return 0
     for line in summary:
         print(f"estimate_matrix: {line}", file=sys.stderr)

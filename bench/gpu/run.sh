@@ -137,7 +137,7 @@ step train-vs-pytorch-cpu "0" "$py" bench/train_vs_pytorch.py --train "$bin/trai
 # trial inside one Python process; on a GPU each process also opens a CUDA context.
 trials=5; [ "$quick" = 1 ] && trials=1
 device=cpu; [ "$gpu" = 1 ] && device=cuda
-step trial-overhead "0" "$py" bench/trial_overhead.py --train "$bin/train" --python "$py" --device $device --trials $trials --out "$out"
+step trial-overhead "0" "$py" bench/trial_overhead.py --train "$bin/train" --cfgcheck "$bin/cfgcheck" --python "$py" --device $device --trials $trials --out "$out"
 
 if [ "$gpu" = 1 ]; then
     # A batch far too large for the card: train must split it and go on.
