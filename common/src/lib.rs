@@ -16,5 +16,6 @@ pub mod model;
 pub mod report;
 pub mod rules;
 pub mod tiers;
+pub mod wire;
 pub mod yaml_edit;
 pub mod yaml_index;

@@ -144,6 +144,49 @@ impl Gpu {
     }
 }
 
+impl crate::wire::Versioned for Report {
+    const SCHEMA: &'static str = SCHEMA;
+    /// A report with every optional field filled.
+    fn example() -> Self {
+        let mut g = Gpu::new(0);
+        g.name = Some("Tesla T4".into());
+        g.uuid = Some("GPU-00000000-0000-0000-0000-000000000000".into());
+        g.memory = Some(Memory {
+            total_mib: 15360,
+            used_mib: 360,
+            free_mib: 15000,
+        });
+        g.utilization = Some(Utilization {
+            gpu_pct: 3,
+            memory_pct: 1,
+        });
+        g.temperature_c = Some(40);
+        g.persistence_mode = Some(true);
+        g.retired_pages_pending = Some(false);
+        g.remapping_failed = Some(false);
+        g.mig_enabled = Some(false);
+        g.processes = Some(vec![Process {
+            pid: 4242,
+            name: Some("python".into()),
+            used_mib: Some(300),
+            kind: ProcessKind::Compute,
+            gpu_instance: Some(0),
+        }]);
+        g.unavailable
+            .insert("temperature_c".into(), "not supported".into());
+        g.notes.push("a note".into());
+        g.recommendation = TierTable::default().recommend(15360);
+        let mut r = Report::new(Source::Nvml);
+        r.time = Some("2026-11-22T11:34:32Z".into());
+        r.host = Some("host".into());
+        r.driver_version = Some("580.65.06".into());
+        r.cuda_driver_version = Some("13.0".into());
+        r.notes.push("a note".into());
+        r.gpus.push(g);
+        r
+    }
+}
+
 impl Report {
     /// An empty report of the current schema.
     pub fn new(source: Source) -> Report {

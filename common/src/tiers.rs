@@ -37,6 +37,13 @@ pub struct TierTable {
     pub tiers: Vec<Tier>,
 }
 
+impl crate::wire::Versioned for TierTable {
+    const SCHEMA: &'static str = SCHEMA;
+    fn example() -> Self {
+        TierTable::default()
+    }
+}
+
 impl Default for TierTable {
     /// Seed 002: `>= 35 GiB` medium/16/100000, `>= 14 GiB` small/6/50000,
     /// else tiny/4/30000.

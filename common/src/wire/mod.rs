@@ -1,0 +1,133 @@
+//! Every file format a trainguard tool writes for another tool, or for a
+//! user's script, to read: one struct each, the schema's name and version
+//! beside it (ripgrep documents its wire format on the type that writes it).
+//! Writers serialise the struct; readers go through [`parse`], which reads
+//! `schema` first, so a file of another version or kind is named as such
+//! before its fields are judged. README's "File formats" section documents
+//! each one, and a test (common/tests/formats_documented.rs) checks that it
+//! names every schema in [`all`] and every field of its example.
+//!
+//! memdiag/v1 (`report`) and tiers/v1 (`tiers`) live in their own modules
+//! and are listed here too.
+
+pub mod train;
+
+use crate::bad_input;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+/// A versioned format: its schema name (`name/vN`) and an example instance
+/// with every optional field filled, from which the README check takes the
+/// field names.
+pub trait Versioned: Serialize + DeserializeOwned {
+    const SCHEMA: &'static str;
+    fn example() -> Self;
+}
+
+/// Reads a YAML or JSON document of format `T`, from the file called `name`
+/// in messages: the schema first, then the fields (serde names the field and
+/// the line).
+pub fn parse<T: Versioned>(name: &str, text: &str) -> anyhow::Result<T> {
+    check_schema(name, text, T::SCHEMA)?;
+    serde_yaml::from_str(text)
+        .map_err(|e| bad_input!("{name}: not a valid {} document: {e}", T::SCHEMA))
+}
+
+/// Checks that `text` is a mapping whose `schema` is `expected`.
+pub fn check_schema(name: &str, text: &str, expected: &str) -> anyhow::Result<()> {
+    let text = text.trim_start_matches('\u{feff}');
+    if text.trim().is_empty() {
+        return Err(bad_input!("{name}: empty; expected a {expected} document"));
+    }
+    let value: serde_yaml::Value =
+        serde_yaml::from_str(text).map_err(|e| bad_input!("{name}: not YAML or JSON: {e}"))?;
+    let Some(map) = value.as_mapping() else {
+        return Err(bad_input!(
+            "{name}: expected a {expected} document (a mapping with `schema: {expected}`), found {}",
+            kind_of(&value)
+        ));
+    };
+    match map.get("schema") {
+        None => Err(bad_input!(
+            "{name}: field `schema` missing; expected `schema: {expected}`"
+        )),
+        Some(serde_yaml::Value::String(s)) if s == expected => Ok(()),
+        Some(other) => Err(bad_input!(
+            "{name}: field `schema`: expected {expected}, found {}",
+            serde_yaml::to_string(other)
+                .unwrap_or_default()
+                .trim()
+                .to_string()
+        )),
+    }
+}
+
+/// What a YAML value is, for messages.
+pub fn kind_of(v: &serde_yaml::Value) -> &'static str {
+    use serde_yaml::Value::*;
+    match v {
+        Null => "nothing",
+        Bool(_) => "a boolean",
+        Number(_) => "a number",
+        String(_) => "a string",
+        Sequence(_) => "a list",
+        Mapping(_) => "a mapping",
+        Tagged(_) => "a tagged value",
+    }
+}
+
+/// Every format: its schema name and its example as JSON (for the README
+/// check and for tools that list formats).
+pub fn all() -> Vec<(&'static str, serde_json::Value)> {
+    fn entry<T: Versioned>() -> (&'static str, serde_json::Value) {
+        (
+            T::SCHEMA,
+            serde_json::to_value(T::example()).expect("examples serialise"),
+        )
+    }
+    vec![
+        entry::<crate::report::Report>(),
+        entry::<crate::tiers::TierTable>(),
+        entry::<train::TrainInfo>(),
+        entry::<train::TrainData>(),
+    ]
+}
+
+/// The field names of a JSON value, nested ones included (each name alone,
+/// as README's tables write them).
+pub fn field_names(v: &serde_json::Value, out: &mut std::collections::BTreeSet<String>) {
+    match v {
+        serde_json::Value::Object(m) => {
+            for (k, x) in m {
+                // Numeric keys are data (labels), not field names.
+                if k.parse::<f64>().is_err() {
+                    out.insert(k.clone());
+                }
+                field_names(x, out);
+            }
+        }
+        serde_json::Value::Array(a) => a.iter().for_each(|x| field_names(x, out)),
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_example_reads_back_through_parse() {
+        for (schema, example) in all() {
+            let text = serde_yaml::to_string(&example).unwrap();
+            // The schema field is checked before anything else.
+            check_schema("x", &text, schema).unwrap();
+            let wrong = text.replacen(schema, "other/v9", 1);
+            let e = check_schema("x", &wrong, schema).unwrap_err().to_string();
+            assert!(e.contains("expected") && e.contains("other/v9"), "{e}");
+        }
+        let t = train::TrainInfo::example();
+        let back: train::TrainInfo =
+            parse("info.yaml", &serde_yaml::to_string(&t).unwrap()).unwrap();
+        assert_eq!(back, t);
+    }
+}
