@@ -9,10 +9,10 @@
 //! cfgcheck rule would have caught beforehand has that rule's id.
 
 use aho_corasick::AhoCorasick;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::sync::OnceLock;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Class {
     OutOfMemory,

@@ -8,6 +8,7 @@ pub mod estimate;
 pub mod exit;
 pub mod explain;
 pub mod failures;
+pub mod files;
 pub mod fix;
 pub mod format;
 pub mod host;

@@ -72,7 +72,6 @@ fn build_shim(lib: &Path, cuda: bool) {
     match (cuda, &cuda_include) {
         (true, Some(dir)) => {
             build.include(dir).define("TG_WITH_CUDA", None);
-            println!("cargo:rustc-link-lib=c10_cuda");
             println!("cargo:rustc-env=TRAIN_SHIM_CUDA=1");
         }
         (true, None) => {
@@ -85,6 +84,12 @@ fn build_shim(lib: &Path, cuda: bool) {
         (false, _) => println!("cargo:rustc-env=TRAIN_SHIM_CUDA=0"),
     }
     build.compile("trainguard_shim");
+    // After the shim's archive (which `compile` just linked): a linker that
+    // reads libraries in order, as GNU ld does, resolves the shim's c10_cuda
+    // symbols only from a library named after it.
+    if cuda && cuda_include.is_some() {
+        println!("cargo:rustc-link-lib=c10_cuda");
+    }
 }
 
 /// The version in the headers train is compiled against: PyPI's wheel and the

@@ -58,6 +58,10 @@ int tg_cuda_memory_stats(int device, int64_t* out, char* err, size_t errlen) {
   } catch (const std::exception& e) {
     put(err, errlen, e.what());
     return -2;
+  } catch (...) {
+    // Nothing may unwind through extern "C".
+    put(err, errlen, "an exception that is not a std::exception");
+    return -2;
   }
 #else
   (void)device;
@@ -75,6 +79,10 @@ int tg_cuda_reset_peak(int device, char* err, size_t errlen) {
   } catch (const std::exception& e) {
     put(err, errlen, e.what());
     return -2;
+  } catch (...) {
+    // Nothing may unwind through extern "C".
+    put(err, errlen, "an exception that is not a std::exception");
+    return -2;
   }
 #else
   (void)device;
@@ -90,6 +98,10 @@ int tg_cuda_empty_cache(char* err, size_t errlen) {
     return 0;
   } catch (const std::exception& e) {
     put(err, errlen, e.what());
+    return -2;
+  } catch (...) {
+    // Nothing may unwind through extern "C".
+    put(err, errlen, "an exception that is not a std::exception");
     return -2;
   }
 #else
@@ -116,6 +128,10 @@ int tg_autocast(int device, int enabled, int dtype, char* err, size_t errlen) {
     return 0;
   } catch (const std::exception& e) {
     put(err, errlen, e.what());
+    return -2;
+  } catch (...) {
+    // Nothing may unwind through extern "C".
+    put(err, errlen, "an exception that is not a std::exception");
     return -2;
   }
 }

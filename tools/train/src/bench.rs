@@ -10,7 +10,8 @@ use crate::model::Net;
 use crate::optim::AdamW;
 use crate::step;
 use common::config::Config;
-use serde::Serialize;
+use common::wire::train::TrainBench;
+use common::wire::Versioned;
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -40,27 +41,6 @@ pub struct Args {
     /// Override the config's mixed_precision.
     #[arg(long, value_parser = ["off", "bf16", "fp16"])]
     precision: Option<String>,
-}
-
-#[derive(Serialize)]
-struct Report {
-    schema: &'static str,
-    config: Config,
-    threads: i32,
-    batch_size: u32,
-    steps: usize,
-    step_ms_median: f64,
-    /// Of which zero_grad, forward and backward (the rest: clipping, AdamW).
-    forward_backward_ms_median: f64,
-    step_ms_all: Vec<f64>,
-    samples_per_s: f64,
-    /// MSE (or cross-entropy) of the initial weights on the saved batch, eval mode.
-    initial_eval_loss: f64,
-    parameters: i64,
-    device: String,
-    /// The allocator's peak over the timed steps (MiB); null off the GPU.
-    peak_allocated_mib: Option<f64>,
-    peak_reserved_mib: Option<f64>,
 }
 
 pub fn run(args: &Args) -> anyhow::Result<u8> {
@@ -139,19 +119,12 @@ pub fn run(args: &Args) -> anyhow::Result<u8> {
         })?;
         sync();
         let fb = started.elapsed();
-        let apply = match &mut scaler {
-            Some(s) => {
-                let found_inf = opt.unscale_grads(s.scale);
-                s.update(found_inf)
-            }
-            None => true,
-        };
-        if apply {
-            if let Some(max) = config.grad_clip {
-                opt.clip_grad_norm(max);
-            }
-            opt.step(config.learning_rate);
-        }
+        crate::optim::apply_update(
+            &mut opt,
+            scaler.as_mut(),
+            config.grad_clip,
+            config.learning_rate,
+        );
         sync();
         if i >= args.warmup {
             times.push(started.elapsed().as_secs_f64() * 1000.0);
@@ -160,8 +133,8 @@ pub fn run(args: &Args) -> anyhow::Result<u8> {
     }
     let peak = crate::shim::memory_stats(device).ok();
     let median = median(&times);
-    let report = Report {
-        schema: "train-bench/v1",
+    let report = TrainBench {
+        schema: TrainBench::SCHEMA.into(),
         threads: tch::get_num_threads(),
         batch_size: config.batch_size,
         steps: args.steps,
@@ -177,8 +150,8 @@ pub fn run(args: &Args) -> anyhow::Result<u8> {
             .sum(),
         config,
         device: crate::run::device_name(device),
-        peak_allocated_mib: peak.map(|m| m.peak_allocated as f64 / 1048576.0),
-        peak_reserved_mib: peak.map(|m| m.peak_reserved as f64 / 1048576.0),
+        peak_allocated_mib: peak.map(|m| m.peak_allocated as f64 / (1024.0 * 1024.0)),
+        peak_reserved_mib: peak.map(|m| m.peak_reserved as f64 / (1024.0 * 1024.0)),
     };
     let mut out = std::io::stdout().lock();
     writeln!(out, "{}", serde_json::to_string(&report)?)?;

@@ -5,12 +5,11 @@
 //! with the problem otherwise.
 
 use crate::data;
-use common::config::{Config, Task};
-use serde::Serialize;
-use std::collections::BTreeMap;
+use common::config::Config;
+use common::wire::train::TrainData;
+use common::wire::Versioned;
 use std::io::Write;
 use std::path::PathBuf;
-use tch::Kind;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -18,28 +17,13 @@ pub struct Args {
     config: PathBuf,
 }
 
-#[derive(Serialize)]
-struct Report {
-    schema: &'static str,
-    source: String,
-    train_examples: i64,
-    val_examples: i64,
-    /// Label -> count, classification only.
-    class_counts: Option<BTreeMap<String, BTreeMap<i64, i64>>>,
-}
-
 pub fn run(args: &Args) -> anyhow::Result<u8> {
     let config = Config::load(&common::input::read(&args.config)?)?.config;
     let (train, val) = data::load(&config)?;
-    crate::trainer::check_data(&config, &train, "training")?;
-    crate::trainer::check_data(&config, &val, "validation")?;
-    let counts = |d: &data::Dataset| -> BTreeMap<i64, i64> {
-        (0..config.num_labels as i64)
-            .map(|k| (k, d.target.eq(k).sum(Kind::Int64).int64_value(&[])))
-            .collect()
-    };
-    let report = Report {
-        schema: "train-data/v1",
+    let train_counts = data::check(&config, &train, "training")?;
+    let val_counts = data::check(&config, &val, "validation")?;
+    let report = TrainData {
+        schema: TrainData::SCHEMA.into(),
         source: config
             .data
             .path
@@ -47,13 +31,9 @@ pub fn run(args: &Args) -> anyhow::Result<u8> {
             .map_or("synthetic".to_string(), |p| p.display().to_string()),
         train_examples: train.len(),
         val_examples: val.len(),
-        class_counts: (config.task == Task::Classification).then(|| {
-            [
-                ("training".to_string(), counts(&train)),
-                ("validation".to_string(), counts(&val)),
-            ]
-            .into()
-        }),
+        class_counts: train_counts
+            .zip(val_counts)
+            .map(|(t, v)| [("training".to_string(), t), ("validation".to_string(), v)].into()),
     };
     let mut out = std::io::stdout().lock();
     out.write_all(serde_yaml::to_string(&report)?.as_bytes())?;

@@ -1,50 +1,21 @@
-//! Tensors to and from safetensors files, written atomically (temp file in the
-//! same directory, fsync, rename, fsync of the directory): a kill at any point
-//! leaves the old file or the new one, never a torn one. A file that is torn
-//! anyway (copied half, disk full) is refused with a message; train never
-//! silently starts over.
+//! How to save (when to save is `strategy`): tensors to and from safetensors
+//! files, written atomically (common::files), with the checkpoint's metadata
+//! as one typed struct (`CheckpointMeta`, train-checkpoint/v1). A file that
+//! is torn anyway (copied half, disk full) is refused with a message; train
+//! never silently starts over.
 
-use anyhow::Context;
+use crate::tensor_bytes;
+use common::wire::train::CheckpointMeta;
 use safetensors::tensor::{Dtype, SafeTensors, TensorView};
 use std::collections::{BTreeMap, HashMap};
-use std::io::Write;
-use std::path::Path;
-use tch::{Device, Kind, Tensor};
+use std::path::{Path, PathBuf};
+use tch::{Kind, Tensor};
 
-/// Host copies of the tensors, in the byte layout safetensors stores.
-struct Owned {
-    name: String,
-    dtype: Dtype,
-    shape: Vec<usize>,
-    bytes: Vec<u8>,
-}
+pub const CHECKPOINT: &str = "checkpoint.safetensors";
+pub const BEST: &str = "best.safetensors";
 
-fn to_owned(name: &str, t: &Tensor) -> anyhow::Result<Owned> {
-    let t = t.to_device(Device::Cpu).contiguous();
-    let shape: Vec<usize> = t.size().iter().map(|&d| d as usize).collect();
-    let n = t.numel();
-    let (dtype, bytes) = match t.kind() {
-        Kind::Int64 => {
-            let mut v = vec![0i64; n];
-            t.f_copy_data(&mut v, n)?;
-            (Dtype::I64, v.iter().flat_map(|x| x.to_le_bytes()).collect())
-        }
-        _ => {
-            let t = t.to_kind(Kind::Float);
-            let mut v = vec![0f32; n];
-            t.f_copy_data(&mut v, n)?;
-            (Dtype::F32, v.iter().flat_map(|x| x.to_le_bytes()).collect())
-        }
-    };
-    Ok(Owned {
-        name: name.to_string(),
-        dtype,
-        shape,
-        bytes,
-    })
-}
-
-/// Writes `tensors` and `metadata` to `path` atomically.
+/// Writes `tensors` (f32, or i64 kept as i64) and `metadata` to `path`
+/// atomically.
 pub fn save(
     path: &Path,
     tensors: &[(String, Tensor)],
@@ -52,40 +23,23 @@ pub fn save(
 ) -> anyhow::Result<()> {
     let owned = tensors
         .iter()
-        .map(|(n, t)| to_owned(n, t))
+        .map(|(n, t)| {
+            let (t, dtype) = match t.kind() {
+                Kind::Int64 => (t.shallow_clone(), Dtype::I64),
+                _ => (t.to_kind(Kind::Float), Dtype::F32),
+            };
+            let shape: Vec<usize> = t.size().iter().map(|&d| d as usize).collect();
+            Ok((n.clone(), dtype, shape, tensor_bytes::to_le(&t)?))
+        })
         .collect::<anyhow::Result<Vec<_>>>()?;
     let views = owned
         .iter()
-        .map(|o| {
-            Ok((
-                o.name.clone(),
-                TensorView::new(o.dtype, o.shape.clone(), &o.bytes)?,
-            ))
+        .map(|(n, dtype, shape, bytes)| {
+            Ok((n.clone(), TensorView::new(*dtype, shape.clone(), bytes)?))
         })
         .collect::<Result<Vec<_>, safetensors::SafeTensorError>>()?;
     let bytes = safetensors::tensor::serialize(views, Some(metadata.into_iter().collect()))?;
-    write_atomic(path, &bytes)
-}
-
-/// temp file, fsync, rename, fsync of the directory.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let name = path.file_name().context("a file name")?.to_string_lossy();
-    let tmp = dir.join(format!(".{name}.tmp"));
-    {
-        let mut f =
-            std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-    }
-    std::fs::rename(&tmp, path).with_context(|| format!("renaming into {}", path.display()))?;
-    if let Ok(d) = std::fs::File::open(dir) {
-        let _ = d.sync_all();
-    }
-    Ok(())
+    common::files::write_atomic(path, &bytes)
 }
 
 pub struct Loaded {
@@ -104,33 +58,94 @@ pub fn load(path: &Path) -> anyhow::Result<Loaded> {
         SafeTensors::read_metadata(&bytes).map_err(|e| common::bad_input!("{name}: {e}"))?;
     let mut tensors = HashMap::new();
     for (tname, view) in st.tensors() {
-        let shape: Vec<i64> = view.shape().iter().map(|&d| d as i64).collect();
-        let data = view.data();
-        let t = match view.dtype() {
-            Dtype::F32 => {
-                let v: Vec<f32> = data
-                    .chunks_exact(4)
-                    .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-                    .collect();
-                Tensor::from_slice(&v)
-            }
-            Dtype::I64 => {
-                let v: Vec<i64> = data
-                    .chunks_exact(8)
-                    .map(|c| i64::from_le_bytes(c.try_into().unwrap()))
-                    .collect();
-                Tensor::from_slice(&v)
-            }
+        let kind = match view.dtype() {
+            Dtype::F32 => Kind::Float,
+            Dtype::I64 => Kind::Int64,
             other => {
                 return Err(common::bad_input!(
                     "{name}: tensor `{tname}`: expected F32 or I64, found {other:?}"
                 ))
             }
         };
-        tensors.insert(tname, t.reshape(&shape));
+        let shape: Vec<i64> = view.shape().iter().map(|&d| d as i64).collect();
+        let t = tensor_bytes::from_le(view.data(), &shape, kind)
+            .map_err(|e| common::bad_input!("{name}: tensor `{tname}`: {e}"))?;
+        tensors.insert(tname, t);
     }
     Ok(Loaded {
         tensors,
         metadata: meta.metadata().clone().unwrap_or_default(),
     })
+}
+
+/// The epoch of the checkpoint in run directory `dir`, None when it has
+/// none; read from the header alone.
+pub fn epoch_in(dir: &Path) -> anyhow::Result<Option<u32>> {
+    let path = dir.join(CHECKPOINT);
+    if !path.exists() {
+        return Ok(None);
+    }
+    let name = path.display().to_string();
+    let mut f =
+        std::fs::File::open(&path).map_err(|e| common::bad_input!("{name}: cannot read: {e}"))?;
+    let mut len = [0u8; 8];
+    std::io::Read::read_exact(&mut f, &mut len)
+        .map_err(|_| common::bad_input!("{name}: shorter than a safetensors header"))?;
+    let n = u64::from_le_bytes(len);
+    if n > 100 << 20 {
+        return Err(common::bad_input!(
+            "{name}: not a safetensors file (header length {n})"
+        ));
+    }
+    let mut header = vec![0u8; n as usize];
+    std::io::Read::read_exact(&mut f, &mut header)
+        .map_err(|_| common::bad_input!("{name}: truncated safetensors header"))?;
+    #[derive(serde::Deserialize)]
+    struct Header {
+        #[serde(rename = "__metadata__", default)]
+        metadata: HashMap<String, String>,
+    }
+    let h: Header = serde_json::from_slice(&header)
+        .map_err(|e| common::bad_input!("{name}: not a safetensors header: {e}"))?;
+    Ok(Some(CheckpointMeta::from_map(&name, &h.metadata)?.epoch))
+}
+
+/// The run directory's checkpoint files: the last epoch's full state, and
+/// the best model's weights.
+pub struct Checkpointer {
+    dir: PathBuf,
+}
+
+impl Checkpointer {
+    pub fn new(dir: &Path) -> Checkpointer {
+        Checkpointer {
+            dir: dir.to_path_buf(),
+        }
+    }
+
+    pub fn path(&self) -> PathBuf {
+        self.dir.join(CHECKPOINT)
+    }
+
+    pub fn exists(&self) -> bool {
+        self.path().exists()
+    }
+
+    /// The weights, the optimizer's state and the metadata, as one file.
+    pub fn save(&self, tensors: &[(String, Tensor)], meta: &CheckpointMeta) -> anyhow::Result<()> {
+        save(&self.path(), tensors, meta.to_map())
+    }
+
+    /// The best model's weights (loadable by PyTorch without the rest).
+    pub fn save_best(&self, weights: &[(String, Tensor)]) -> anyhow::Result<()> {
+        save(&self.dir.join(BEST), weights, BTreeMap::new())
+    }
+
+    /// The last checkpoint with its metadata read and checked.
+    pub fn load(&self) -> anyhow::Result<(Loaded, CheckpointMeta)> {
+        let path = self.path();
+        let loaded = load(&path)?;
+        let meta = CheckpointMeta::from_map(&path.display().to_string(), &loaded.metadata)?;
+        Ok((loaded, meta))
+    }
 }

@@ -8,7 +8,7 @@
 use common::bad_input;
 use common::config::{Config, Task};
 use serde::Deserialize;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 use tch::{Device, Kind, Tensor};
@@ -23,6 +23,10 @@ pub struct Dataset {
 impl Dataset {
     pub fn len(&self) -> i64 {
         self.frames.size()[0]
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 
     pub fn to(&self, device: Device) -> Dataset {
@@ -382,30 +386,67 @@ pub fn read_file(c: &Config, path: &Path, max: Option<u64>) -> anyhow::Result<Da
     }
     let rows = max.map_or(n, |m| (m as i64).min(n));
     let mut read_rows = |t: &str, i: &Info, kind: Kind| -> anyhow::Result<Tensor> {
-        let elem = if kind == Kind::Int64 { 8 } else { 4 };
+        let elem = crate::tensor_bytes::elem_bytes(kind) as i64;
         let row: i64 = i.shape[1..].iter().product::<i64>() * elem;
         let buf = src.head(t, (row * rows) as usize)?;
         let mut shape = i.shape.clone();
         shape[0] = rows;
-        let t = match kind {
-            Kind::Int64 => Tensor::from_slice(
-                &buf.chunks_exact(8)
-                    .map(|b| i64::from_le_bytes(b.try_into().unwrap()))
-                    .collect::<Vec<_>>(),
-            ),
-            _ => Tensor::from_slice(
-                &buf.chunks_exact(4)
-                    .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
-                    .collect::<Vec<_>>(),
-            ),
-        };
-        Ok(t.reshape(&shape))
+        crate::tensor_bytes::from_le(&buf, &shape, kind)
+            .map_err(|e| bad_input!("{name}: tensor `{t}`: {e}"))
     };
     Ok(Dataset {
         frames: read_rows("frames", &frames, Kind::Float)?,
         scalars: read_rows("scalars", &scalars, Kind::Float)?,
         target: read_rows("target", &target, target_kind)?,
     })
+}
+
+/// Examples per label in [0, k) of a classification target.
+pub fn class_counts(target: &Tensor, k: i64) -> BTreeMap<i64, i64> {
+    (0..k)
+        .map(|label| (label, target.eq(label).sum(Kind::Int64).int64_value(&[])))
+        .collect()
+}
+
+/// Seed 004's defensive data pass, before anything touches the GPU: no NaN
+/// or inf in any tensor, labels in [0, num_labels). Returns the class
+/// balance for classification.
+pub fn check(c: &Config, d: &Dataset, which: &str) -> anyhow::Result<Option<BTreeMap<i64, i64>>> {
+    let bad_at = |mask: Tensor| -> Option<i64> {
+        let idx = mask.nonzero();
+        (idx.size()[0] > 0).then(|| idx.int64_value(&[0, 0]))
+    };
+    let flat = |t: &Tensor| t.reshape([t.size()[0], -1]).to_kind(Kind::Float);
+    for (name, t) in [("frames", &d.frames), ("scalars", &d.scalars)] {
+        if t.numel() > 0 {
+            if let Some(i) = bad_at(flat(t).isfinite().logical_not().any_dim(1, false)) {
+                return Err(bad_input!(
+                    "{which} data: tensor `{name}`: NaN or inf in example {i}"
+                ));
+            }
+        }
+    }
+    match c.task {
+        Task::Regression => {
+            if let Some(i) = bad_at(d.target.isfinite().logical_not()) {
+                return Err(bad_input!(
+                    "{which} data: tensor `target`: NaN or inf in example {i}"
+                ));
+            }
+            Ok(None)
+        }
+        Task::Classification => {
+            let k = c.num_labels as i64;
+            let counts = class_counts(&d.target, k);
+            if let Some(i) = bad_at(d.target.lt(0).logical_or(&d.target.ge(k))) {
+                return Err(bad_input!(
+                    "{which} data: tensor `target`: label {} in example {i} is outside [0, {k}) (num_labels {k}); cross-entropy would raise a device-side assert on a GPU",
+                    d.target.int64_value(&[i])
+                ));
+            }
+            Ok(Some(counts))
+        }
+    }
 }
 
 /// A seeded permutation for one epoch (SplitMix64 + Fisher-Yates): the same

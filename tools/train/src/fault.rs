@@ -1,15 +1,17 @@
 //! Test hooks, documented in README: `TRAINGUARD_FAULT` injects the failures
 //! train must survive, at a given epoch and step, so CI can show on a CPU
-//! what a GPU does to a run. A comma-separated list of `KIND@EPOCH:STEP`:
+//! what a GPU does to a run. Read once, when a run starts (after the
+//! config's `environment` is applied), and handed to the loop. A comma-separated list of `KIND@EPOCH:STEP`:
 //!
 //! - `sigkill`: SIGKILL just before that step (a real `kill -9`);
 //! - `oom`: that step's first attempt fails with libtorch's CUDA
 //!   out-of-memory error (its real message format, as c10 prints it);
 //! - `oom-always`: every attempt from that step on fails so, whatever the
 //!   micro-batch (a config that cannot fit);
-//! - `alloc`: that step's first attempt asks libtorch, inside the step and
-//!   under its autocast, for more memory than any allocator has: libtorch's
-//!   own allocator error, raised by tch as a panic, as a real out-of-memory
+//! - `alloc`: that step's first attempt, after its first micro-batch's
+//!   forward and backward (batch norm's statistics already updated), asks
+//!   libtorch under its autocast for more memory than any allocator has:
+//!   libtorch's own allocator error, raised by tch as a panic, as a real out-of-memory
 //!   error in a layer's forward is;
 //! - `cuda-graph`: that step fails with the "static input data pointer
 //!   changed" error of seed 001;
@@ -53,8 +55,21 @@ pub struct Faults {
 }
 
 impl Faults {
+    /// The faults `TRAINGUARD_FAULT` asks for (none when it is unset).
     pub fn from_env() -> anyhow::Result<Faults> {
-        let v = std::env::var(VAR).unwrap_or_default();
+        Self::parse(&std::env::var(VAR).unwrap_or_default())
+    }
+
+    /// No faults.
+    pub fn none() -> Faults {
+        Faults {
+            list: Vec::new(),
+            fired: Vec::new(),
+        }
+    }
+
+    /// `KIND@EPOCH:STEP[,...]`, or empty or `none` for no faults.
+    pub fn parse(v: &str) -> anyhow::Result<Faults> {
         let mut list = Vec::new();
         for spec in v
             .split(',')

@@ -2,10 +2,9 @@
 //! people, and by verify-fixes' runtime check (`train info --format yaml`).
 
 use crate::cuda_driver;
-use serde::Serialize;
+use common::wire::train::{InfoDevice, TrainInfo};
+use common::wire::Versioned;
 use std::io::Write;
-
-pub const SCHEMA: &str = "train-info/v1";
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -20,37 +19,7 @@ enum InfoFormat {
     Json,
 }
 
-#[derive(Serialize)]
-pub struct Info {
-    schema: &'static str,
-    train_version: &'static str,
-    /// The libtorch version train was compiled against (its headers).
-    torch_version: &'static str,
-    /// Where train was linked against libtorch (its rpath).
-    libtorch_dir: &'static str,
-    /// libtorch_cuda is linked in (a CUDA build of torch).
-    cuda_build: bool,
-    cuda_available: bool,
-    cudnn_available: bool,
-    /// cuDNN version as libtorch reports it (e.g. 91900), when CUDA is usable.
-    cudnn_version: Option<i64>,
-    device_count: i64,
-    devices: Vec<Device>,
-    cpu_threads: i32,
-    /// train can read the CUDA caching allocator (its C++ shim was built
-    /// with the CUDA headers): peak memory figures in metrics.csv.
-    allocator_view: bool,
-    notes: Vec<String>,
-}
-
-#[derive(Serialize)]
-struct Device {
-    index: u32,
-    name: String,
-    total_mib: u64,
-}
-
-pub fn collect() -> Info {
+pub fn collect() -> TrainInfo {
     let cuda_build = env!("TRAIN_CUDA_BUILD") == "1";
     let cuda_available = tch::Cuda::is_available();
     let mut notes = Vec::new();
@@ -59,7 +28,7 @@ pub fn collect() -> Info {
         notes.push("train is linked against a CPU-only libtorch: it cannot use a GPU".to_string());
     }
     match cuda_driver::devices() {
-        Ok(list) => devices.extend(list.into_iter().map(|d| Device {
+        Ok(list) => devices.extend(list.into_iter().map(|d| InfoDevice {
             index: d.index,
             name: d.name,
             total_mib: d.total_mib,
@@ -73,11 +42,20 @@ pub fn collect() -> Info {
                 .to_string(),
         );
     }
-    Info {
-        schema: SCHEMA,
-        train_version: env!("CARGO_PKG_VERSION"),
-        torch_version: env!("TRAIN_TORCH_VERSION"),
-        libtorch_dir: env!("TRAIN_LIBTORCH_LIB"),
+    let libtorch_dir = match loaded_libtorch_dir() {
+        Ok(dir) => dir,
+        Err(why) => {
+            notes.push(format!(
+                "the loaded libtorch could not be located ({why}); libtorch_dir is the build's"
+            ));
+            env!("TRAIN_LIBTORCH_LIB").to_string()
+        }
+    };
+    TrainInfo {
+        schema: TrainInfo::SCHEMA.into(),
+        train_version: env!("CARGO_PKG_VERSION").into(),
+        torch_version: env!("TRAIN_TORCH_VERSION").into(),
+        libtorch_dir,
         cuda_build,
         cuda_available,
         cudnn_available: cuda_available && tch::Cuda::cudnn_is_available(),
@@ -106,4 +84,46 @@ pub fn run(args: &Args) -> anyhow::Result<u8> {
     }
     out.flush()?;
     Ok(common::exit::OK)
+}
+
+/// The directory of the libtorch_cpu.so this process really loaded (not the
+/// build's path: LD_LIBRARY_PATH or a copied binary can pick another), from
+/// the dynamic loader's list of loaded objects.
+pub fn loaded_libtorch_dir() -> Result<String, String> {
+    use std::ffi::{c_int, c_void, CStr};
+    unsafe extern "C" fn visit(
+        info: *mut libc::dl_phdr_info,
+        _size: usize,
+        found: *mut c_void,
+    ) -> c_int {
+        // SAFETY: the loader hands a valid entry whose name is NUL-terminated
+        // (or null), and `found` is the Option below.
+        unsafe {
+            let name = (*info).dlpi_name;
+            if name.is_null() {
+                return 0;
+            }
+            let name = CStr::from_ptr(name).to_string_lossy();
+            if name.ends_with("/libtorch_cpu.so") {
+                *(found as *mut Option<String>) = Some(name.into_owned());
+                return 1;
+            }
+        }
+        0
+    }
+    let mut found: Option<String> = None;
+    // SAFETY: `visit` only reads the entries and writes `found`.
+    unsafe {
+        libc::dl_iterate_phdr(
+            Some(visit),
+            &mut found as *mut Option<String> as *mut c_void,
+        );
+    }
+    let lib = found.ok_or("libtorch_cpu.so is not among the loaded objects")?;
+    let path = std::path::Path::new(&lib);
+    let dir = path.parent().ok_or("no directory")?;
+    Ok(std::fs::canonicalize(dir)
+        .unwrap_or_else(|_| dir.to_path_buf())
+        .display()
+        .to_string())
 }

@@ -1,24 +1,15 @@
-//! Validation metrics: MAE, RMSE and R² for regression; accuracy, macro F1 and
-//! class counts for classification.
+//! Validation metrics: MAE, RMSE and R² for regression; accuracy and macro F1
+//! for classification.
 
-use serde::Serialize;
-use std::collections::BTreeMap;
 use tch::{Kind, Tensor};
 
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default)]
 pub struct TaskMetrics {
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub mae: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub rmse: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub r2: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub accuracy: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub macro_f1: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub class_counts: Option<BTreeMap<i64, i64>>,
 }
 
 pub fn regression(pred: &Tensor, target: &Tensor) -> TaskMetrics {
@@ -46,7 +37,6 @@ pub fn classification(logits: &Tensor, target: &Tensor, classes: i64) -> TaskMet
         .mean(Kind::Double)
         .double_value(&[]);
     let mut f1s = Vec::new();
-    let mut counts = BTreeMap::new();
     for k in 0..classes {
         let p = pred.eq(k);
         let t = target.eq(k);
@@ -60,14 +50,12 @@ pub fn classification(logits: &Tensor, target: &Tensor, classes: i64) -> TaskMet
             .logical_and(&t)
             .sum(Kind::Int64)
             .int64_value(&[]) as f64;
-        counts.insert(k, t.sum(Kind::Int64).int64_value(&[]));
         let denom = 2.0 * tp + fp + fneg;
         f1s.push(if denom > 0.0 { 2.0 * tp / denom } else { 0.0 });
     }
     TaskMetrics {
         accuracy: Some(correct),
         macro_f1: Some(f1s.iter().sum::<f64>() / f1s.len().max(1) as f64),
-        class_counts: Some(counts),
         ..Default::default()
     }
 }

@@ -150,6 +150,31 @@ impl AdamW {
     }
 }
 
+/// The update after a step's backward, the same for training and `train
+/// bench`: with fp16, unscale the gradients and skip the update when they
+/// overflowed; clip; AdamW. Returns whether the update was applied.
+pub fn apply_update(
+    opt: &mut AdamW,
+    scaler: Option<&mut LossScaler>,
+    grad_clip: Option<f64>,
+    lr: f64,
+) -> bool {
+    let apply = match scaler {
+        Some(s) => {
+            let found_inf = opt.unscale_grads(s.scale);
+            s.update(found_inf)
+        }
+        None => true,
+    };
+    if apply {
+        if let Some(max) = grad_clip {
+            opt.clip_grad_norm(max);
+        }
+        opt.step(lr);
+    }
+    apply
+}
+
 /// fp16's dynamic loss scale (torch.cuda.amp.GradScaler's rule): the loss is
 /// multiplied by `scale` before backward; a step whose gradients hold inf or
 /// NaN is skipped and the scale halves; after `GROWTH_INTERVAL` good steps in

@@ -1,22 +1,25 @@
-//! `train --config CFG` and `train --resume DIR`: the run directory, the
-//! environment the run gets, and summary.yaml at the end.
-//!
-//! Run directory: config.yaml (the resolved config), metrics.csv,
-//! best.safetensors, checkpoint.safetensors, summary.yaml (README, "train").
+//! `train --config CFG [--fallback CFG]...` and `train --resume DIR`: the
+//! run directory, the environment the run gets, the fallback chain, and the
+//! events of a run's start and end. Run directory: config.yaml (the resolved
+//! config in use), metrics.csv, best.safetensors, checkpoint.safetensors,
+//! summary.yaml, curves.png, and chain.yaml with --fallback (README, "train").
 
-use crate::checkpoint;
-use crate::console::{Console, MetricsCsv};
-use crate::trainer::{Listener, Stop, Trainer, CHECKPOINT};
+use crate::checkpoint::CHECKPOINT;
+use crate::events::{End, Event, Start};
+use crate::fault::Faults;
+use crate::listeners;
+use crate::trainer::{Stop, Trainer};
 use common::bad_input;
 use common::config::{Config, Precision};
 use common::exit;
-use common::failures::Class;
-use serde::Serialize;
+use common::wire::train::{ChainConfig, ChainState, Leg, RunStatus};
+use common::wire::Versioned;
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime};
 use tch::Device;
 
-pub const SUMMARY_SCHEMA: &str = "train-summary/v1";
+pub const CHAIN: &str = "chain.yaml";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum DeviceChoice {
@@ -25,46 +28,24 @@ pub enum DeviceChoice {
     Cuda,
 }
 
+impl DeviceChoice {
+    fn as_arg(self) -> &'static str {
+        match self {
+            DeviceChoice::Auto => "auto",
+            DeviceChoice::Cpu => "cpu",
+            DeviceChoice::Cuda => "cuda",
+        }
+    }
+}
+
 pub struct Options {
     pub device: DeviceChoice,
     pub threads: Option<i32>,
     pub sync_errors: bool,
-}
-
-#[derive(Serialize)]
-struct Summary<'a> {
-    schema: &'static str,
-    status: &'static str,
-    stop_reason: String,
-    /// The failure's class (common::failures: out-of-memory,
-    /// cuda-graph-pointer, device-side-assert, cuda-error, non-finite-loss,
-    /// other), null when it finished.
-    error_class: Option<&'static str>,
-    config: &'a str,
-    device: String,
-    parameters: i64,
-    epochs_completed: u32,
-    resumed_at_epoch: Option<u32>,
-    best: Option<Best>,
-    last: Option<&'a crate::trainer::EpochRecord>,
-    time_s: f64,
-    peak_memory: crate::trainer::PeakMemory,
-    /// fp16 steps skipped for inf/NaN gradients over the run.
-    skipped_steps: u64,
-    /// The micro-batch in use at the end (null: whole batches).
-    micro_batch_size: Option<u32>,
-    /// Out-of-memory errors recovered by splitting the batch.
-    oom_events: &'a [crate::trainer::OomEvent],
-    /// Each config that ran, in order, and why it stopped.
-    configs: &'a [Leg],
-    /// Config settings this trainer does not apply, said rather than ignored.
-    not_applied: Vec<String>,
-}
-
-#[derive(Serialize)]
-struct Best {
-    epoch: u32,
-    val_loss: f64,
+    /// The environment train was started with, before any config's
+    /// `environment` was applied: a fresh process for another config starts
+    /// from it.
+    pub original_env: Vec<(OsString, OsString)>,
 }
 
 /// Settings in the config that this build of train does not apply.
@@ -93,7 +74,8 @@ pub fn not_applied(c: &Config, device: Device) -> Vec<String> {
 
 /// The variables the run gets: the config's `environment`, expandable
 /// segments unless the user chose an allocator setting (seed 004), and
-/// CUDA_LAUNCH_BLOCKING=1 with --sync-errors. Set before CUDA starts.
+/// CUDA_LAUNCH_BLOCKING=1 with --sync-errors. Called before anything starts
+/// CUDA: the caching allocator reads its setting once.
 pub fn apply_environment(c: &Config, sync_errors: bool) -> Vec<String> {
     let mut said = Vec::new();
     for (k, v) in &c.environment {
@@ -146,6 +128,10 @@ fn default_out(config_path: &Path) -> PathBuf {
     PathBuf::from("runs").join(format!("{stem}-{}", time.trim_end_matches('Z')))
 }
 
+fn write_yaml(path: &Path, value: &impl serde::Serialize) -> anyhow::Result<()> {
+    common::files::write_atomic(path, serde_yaml::to_string(value)?.as_bytes())
+}
+
 /// A fresh run of `config_path` into `out`, with fallback configs.
 pub fn start(
     config_path: &Path,
@@ -153,11 +139,13 @@ pub fn start(
     out: Option<PathBuf>,
     opts: &Options,
 ) -> anyhow::Result<u8> {
-    let loaded = Config::load(&common::input::read(config_path)?)?;
-    let mut chain = vec![(loaded.config.clone(), loaded.name.clone())];
-    for f in fallbacks {
+    let mut configs = Vec::new();
+    for f in std::iter::once(config_path).chain(fallbacks.iter().map(PathBuf::as_path)) {
         let l = Config::load(&common::input::read(f)?)?;
-        chain.push((l.config, l.name));
+        configs.push(ChainConfig {
+            name: l.name,
+            config: l.config,
+        });
     }
     let out = out.unwrap_or_else(|| default_out(config_path));
     if out.join(CHECKPOINT).exists() {
@@ -168,171 +156,213 @@ pub fn start(
     }
     std::fs::create_dir_all(&out)
         .map_err(|e| bad_input!("{}: cannot create: {e}", out.display()))?;
-    checkpoint::write_atomic(&out.join("config.yaml"), loaded.config.to_yaml().as_bytes())?;
-    go_chain(chain, out, None, opts)
+    write_yaml(&out.join("config.yaml"), &configs[0].config)?;
+    let chain = ChainState {
+        schema: ChainState::SCHEMA.into(),
+        configs,
+        current: 0,
+        carry_from_epoch: None,
+        legs: Vec::new(),
+        seconds_before: 0.0,
+    };
+    if chain.configs.len() > 1 {
+        write_yaml(&out.join(CHAIN), &chain)?;
+    }
+    go_chain(chain, out, opts)
 }
 
-/// Continues the run in `dir` from its last checkpoint.
+/// Continues the run in `dir`: from its last checkpoint, or, when a chain's
+/// next config has not started yet, from the previous config's.
 pub fn resume(dir: &Path, opts: &Options) -> anyhow::Result<u8> {
-    let config_path = dir.join("config.yaml");
     if !dir.join(CHECKPOINT).exists() {
         return Err(bad_input!(
             "{}: no {CHECKPOINT}; nothing to resume (a run writes it at the end of its first epoch)",
             dir.display()
         ));
     }
-    let loaded = Config::load(&common::input::read(&config_path)?)?;
-    go_chain(
-        vec![(loaded.config, loaded.name)],
-        dir.to_path_buf(),
-        Some(dir),
-        opts,
-    )
+    let chain_path = dir.join(CHAIN);
+    let chain = if chain_path.exists() {
+        let input = common::input::read(&chain_path)?;
+        common::wire::parse::<ChainState>(&input.name, &input.text)?
+    } else {
+        let loaded = Config::load(&common::input::read(&dir.join("config.yaml"))?)?;
+        ChainState {
+            schema: ChainState::SCHEMA.into(),
+            configs: vec![ChainConfig {
+                name: loaded.name,
+                config: loaded.config,
+            }],
+            current: 0,
+            carry_from_epoch: None,
+            legs: Vec::new(),
+            seconds_before: 0.0,
+        }
+    };
+    if chain.current >= chain.configs.len() {
+        return Err(bad_input!(
+            "{}: `current` is {}, but the chain has {} config(s)",
+            chain_path.display(),
+            chain.current,
+            chain.configs.len()
+        ));
+    }
+    go_chain(chain, dir.to_path_buf(), opts)
 }
 
-/// One config's part of a run (several with `--fallback`).
-#[derive(Serialize)]
-struct Leg {
-    config: String,
-    first_epoch: u32,
-    last_epoch: Option<u32>,
-    status: &'static str,
-    stop_reason: String,
-    error_class: Option<&'static str>,
-    /// Model tensors carried over from the previous config's checkpoint.
-    carried_tensors: Option<String>,
-    seconds: f64,
-}
-
-/// Runs the first config and, when it fails in a way a config causes (out
-/// of memory at micro-batch 1, CUDA graphs, a diverging loss), the next,
-/// from the last good checkpoint: the seeds' A -> B -> C by hand, done here.
-pub fn go_chain(
-    configs: Vec<(Config, String)>,
-    out: PathBuf,
-    resume_from: Option<&Path>,
-    opts: &Options,
-) -> anyhow::Result<u8> {
+/// Runs the chain's configs from `chain.current`: when one fails in a way a
+/// config causes (out of memory at micro-batch 1, CUDA graphs, a diverging
+/// loss), the next starts from the last good checkpoint, the seeds' A -> B
+/// -> C by hand, done here. A next config whose environment differs runs in
+/// a fresh process (this one, re-executed on the run directory), since the
+/// allocator and CUDA read their settings once.
+fn go_chain(mut chain: ChainState, out: PathBuf, opts: &Options) -> anyhow::Result<u8> {
+    let started = Instant::now();
+    // Before anything touches CUDA: the first config's environment.
+    let mut env_notes = apply_environment(&chain.configs[chain.current].config, opts.sync_errors);
+    let mut faults = Faults::from_env()?;
     if let Some(n) = opts.threads {
         tch::set_num_threads(n);
     }
     let device = pick_device(opts.device)?;
-    let started = Instant::now();
-    let mut legs: Vec<Leg> = Vec::new();
-    let mut resumed_at = None;
-    let count = configs.len();
-    for (i, (config, name)) in configs.into_iter().enumerate() {
-        let env_notes = apply_environment(&config, opts.sync_errors);
-        let mut trainer = Trainer::new(config.clone(), out.clone(), device)?;
+    let has_chain = chain.configs.len() > 1;
+    loop {
+        let i = chain.current;
+        let ChainConfig { name, config } = chain.configs[i].clone();
+        let mut trainer = Trainer::new(config.clone(), &out, device)?;
         let mut carried = None;
-        if let Some(dir) = resume_from.filter(|_| i == 0) {
-            trainer.resume(dir)?;
-            resumed_at = Some(trainer.start_epoch);
-        } else if i > 0 && out.join(CHECKPOINT).exists() {
-            let (n, of) = trainer.carry_from(&out)?;
-            eprintln!(
-                "train: {name}: continuing from the last good checkpoint at epoch {}; {n} of {of} model tensors carried over{}",
-                trainer.start_epoch,
-                if n < of { " (the others start fresh: their shapes differ)" } else { "" }
-            );
-            carried = Some(format!("{n}/{of}"));
+        let mut resumed_at = None;
+        match (crate::checkpoint::epoch_in(&out)?, chain.carry_from_epoch) {
+            // Nothing to start from: a fresh start.
+            (None, _) => {}
+            // The previous config's checkpoint: carry what fits.
+            (Some(e), Some(from)) if e == from => {
+                carried = Some(trainer.carry_from_checkpoint()?);
+                write_yaml(&out.join("config.yaml"), &config)?;
+            }
+            // This config's own checkpoint: an exact resume.
+            (Some(_), _) => {
+                trainer.resume()?;
+                resumed_at = Some(trainer.start_epoch);
+            }
         }
-        if i > 0 {
-            checkpoint::write_atomic(&out.join("config.yaml"), config.to_yaml().as_bytes())?;
+        let (mut events, history) = listeners::standard(&out, trainer.start_epoch)?;
+        let not_applied = not_applied(&config, device);
+        events.emit(&Event::Started(&Start {
+            config: name.clone(),
+            device: device_name(device),
+            parameters: trainer.parameter_count(),
+            expected_parameters: trainer.expected_parameters(),
+            train_examples: trainer.examples().0,
+            val_examples: trainer.examples().1,
+            out: out.clone(),
+            first_epoch: trainer.start_epoch,
+            epochs: config.epochs,
+            environment: std::mem::take(&mut env_notes),
+            not_applied,
+            resumed_at,
+            carried,
+            best: trainer.best,
+        }))?;
+        for (which, counts) in &trainer.labels {
+            events.emit(&Event::Labels { which, counts })?;
         }
-        let params = trainer.parameter_count();
-        eprintln!(
-            "train: {name} · {} · {params} parameters (cfgcheck's estimate: {}) · {} training / {} validation examples · run directory {}",
-            device_name(device),
-            trainer.expected_parameters(),
-            trainer.examples().0,
-            trainer.examples().1,
-            out.display()
-        );
-        for n in &env_notes {
-            eprintln!("train: environment: {n}");
-        }
-        let skipped = not_applied(&config, device);
-        for n in &skipped {
-            eprintln!("train: not applied: {n}");
-        }
-        if let Some(at) = resumed_at.filter(|_| i == 0) {
-            eprintln!("train: resuming {} at epoch {at}", out.display());
+        if !history.is_empty() {
+            events.emit(&Event::History(&history))?;
         }
         if trainer.start_epoch > config.epochs {
-            eprintln!(
-                "train: the run already finished all {} epochs",
-                config.epochs
-            );
+            events.emit(&Event::AlreadyFinished {
+                epochs: config.epochs,
+            })?;
             return Ok(exit::OK);
         }
         let first_epoch = trainer.start_epoch;
         let leg_started = Instant::now();
-        let mut console = Console::new();
-        let mut csv = MetricsCsv::open(&out.join("metrics.csv"), trainer.start_epoch)?;
-        let mut plot = crate::plot::Plot::new(&out);
-        // metrics.csv first: the plot is drawn from it.
-        let stop = trainer.run(&mut [&mut console as &mut dyn Listener, &mut csv, &mut plot])?;
-        let (status, reason, class) = match &stop {
+        let stop = trainer.run(&mut faults, &mut events)?;
+        let (status, reason, class) = match stop {
             Stop::Finished => (
-                "finished",
+                RunStatus::Finished,
                 format!("completed {} epochs", config.epochs),
                 None,
             ),
-            Stop::Failed { class, reason } => ("failed", reason.clone(), Some(*class)),
+            Stop::Failed { class, reason } => (RunStatus::Failed, reason, Some(class)),
         };
-        legs.push(Leg {
+        let leg = Leg {
             config: name.clone(),
             first_epoch,
             last_epoch: trainer.last.as_ref().map(|r| r.epoch),
             status,
             stop_reason: reason.clone(),
-            error_class: class.map(Class::as_str),
-            carried_tensors: carried,
+            error_class: class,
+            carried_tensors: carried.map(|(n, of)| format!("{n}/{of}")),
             seconds: leg_started.elapsed().as_secs_f64(),
-        });
-        let falls_back = class.is_some_and(Class::config_caused) && i + 1 < count;
-        if falls_back {
-            eprintln!(
-                "train: {name} failed ({}): {reason}; falling back to the next config",
-                class.map_or("", Class::as_str)
-            );
+        };
+        let next = chain
+            .configs
+            .get(i + 1)
+            .filter(|_| class.is_some_and(|c| c.config_caused()));
+        events.emit(&Event::LegEnded {
+            leg: &leg,
+            next: next.map(|n| n.name.as_str()),
+        })?;
+        chain.legs.push(leg);
+        if let Some(next) = next.cloned() {
+            chain.current = i + 1;
+            // The checkpoint on disk is this config's last good epoch.
+            chain.carry_from_epoch = crate::checkpoint::epoch_in(&out)?;
+            if next.config.environment != config.environment {
+                chain.seconds_before += started.elapsed().as_secs_f64();
+                write_yaml(&out.join(CHAIN), &chain)?;
+                events.emit(&Event::FreshProcess {
+                    next: &next.name,
+                    why: "its environment differs, and the allocator and CUDA read theirs once",
+                })?;
+                return Err(reexec(&out, opts));
+            }
+            if has_chain {
+                write_yaml(&out.join(CHAIN), &chain)?;
+            }
             continue;
         }
-        let summary = Summary {
-            schema: SUMMARY_SCHEMA,
+        events.emit(&Event::Ended(&End {
             status,
-            stop_reason: reason.clone(),
-            error_class: class.map(Class::as_str),
-            config: &name,
-            device: device_name(device),
-            parameters: params,
-            epochs_completed: trainer
-                .last
-                .as_ref()
-                .map_or(trainer.start_epoch - 1, |r| r.epoch),
-            resumed_at_epoch: resumed_at,
-            best: trainer
-                .best
-                .map(|(epoch, val_loss)| Best { epoch, val_loss }),
-            last: trainer.last.as_ref(),
-            time_s: started.elapsed().as_secs_f64(),
+            stop_reason: reason,
+            error_class: class,
             peak_memory: trainer.peak.clone(),
-            skipped_steps: trainer.scaler.as_ref().map_or(0, |s| s.skipped),
-            micro_batch_size: trainer.micro_batch,
-            oom_events: &trainer.oom_events,
-            configs: &legs,
-            not_applied: skipped,
-        };
-        checkpoint::write_atomic(
-            &out.join("summary.yaml"),
-            serde_yaml::to_string(&summary)?.as_bytes(),
-        )?;
-        if status != "finished" {
-            eprintln!("train: failed: {reason}");
-            return Ok(exit::FOUND);
-        }
-        return Ok(exit::OK);
+            micro_batch: trainer.micro_batch,
+            time_s: chain.seconds_before + started.elapsed().as_secs_f64(),
+            legs: chain.legs.clone(),
+        }))?;
+        return Ok(if status == RunStatus::Finished {
+            exit::OK
+        } else {
+            exit::FOUND
+        });
     }
-    unreachable!("the last config always returns")
+}
+
+/// Replaces this process with `train --resume DIR` under the environment
+/// train was started with; returns only if that fails.
+fn reexec(out: &Path, opts: &Options) -> anyhow::Error {
+    use std::os::unix::process::CommandExt;
+    let exe = match std::env::current_exe() {
+        Ok(e) => e,
+        Err(e) => return anyhow::anyhow!("cannot find train's own executable to continue: {e}"),
+    };
+    let mut cmd = std::process::Command::new(&exe);
+    cmd.arg("--resume")
+        .arg(out)
+        .args(["--device", opts.device.as_arg()]);
+    if let Some(n) = opts.threads {
+        cmd.args(["--threads", &n.to_string()]);
+    }
+    if opts.sync_errors {
+        cmd.arg("--sync-errors");
+    }
+    cmd.env_clear().envs(opts.original_env.iter().cloned());
+    let e = cmd.exec();
+    anyhow::anyhow!(
+        "cannot continue in a fresh process ({}): {e}; continue by hand with `train --resume {}`",
+        exe.display(),
+        out.display()
+    )
 }

@@ -1,13 +1,16 @@
-//! The training loop. It neither prints nor formats: it emits events that the
-//! console and metrics.csv consume (burn-train's shape), and it owns when to
-//! save (every epoch, and the best model) while `checkpoint` owns how.
+//! The training loop. It neither prints nor writes files other than the
+//! checkpoints: it emits events (events.rs) that listeners turn into console
+//! lines, metrics.csv, curves.png and summary.yaml. It is split into an
+//! epoch, a step with its out-of-memory recovery, and validation; when to
+//! save is `strategy`, how is `checkpoint`. Test faults are handed in.
 //!
 //! Resume is exact: the data order is a function of (seed, epoch), dropout's
 //! RNG is reseeded from (seed, global step) before each step, and the
 //! checkpoint holds the weights, batch-norm statistics and AdamW's moments.
 
-use crate::checkpoint;
+use crate::checkpoint::Checkpointer;
 use crate::data::{self, Dataset};
+use crate::events::{Event, Listeners};
 use crate::fault::Faults;
 use crate::metrics::{self, TaskMetrics};
 use crate::model::Net;
@@ -15,115 +18,27 @@ use crate::optim::{self, AdamW, LossScaler};
 use crate::panics;
 use crate::shim;
 use crate::step::{self, Amp};
+use crate::strategy::{EveryEpochBestByValLoss, SaveStrategy};
 use common::config::{Config, Precision, Task};
 use common::failures::{self, Class};
 use common::model::ModelSpec;
-use serde::Serialize;
+use common::wire::train::{Best, CheckpointMeta, EpochRow, OomEvent, PeakMemory};
+use common::wire::Versioned;
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::ops::ControlFlow;
+use std::path::Path;
 use std::time::Instant;
 use tch::{nn, Device, Kind, Tensor};
 
-pub const CHECKPOINT: &str = "checkpoint.safetensors";
-pub const BEST: &str = "best.safetensors";
-pub const CHECKPOINT_SCHEMA: &str = "train-checkpoint/v1";
-
-#[derive(Clone, Debug, Serialize)]
-pub struct EpochRecord {
-    pub epoch: u32,
-    pub epochs: u32,
-    pub train_loss: f64,
-    pub val_loss: f64,
-    pub lr: f64,
-    pub seconds: f64,
-    pub samples_per_s: f64,
-    /// Peak GPU memory in the epoch; None where it cannot be read (CPU).
-    pub peak_allocated_mib: Option<f64>,
-    pub peak_reserved_mib: Option<f64>,
-    /// Steps whose update was skipped in this epoch (fp16 overflow, or a
-    /// non-finite loss).
-    pub skipped_steps: u64,
-    /// Out-of-memory errors recovered in this epoch.
-    pub oom_events: u64,
-    /// The micro-batch in use at the end of the epoch.
-    pub micro_batch: u32,
-    #[serde(flatten)]
-    pub metrics: TaskMetrics,
-}
-
-/// The run's GPU memory, from the allocator view, or why it is unknown.
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct PeakMemory {
-    pub allocated_mib: Option<f64>,
-    pub reserved_mib: Option<f64>,
-    pub alloc_retries: Option<i64>,
-    pub ooms: Option<i64>,
-    pub note: Option<String>,
-}
-
-pub enum Event<'a> {
-    Batch {
-        epoch: u32,
-        done: u64,
-        total: u64,
-        loss: f64,
-    },
-    EpochEnd(&'a EpochRecord),
-    NewBest {
-        val_loss: f64,
-    },
-}
-
-pub trait Listener {
-    fn on(&mut self, event: &Event) -> anyhow::Result<()>;
-}
-
-pub struct Trainer {
-    pub config: Config,
-    pub out: PathBuf,
-    pub device: Device,
-    vs: nn::VarStore,
-    net: Net,
-    opt: AdamW,
-    train: Dataset,
-    val: Dataset,
-    /// First epoch to run (1-based); > 1 after a resume.
-    pub start_epoch: u32,
-    pub best: Option<(u32, f64)>,
-    pub last: Option<EpochRecord>,
-    /// fp16 only.
-    pub scaler: Option<LossScaler>,
-    pub peak: PeakMemory,
-    /// The micro-batch in use (None: whole batches).
-    pub micro_batch: Option<u32>,
-    pub oom_events: Vec<OomEvent>,
-    non_finite: u64,
-    non_finite_streak: u32,
-}
-
+/// Why training cannot go on: the reason and its class go to summary.yaml.
 #[derive(Debug)]
 pub enum Stop {
     Finished,
-    /// Training cannot go on; the reason and its class go to summary.yaml.
-    Failed {
-        class: Class,
-        reason: String,
-    },
+    Failed { class: Class, reason: String },
 }
 
-/// A recovered out-of-memory error (metrics.csv counts them, summary.yaml
-/// lists them).
-#[derive(Clone, Debug, Serialize)]
-pub struct OomEvent {
-    pub epoch: u32,
-    pub step: u64,
-    pub old_micro_batch: u32,
-    pub new_micro_batch: u32,
-    /// The allocator's figures at the failure; null off the GPU.
-    pub allocated_mib: Option<f64>,
-    pub reserved_mib: Option<f64>,
-    pub message: String,
-}
+/// Go on, or stop the run with this outcome.
+type Flow<T> = anyhow::Result<ControlFlow<Stop, T>>;
 
 /// Non-finite losses in a row that end the run (single ones are skipped).
 pub const NON_FINITE_LIMIT: u32 = 3;
@@ -132,38 +47,71 @@ fn first_line(s: &str) -> &str {
     s.lines().next().unwrap_or(s)
 }
 
-fn mib_or_na(v: Option<f64>) -> String {
-    v.map_or_else(|| "n/a".to_string(), |v| format!("{v:.0} MiB"))
+const MIB: f64 = 1024.0 * 1024.0;
+
+pub struct Trainer {
+    pub config: Config,
+    pub device: Device,
+    vs: nn::VarStore,
+    net: Net,
+    opt: AdamW,
+    /// Batch norm's running statistics: restored when a step is retried.
+    buffers: Vec<Tensor>,
+    train: Dataset,
+    val: Dataset,
+    /// The class balance of each set (classification).
+    pub labels: Vec<(&'static str, BTreeMap<i64, i64>)>,
+    checkpointer: Checkpointer,
+    strategy: Box<dyn SaveStrategy>,
+    /// First epoch to run (1-based); > 1 after a resume.
+    pub start_epoch: u32,
+    pub best: Option<Best>,
+    pub last: Option<EpochRow>,
+    /// fp16 only.
+    pub scaler: Option<LossScaler>,
+    pub peak: PeakMemory,
+    /// The micro-batch in use (None: whole batches).
+    pub micro_batch: Option<u32>,
+    non_finite_streak: u32,
 }
 
 impl Trainer {
-    pub fn new(config: Config, out: PathBuf, device: Device) -> anyhow::Result<Trainer> {
+    pub fn new(config: Config, out: &Path, device: Device) -> anyhow::Result<Trainer> {
         let (train, val) = data::load(&config)?;
-        check_data(&config, &train, "training")?;
-        check_data(&config, &val, "validation")?;
+        let mut labels = Vec::new();
+        for (which, d) in [("training", &train), ("validation", &val)] {
+            if let Some(counts) = data::check(&config, d, which)? {
+                labels.push((which, counts));
+            }
+        }
         let vs = nn::VarStore::new(device);
         tch::manual_seed(config.seed as i64);
         let net = Net::new(&vs.root(), &config);
         let opt = AdamW::new(&vs, config.weight_decay);
-        let config_precision = config.mixed_precision;
-        let config_micro = config.micro_batch_size;
+        let mut named: Vec<(String, Tensor)> = vs
+            .variables()
+            .into_iter()
+            .filter(|(_, t)| !t.requires_grad())
+            .collect();
+        named.sort_by(|a, b| a.0.cmp(&b.0));
         Ok(Trainer {
             train: train.to(device),
             val: val.to(device),
+            labels,
+            scaler: (config.mixed_precision == Precision::Fp16).then(LossScaler::default),
+            micro_batch: config.micro_batch_size,
             config,
-            out,
             device,
             vs,
             net,
             opt,
+            buffers: named.into_iter().map(|(_, t)| t).collect(),
+            checkpointer: Checkpointer::new(out),
+            strategy: Box::new(EveryEpochBestByValLoss),
             start_epoch: 1,
             best: None,
             last: None,
-            scaler: (config_precision == Precision::Fp16).then(LossScaler::default),
             peak: PeakMemory::default(),
-            micro_batch: config_micro,
-            oom_events: Vec::new(),
-            non_finite: 0,
             non_finite_streak: 0,
         })
     }
@@ -177,6 +125,16 @@ impl Trainer {
             .sum::<usize>() as i64
     }
 
+    /// The estimate's parameter count, for the start-up line.
+    pub fn expected_parameters(&self) -> u64 {
+        ModelSpec::from_config(&self.config).parameter_count()
+    }
+
+    /// Training and validation examples loaded.
+    pub fn examples(&self) -> (i64, i64) {
+        (self.train.len(), self.val.len())
+    }
+
     /// Model tensors by name (weights and batch-norm statistics).
     pub fn named_weights(&self) -> Vec<(String, Tensor)> {
         let mut v: Vec<(String, Tensor)> = self.vs.variables().into_iter().collect();
@@ -188,28 +146,10 @@ impl Trainer {
         (self.train.len() as u64).div_ceil(u64::from(self.config.batch_size))
     }
 
-    /// Restores the state of `dir`'s checkpoint.
-    pub fn resume(&mut self, dir: &Path) -> anyhow::Result<()> {
-        let path = dir.join(CHECKPOINT);
-        let name = path.display();
-        let loaded = checkpoint::load(&path)?;
-        let meta = |k: &str| {
-            loaded
-                .metadata
-                .get(k)
-                .cloned()
-                .ok_or_else(|| common::bad_input!("{name}: metadata lacks `{k}`"))
-        };
-        if meta("schema")? != CHECKPOINT_SCHEMA {
-            return Err(common::bad_input!(
-                "{name}: expected a {CHECKPOINT_SCHEMA} checkpoint"
-            ));
-        }
-        let num = |k: &str| -> anyhow::Result<f64> {
-            meta(k)?
-                .parse()
-                .map_err(|_| common::bad_input!("{name}: metadata `{k}` is not a number"))
-        };
+    /// Restores the state of the run directory's checkpoint.
+    pub fn resume(&mut self) -> anyhow::Result<()> {
+        let (loaded, meta) = self.checkpointer.load()?;
+        let name = self.checkpointer.path().display().to_string();
         tch::no_grad(|| -> anyhow::Result<()> {
             for (n, mut t) in self.vs.variables() {
                 let src = loaded.tensors.get(&n).ok_or_else(|| {
@@ -226,30 +166,32 @@ impl Trainer {
             }
             Ok(())
         })?;
-        self.opt
-            .load_state(&loaded.tensors, num("adam_steps")? as i64)?;
-        self.start_epoch = num("epoch")? as u32 + 1;
-        if let Ok(m) = num("micro_batch") {
-            self.micro_batch = Some(m as u32);
+        self.opt.load_state(&loaded.tensors, meta.adam_steps)?;
+        self.start_epoch = meta.epoch + 1;
+        if let Some(m) = meta.micro_batch {
+            self.micro_batch = Some(m);
         }
         if let Some(scaler) = &mut self.scaler {
-            scaler.scale = num("loss_scale")?;
-            scaler.good_steps = num("loss_scale_good_steps")? as u64;
-            scaler.skipped = num("skipped_steps")? as u64;
+            fn field<T>(v: Option<T>, name: &str, k: &str) -> anyhow::Result<T> {
+                v.ok_or_else(|| common::bad_input!("{name}: metadata lacks `{k}` (an fp16 run)"))
+            }
+            scaler.scale = field(meta.loss_scale, &name, "loss_scale")?;
+            scaler.good_steps = field(meta.loss_scale_good_steps, &name, "loss_scale_good_steps")?;
+            scaler.skipped = field(meta.skipped_steps, &name, "skipped_steps")?;
         }
-        let best_epoch = num("best_epoch")? as u32;
-        self.best =
-            (best_epoch > 0).then(|| (best_epoch, num("best_val_loss").unwrap_or(f64::INFINITY)));
+        self.best = (meta.best_epoch > 0).then_some(Best {
+            epoch: meta.best_epoch,
+            val_loss: meta.best_val_loss,
+        });
         Ok(())
     }
 
-    /// Starts from the checkpoint in `dir` written by another config (the
-    /// fallback chain): model tensors whose name and shape match are copied,
-    /// the others keep their fresh initialisation; the optimizer starts
-    /// fresh; epochs continue. Returns (tensors carried, model tensors).
-    pub fn carry_from(&mut self, dir: &Path) -> anyhow::Result<(usize, usize)> {
-        let path = dir.join(CHECKPOINT);
-        let loaded = checkpoint::load(&path)?;
+    /// Starts from the run directory's checkpoint written by another config
+    /// (the fallback chain): model tensors whose name and shape match are
+    /// copied, the others keep their fresh initialisation; the optimizer
+    /// starts fresh; epochs continue. Returns (tensors carried, model tensors).
+    pub fn carry_from_checkpoint(&mut self) -> anyhow::Result<(usize, usize)> {
+        let (loaded, meta) = self.checkpointer.load()?;
         let vars = self.vs.variables();
         let mut carried = 0;
         tch::no_grad(|| -> anyhow::Result<()> {
@@ -261,12 +203,7 @@ impl Trainer {
             }
             Ok(())
         })?;
-        let epoch: u32 = loaded
-            .metadata
-            .get("epoch")
-            .and_then(|e| e.parse().ok())
-            .ok_or_else(|| common::bad_input!("{}: metadata lacks `epoch`", path.display()))?;
-        self.start_epoch = epoch + 1;
+        self.start_epoch = meta.epoch + 1;
         // A different model's validation losses are not this one's best.
         self.best = None;
         Ok((carried, vars.len()))
@@ -275,39 +212,252 @@ impl Trainer {
     fn save_checkpoint(&self, epoch: u32) -> anyhow::Result<()> {
         let mut tensors = self.named_weights();
         tensors.extend(self.opt.state());
-        let (best_epoch, best_loss) = self.best.unwrap_or((0, f64::INFINITY));
-        let mut meta: BTreeMap<String, String> = [
-            ("schema", CHECKPOINT_SCHEMA.to_string()),
-            ("epoch", epoch.to_string()),
-            ("adam_steps", self.opt.steps.to_string()),
-            ("best_epoch", best_epoch.to_string()),
-            ("best_val_loss", best_loss.to_string()),
-            // Dropout's RNG is reseeded from (seed, step) each step, and the
-            // data order from (seed, epoch): these two numbers are its state.
-            ("seed", self.config.seed.to_string()),
-            (
-                "global_step",
-                (u64::from(epoch) * self.steps_per_epoch()).to_string(),
-            ),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v))
-        .collect();
-        if let Some(m) = self.micro_batch {
-            meta.insert("micro_batch".into(), m.to_string());
+        let best = self.best.unwrap_or(Best {
+            epoch: 0,
+            val_loss: f64::INFINITY,
+        });
+        let meta = CheckpointMeta {
+            schema: CheckpointMeta::SCHEMA.into(),
+            epoch,
+            adam_steps: self.opt.steps,
+            best_epoch: best.epoch,
+            best_val_loss: best.val_loss,
+            seed: self.config.seed,
+            global_step: u64::from(epoch) * self.steps_per_epoch(),
+            micro_batch: self.micro_batch,
+            loss_scale: self.scaler.as_ref().map(|s| s.scale),
+            loss_scale_good_steps: self.scaler.as_ref().map(|s| s.good_steps),
+            skipped_steps: self.scaler.as_ref().map(|s| s.skipped),
+        };
+        self.checkpointer.save(&tensors, &meta)
+    }
+
+    /// Runs the remaining epochs. A failure of the run itself (out of memory
+    /// at micro-batch 1, a libtorch error, a loss that stays non-finite) is a
+    /// `Stop::Failed`; I/O errors are errors.
+    pub fn run(&mut self, faults: &mut Faults, events: &mut Listeners) -> anyhow::Result<Stop> {
+        for epoch in self.start_epoch..=self.config.epochs {
+            if let ControlFlow::Break(stop) = self.epoch(epoch, faults, events)? {
+                return Ok(stop);
+            }
         }
-        if let Some(s) = &self.scaler {
-            meta.insert("loss_scale".into(), s.scale.to_string());
-            meta.insert("loss_scale_good_steps".into(), s.good_steps.to_string());
-            meta.insert("skipped_steps".into(), s.skipped.to_string());
+        Ok(Stop::Finished)
+    }
+
+    /// One epoch: its steps, validation, the row, and the saves.
+    fn epoch(&mut self, epoch: u32, faults: &mut Faults, events: &mut Listeners) -> Flow<()> {
+        let c = self.config.clone();
+        let steps = self.steps_per_epoch();
+        let total = steps * u64::from(c.epochs);
+        let warmup = steps * u64::from(c.warmup_epochs);
+        // Peaks per epoch; on CPU this answers "not available".
+        let _ = shim::reset_peak(self.device);
+        let started = Instant::now();
+        let order = data::shuffled(self.train.len() as usize, c.seed, u64::from(epoch));
+        let (mut loss_sum, mut seen, mut lr) = (0.0, 0i64, 0.0);
+        let (mut skipped, mut ooms) = (0u64, 0u64);
+        for (i, chunk) in order.chunks(c.batch_size as usize).enumerate() {
+            let at = StepAt {
+                epoch,
+                step: i as u64 + 1,
+                global: u64::from(epoch - 1) * steps + i as u64,
+            };
+            faults.before_step(epoch, at.step);
+            lr = optim::lr_at(c.learning_rate, at.global, warmup, total);
+            let done = match self.step(at, chunk, faults, events)? {
+                ControlFlow::Break(stop) => return Ok(ControlFlow::Break(stop)),
+                ControlFlow::Continue(done) => done,
+            };
+            ooms += done.ooms;
+            let Some(loss) = done.loss else {
+                skipped += 1;
+                continue;
+            };
+            if !optim::apply_update(&mut self.opt, self.scaler.as_mut(), c.grad_clip, lr) {
+                skipped += 1;
+            }
+            loss_sum += loss * chunk.len() as f64;
+            seen += chunk.len() as i64;
+            events.emit(&Event::Batch {
+                epoch,
+                done: at.step,
+                total: steps,
+                loss,
+            })?;
         }
-        checkpoint::save(&self.out.join(CHECKPOINT), &tensors, meta)
+        let train_seconds = started.elapsed().as_secs_f64();
+        let (val_loss, m) = match self.validate() {
+            Ok(v) => v,
+            Err(e) => {
+                let message = e.to_string();
+                return Ok(ControlFlow::Break(Stop::Failed {
+                    class: failures::classify(&message),
+                    reason: format!("validation after epoch {epoch}: {message}"),
+                }));
+            }
+        };
+        let (peak_allocated_mib, peak_reserved_mib) = self.read_memory();
+        let row = EpochRow {
+            epoch,
+            // NaN, not 0, when every step of the epoch was skipped.
+            train_loss: if seen > 0 {
+                loss_sum / seen as f64
+            } else {
+                f64::NAN
+            },
+            val_loss,
+            lr,
+            seconds: started.elapsed().as_secs_f64(),
+            samples_per_s: seen as f64 / train_seconds.max(1e-9),
+            peak_allocated_mib,
+            peak_reserved_mib,
+            skipped_steps: skipped,
+            oom_events: ooms,
+            micro_batch: self.micro_batch.unwrap_or(c.batch_size).min(c.batch_size),
+            mae: m.mae,
+            rmse: m.rmse,
+            r2: m.r2,
+            accuracy: m.accuracy,
+            macro_f1: m.macro_f1,
+        };
+        let decision = self.strategy.after_epoch(&row, self.best);
+        if decision.new_best {
+            self.best = Some(Best { epoch, val_loss });
+            self.checkpointer.save_best(&self.named_weights())?;
+        }
+        events.emit(&Event::EpochEnd(&row))?;
+        if let (true, Some(best)) = (decision.new_best, self.best) {
+            events.emit(&Event::NewBest(best))?;
+        }
+        // The checkpoint goes last: once it names this epoch, everything of
+        // the epoch (metrics row, best model) is on disk.
+        if decision.checkpoint {
+            self.save_checkpoint(epoch)?;
+        }
+        self.last = Some(row);
+        Ok(ControlFlow::Continue(()))
+    }
+
+    /// One step, retried with smaller micro-batches after an out-of-memory
+    /// error. `loss` is None when the loss was not finite (update skipped).
+    fn step(
+        &mut self,
+        at: StepAt,
+        chunk: &[i64],
+        faults: &mut Faults,
+        events: &mut Listeners,
+    ) -> Flow<StepDone> {
+        let c = &self.config;
+        let idx = Tensor::from_slice(chunk).to_device(self.device);
+        let (frames, scalars, target) = self.train.batch(&idx);
+        let bn_before: Vec<Tensor> = self.buffers.iter().map(Tensor::copy).collect();
+        let mut ooms = 0;
+        let loss = loop {
+            // Every attempt starts from the same RNG state, so a retried step
+            // draws the same dropout masks.
+            tch::manual_seed(
+                (c.seed as i64)
+                    .wrapping_mul(1_000_003)
+                    .wrapping_add(at.global as i64),
+            );
+            self.opt.zero_grad();
+            let micro = self
+                .micro_batch
+                .map_or(chunk.len() as i64, i64::from)
+                .min(chunk.len() as i64);
+            let result = match faults.error(at.epoch, at.step) {
+                Some(e) => Err(e),
+                None => {
+                    let fail_alloc = faults.alloc(at.epoch, at.step);
+                    // libtorch errors that tch raises as panics (an
+                    // out-of-memory error in a layer's forward) come back as
+                    // errors, to be classified like the rest.
+                    panics::catch(|| self.attempt(&frames, &scalars, &target, micro, fail_alloc))
+                }
+            };
+            let e = match result {
+                Ok(l) if faults.nan_loss(at.epoch, at.step) => break f64::NAN * l,
+                Ok(l) => break l,
+                Err(e) => e,
+            };
+            let message = e.to_string();
+            let class = failures::classify(&message);
+            let (epoch, step_no) = (at.epoch, at.step);
+            if class != Class::OutOfMemory {
+                return Ok(ControlFlow::Break(Stop::Failed {
+                    class,
+                    reason: format!("epoch {epoch} step {step_no}: {message}"),
+                }));
+            }
+            // Out of memory: free what the step held, undo what its partial
+            // forward did to batch norm's running statistics, split the
+            // batch further, and try the same step again.
+            self.opt.zero_grad();
+            self.restore_buffers(&bn_before)?;
+            let stats = shim::memory_stats(self.device).ok();
+            let _ = shim::empty_cache(self.device);
+            if micro <= 1 {
+                return Ok(ControlFlow::Break(Stop::Failed {
+                    class,
+                    reason: format!("out of memory at epoch {epoch} step {step_no} even with micro-batches of 1: {}", first_line(&message)),
+                }));
+            }
+            let new = ((micro + 1) / 2) as u32;
+            let event = OomEvent {
+                epoch,
+                step: step_no,
+                old_micro_batch: micro as u32,
+                new_micro_batch: new,
+                allocated_mib: stats.map(|m| m.allocated as f64 / MIB),
+                reserved_mib: stats.map(|m| m.reserved as f64 / MIB),
+                message: first_line(&message).to_string(),
+            };
+            events.emit(&Event::OomRecovered(&event))?;
+            ooms += 1;
+            self.micro_batch = Some(new);
+        };
+        if !loss.is_finite() {
+            // Skip the update; several in a row mean the config diverges.
+            self.opt.zero_grad();
+            self.non_finite_streak += 1;
+            events.emit(&Event::StepSkipped {
+                epoch: at.epoch,
+                step: at.step,
+                loss,
+            })?;
+            if self.non_finite_streak >= NON_FINITE_LIMIT {
+                return Ok(ControlFlow::Break(Stop::Failed {
+                    class: Class::NonFiniteLoss,
+                    reason: format!(
+                        "loss is {loss} for {NON_FINITE_LIMIT} steps in a row (epoch {} step {})",
+                        at.epoch, at.step
+                    ),
+                }));
+            }
+            return Ok(ControlFlow::Continue(StepDone { loss: None, ooms }));
+        }
+        self.non_finite_streak = 0;
+        Ok(ControlFlow::Continue(StepDone {
+            loss: Some(loss),
+            ooms,
+        }))
+    }
+
+    fn restore_buffers(&self, saved: &[Tensor]) -> anyhow::Result<()> {
+        tch::no_grad(|| -> anyhow::Result<()> {
+            for (b, s) in self.buffers.iter().zip(saved) {
+                b.shallow_clone().f_copy_(s)?;
+            }
+            Ok(())
+        })
     }
 
     /// One attempt at a step: the batch split into micro-batches whose
     /// gradients accumulate to the whole batch's (each loss weighted by its
     /// share). Returns the batch's mean loss. `fail_alloc`: the `alloc` test
-    /// fault.
+    /// fault, which makes libtorch's allocator refuse after the first
+    /// micro-batch's forward and backward, where a real out-of-memory error
+    /// leaves batch norm's statistics already updated.
     fn attempt(
         &self,
         frames: &Tensor,
@@ -323,16 +473,6 @@ impl Trainer {
             precision: c.mixed_precision,
             loss_scale: self.scaler.as_ref().map(|s| s.scale),
         };
-        if fail_alloc {
-            // The `alloc` fault: libtorch's allocator refuses, under autocast,
-            // where a layer's forward would allocate.
-            let _never = amp.run(|| {
-                Tensor::empty(
-                    [crate::fault::IMPOSSIBLE_FLOATS],
-                    (tch::Kind::Float, self.device),
-                )
-            })?;
-        }
         let mut loss = 0.0;
         for start in (0..n).step_by(micro.max(1) as usize) {
             let len = micro.min(n - start);
@@ -353,204 +493,20 @@ impl Trainer {
                     &amp,
                     weight,
                 )?;
+            if fail_alloc {
+                let _never = amp.run(|| {
+                    Tensor::empty(
+                        [crate::fault::IMPOSSIBLE_FLOATS],
+                        (Kind::Float, self.device),
+                    )
+                })?;
+            }
         }
         Ok(loss)
     }
 
-    /// Runs the remaining epochs. A failure of the run itself (out of memory
-    /// at micro-batch 1, a libtorch error, a loss that stays non-finite) is a
-    /// `Stop::Failed`; I/O errors are errors.
-    pub fn run(&mut self, listeners: &mut [&mut dyn Listener]) -> anyhow::Result<Stop> {
-        let c = self.config.clone();
-        let steps = self.steps_per_epoch();
-        let total = steps * u64::from(c.epochs);
-        let warmup = steps * u64::from(c.warmup_epochs);
-        let n = self.train.len() as usize;
-        let mut faults = Faults::from_env()?;
-        for epoch in self.start_epoch..=c.epochs {
-            // Peaks per epoch; on CPU this answers "not available".
-            let _ = shim::reset_peak(self.device);
-            let skipped_before = self.skipped_total();
-            let ooms_before = self.oom_events.len();
-            let started = Instant::now();
-            let order = data::shuffled(n, c.seed, u64::from(epoch));
-            let mut loss_sum = 0.0;
-            let mut seen = 0i64;
-            let mut lr = 0.0;
-            for (i, chunk) in order.chunks(c.batch_size as usize).enumerate() {
-                let step_no = i as u64 + 1;
-                faults.before_step(epoch, step_no);
-                let global = u64::from(epoch - 1) * steps + i as u64;
-                lr = optim::lr_at(c.learning_rate, global, warmup, total);
-                let idx = Tensor::from_slice(chunk).to_device(self.device);
-                let (frames, scalars, target) = self.train.batch(&idx);
-                let loss = loop {
-                    // Every attempt starts from the same RNG state, so a
-                    // retried step draws the same dropout masks.
-                    tch::manual_seed(
-                        (c.seed as i64)
-                            .wrapping_mul(1_000_003)
-                            .wrapping_add(global as i64),
-                    );
-                    self.opt.zero_grad();
-                    let micro = self
-                        .micro_batch
-                        .map_or(chunk.len() as i64, i64::from)
-                        .min(chunk.len() as i64);
-                    let result = match faults.error(epoch, step_no) {
-                        Some(e) => Err(e),
-                        None => {
-                            let fail_alloc = faults.alloc(epoch, step_no);
-                            // libtorch errors that tch raises as panics (an
-                            // out-of-memory error in a layer's forward) come
-                            // back as errors, to be classified like the rest.
-                            panics::catch(|| {
-                                self.attempt(&frames, &scalars, &target, micro, fail_alloc)
-                            })
-                        }
-                    };
-                    let e = match result {
-                        Ok(l) if faults.nan_loss(epoch, step_no) => break f64::NAN * l,
-                        Ok(l) => break l,
-                        Err(e) => e,
-                    };
-                    let message = e.to_string();
-                    let class = failures::classify(&message);
-                    if class != Class::OutOfMemory {
-                        return Ok(Stop::Failed {
-                            class,
-                            reason: format!("epoch {epoch} step {step_no}: {message}"),
-                        });
-                    }
-                    // Out of memory: free what the step held, split the batch
-                    // further, and try the same step again.
-                    self.opt.zero_grad();
-                    let stats = shim::memory_stats(self.device).ok();
-                    let _ = shim::empty_cache(self.device);
-                    if micro <= 1 {
-                        return Ok(Stop::Failed {
-                            class,
-                            reason: format!("out of memory at epoch {epoch} step {step_no} even with micro-batches of 1: {}", first_line(&message)),
-                        });
-                    }
-                    let new = ((micro + 1) / 2) as u32;
-                    let event = OomEvent {
-                        epoch,
-                        step: step_no,
-                        old_micro_batch: micro as u32,
-                        new_micro_batch: new,
-                        allocated_mib: stats.map(|m| m.allocated as f64 / 1048576.0),
-                        reserved_mib: stats.map(|m| m.reserved as f64 / 1048576.0),
-                        message: first_line(&message).to_string(),
-                    };
-                    eprintln!(
-                        "train: out of memory at epoch {epoch} step {step_no}: micro-batch {micro} -> {new}, same step again (allocated {}, reserved {})",
-                        mib_or_na(event.allocated_mib),
-                        mib_or_na(event.reserved_mib)
-                    );
-                    self.oom_events.push(event);
-                    self.micro_batch = Some(new);
-                };
-                if !loss.is_finite() {
-                    // Skip the update; several in a row mean the config diverges.
-                    self.opt.zero_grad();
-                    self.non_finite += 1;
-                    self.non_finite_streak += 1;
-                    eprintln!(
-                        "train: loss is {loss} at epoch {epoch} step {step_no}: update skipped"
-                    );
-                    if self.non_finite_streak >= NON_FINITE_LIMIT {
-                        return Ok(Stop::Failed {
-                            class: Class::NonFiniteLoss,
-                            reason: format!("loss is {loss} for {NON_FINITE_LIMIT} steps in a row (epoch {epoch} step {step_no})"),
-                        });
-                    }
-                    continue;
-                }
-                self.non_finite_streak = 0;
-                let apply = match &mut self.scaler {
-                    Some(s) => {
-                        let found_inf = self.opt.unscale_grads(s.scale);
-                        s.update(found_inf)
-                    }
-                    None => true,
-                };
-                if apply {
-                    if let Some(max) = c.grad_clip {
-                        self.opt.clip_grad_norm(max);
-                    }
-                    self.opt.step(lr);
-                }
-                loss_sum += loss * chunk.len() as f64;
-                seen += chunk.len() as i64;
-                for l in listeners.iter_mut() {
-                    l.on(&Event::Batch {
-                        epoch,
-                        done: step_no,
-                        total: steps,
-                        loss,
-                    })?;
-                }
-            }
-            let train_seconds = started.elapsed().as_secs_f64();
-            let (val_loss, metrics) = match self.evaluate() {
-                Ok(v) => v,
-                Err(e) => {
-                    let message = e.to_string();
-                    return Ok(Stop::Failed {
-                        class: failures::classify(&message),
-                        reason: format!("validation after epoch {epoch}: {message}"),
-                    });
-                }
-            };
-            let (peak_allocated_mib, peak_reserved_mib) = self.read_memory();
-            let record = EpochRecord {
-                epoch,
-                epochs: c.epochs,
-                // NaN, not 0, when every step of the epoch was skipped.
-                train_loss: if seen > 0 {
-                    loss_sum / seen as f64
-                } else {
-                    f64::NAN
-                },
-                val_loss,
-                lr,
-                seconds: started.elapsed().as_secs_f64(),
-                samples_per_s: seen as f64 / train_seconds.max(1e-9),
-                peak_allocated_mib,
-                peak_reserved_mib,
-                skipped_steps: self.skipped_total() - skipped_before,
-                oom_events: (self.oom_events.len() - ooms_before) as u64,
-                micro_batch: self.micro_batch.unwrap_or(c.batch_size).min(c.batch_size),
-                metrics,
-            };
-            let improved = val_loss.is_finite() && self.best.is_none_or(|(_, b)| val_loss < b);
-            if improved {
-                self.best = Some((epoch, val_loss));
-                checkpoint::save(&self.out.join(BEST), &self.named_weights(), BTreeMap::new())?;
-            }
-            // The checkpoint goes last: once it names this epoch, everything
-            // of the epoch (metrics row, best model) is on disk.
-            for l in listeners.iter_mut() {
-                l.on(&Event::EpochEnd(&record))?;
-                if improved {
-                    l.on(&Event::NewBest { val_loss })?;
-                }
-            }
-            self.save_checkpoint(epoch)?;
-            self.last = Some(record);
-        }
-        Ok(Stop::Finished)
-    }
-
-    /// Steps whose update was skipped: fp16 overflow or a non-finite loss.
-    fn skipped_total(&self) -> u64 {
-        self.scaler.as_ref().map_or(0, |s| s.skipped) + self.non_finite
-    }
-
     /// This epoch's peaks (MiB), folded into the run's; None off the GPU.
     fn read_memory(&mut self) -> (Option<f64>, Option<f64>) {
-        const MIB: f64 = 1024.0 * 1024.0;
         match shim::memory_stats(self.device) {
             Ok(m) => {
                 let (a, r) = (m.peak_allocated as f64 / MIB, m.peak_reserved as f64 / MIB);
@@ -572,11 +528,11 @@ impl Trainer {
     /// chunks of the micro-batch: after an out-of-memory recovery the whole
     /// batch may not fit, a micro-batch did with gradients. (In eval mode each
     /// example's output is independent of the others in its chunk.)
-    pub fn evaluate(&self) -> Result<(f64, TaskMetrics), tch::TchError> {
-        panics::catch(|| Ok(self.evaluate_chunks()))
+    pub fn validate(&self) -> Result<(f64, TaskMetrics), tch::TchError> {
+        panics::catch(|| Ok(self.validate_chunks()))
     }
 
-    fn evaluate_chunks(&self) -> (f64, TaskMetrics) {
+    fn validate_chunks(&self) -> (f64, TaskMetrics) {
         let c = &self.config;
         let _guard = tch::no_grad_guard();
         let n = self.val.len();
@@ -605,61 +561,18 @@ impl Trainer {
         };
         (loss_sum / n.max(1) as f64, metrics)
     }
-
-    /// Training and validation examples loaded.
-    pub fn examples(&self) -> (i64, i64) {
-        (self.train.len(), self.val.len())
-    }
-
-    /// The estimate's parameter count, for the start-up line.
-    pub fn expected_parameters(&self) -> u64 {
-        ModelSpec::from_config(&self.config).parameter_count()
-    }
 }
 
-/// Seed 004's defensive data pass: labels in [0, num_labels), no NaN or inf,
-/// before anything touches the GPU.
-pub fn check_data(c: &Config, d: &Dataset, which: &str) -> anyhow::Result<()> {
-    let bad_at = |mask: Tensor| -> Option<i64> {
-        let idx = mask.nonzero();
-        (idx.size()[0] > 0).then(|| idx.int64_value(&[0, 0]))
-    };
-    let flat = |t: &Tensor| t.reshape([t.size()[0], -1]).to_kind(Kind::Float);
-    for (name, t) in [("frames", &d.frames), ("scalars", &d.scalars)] {
-        if t.numel() > 0 {
-            if let Some(i) = bad_at(flat(t).isfinite().logical_not().any_dim(1, false)) {
-                return Err(common::bad_input!(
-                    "{which} data: tensor `{name}`: NaN or inf in example {i}"
-                ));
-            }
-        }
-    }
-    match c.task {
-        Task::Regression => {
-            if let Some(i) = bad_at(d.target.isfinite().logical_not()) {
-                return Err(common::bad_input!(
-                    "{which} data: tensor `target`: NaN or inf in example {i}"
-                ));
-            }
-        }
-        Task::Classification => {
-            let k = c.num_labels as i64;
-            let counts: Vec<String> = (0..k)
-                .map(|label| {
-                    format!(
-                        "{label}: {}",
-                        d.target.eq(label).sum(Kind::Int64).int64_value(&[])
-                    )
-                })
-                .collect();
-            eprintln!("train: {which} labels: {}", counts.join(", "));
-            if let Some(i) = bad_at(d.target.lt(0).logical_or(&d.target.ge(k))) {
-                return Err(common::bad_input!(
-                    "{which} data: tensor `target`: label {} in example {i} is outside [0, {k}) (num_labels {k}); cross-entropy would raise a device-side assert on a GPU",
-                    d.target.int64_value(&[i])
-                ));
-            }
-        }
-    }
-    Ok(())
+/// Where a step stands: its epoch, its number in the epoch (from 1), and
+/// its number in the run (from 0).
+#[derive(Clone, Copy)]
+struct StepAt {
+    epoch: u32,
+    step: u64,
+    global: u64,
+}
+
+struct StepDone {
+    loss: Option<f64>,
+    ooms: u64,
 }

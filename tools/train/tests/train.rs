@@ -814,3 +814,169 @@ fn a_single_non_finite_loss_is_skipped_not_fatal() {
         Some("1")
     );
 }
+
+#[test]
+fn summary_counts_the_skipped_steps_metrics_csv_counts() {
+    // A non-finite loss is a skipped step in metrics.csv and in summary.yaml
+    // alike (summary.yaml once counted fp16 skips only).
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write(
+        dir.path(),
+        "t.yaml",
+        &TINY.replace("epochs: 4", "epochs: 2"),
+    );
+    let out = dir.path().join("run");
+    train()
+        .arg("--config")
+        .arg(&cfg)
+        .arg("--out")
+        .arg(&out)
+        .env("TRAINGUARD_FAULT", "nan@1:2,nan@2:1")
+        .assert()
+        .success();
+    let metrics = std::fs::read_to_string(out.join("metrics.csv")).unwrap();
+    let rows = common::wire::train::EpochRow::read_all("metrics.csv", &metrics).unwrap();
+    let in_csv: u64 = rows.iter().map(|r| r.skipped_steps).sum();
+    assert_eq!(in_csv, 2);
+    let summary: common::wire::train::TrainSummary = common::wire::parse(
+        "summary.yaml",
+        &std::fs::read_to_string(out.join("summary.yaml")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(summary.skipped_steps, in_csv);
+}
+
+#[test]
+fn a_fallback_with_another_environment_runs_in_a_fresh_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let base = TINY.replace("epochs: 4", "epochs: 3");
+    // A and B share an environment, so B runs in A's process, where A's
+    // fault (read once, at the start) fires again; C's environment differs:
+    // a fresh process reads it, and C's `none` really disables the fault.
+    let env = "environment: {TRAINGUARD_FAULT: \"cuda-graph@2:1\"}\n";
+    let a = write(d, "a.yaml", &(base.clone() + env));
+    let b = write(
+        d,
+        "b.yaml",
+        &(base.replace("channels: [8, 16]", "channels: [8, 12]") + env),
+    );
+    let c = write(
+        d,
+        "c.yaml",
+        &(base.replace("channels: [8, 16]", "channels: [4, 8]")
+            + "environment: {TRAINGUARD_FAULT: none}\n"),
+    );
+    let out = d.join("run");
+    let done = train()
+        .arg("--config")
+        .arg(&a)
+        .arg("--fallback")
+        .arg(&b)
+        .arg("--fallback")
+        .arg(&c)
+        .arg("--out")
+        .arg(&out)
+        .assert()
+        .success();
+    let stderr = String::from_utf8_lossy(&done.get_output().stderr).to_string();
+    let fresh: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("runs in a fresh train process"))
+        .collect();
+    assert_eq!(fresh.len(), 1, "{stderr}");
+    assert!(fresh[0].contains("c.yaml"), "{stderr}");
+    let summary: common::wire::train::TrainSummary = common::wire::parse(
+        "summary.yaml",
+        &std::fs::read_to_string(out.join("summary.yaml")).unwrap(),
+    )
+    .unwrap();
+    let classes: Vec<Option<&str>> = summary
+        .configs
+        .iter()
+        .map(|l| l.error_class.map(|c| c.as_str()))
+        .collect();
+    assert_eq!(
+        classes,
+        [Some("cuda-graph-pointer"), Some("cuda-graph-pointer"), None]
+    );
+    assert_eq!(summary.config, c.display().to_string());
+}
+
+#[test]
+fn a_chain_killed_in_its_second_config_resumes_in_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let base = TINY.replace("epochs: 4", "epochs: 40");
+    let a = write(
+        d,
+        "a.yaml",
+        &(base.clone() + "environment: {TRAINGUARD_FAULT: \"cuda-graph@2:1\"}\n"),
+    );
+    let b = write(
+        d,
+        "b.yaml",
+        &(base.replace("channels: [8, 16]", "channels: [4, 8]")
+            + "environment: {TRAINGUARD_FAULT: none}\n"),
+    );
+    let out = d.join("run");
+    let mut child = std::process::Command::new(BIN)
+        .args(["--threads", "1", "--device", "cpu", "--config"])
+        .arg(&a)
+        .arg("--fallback")
+        .arg(&b)
+        .arg("--out")
+        .arg(&out)
+        .env_remove("TRAINGUARD_FAULT")
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Kill -9 once B (the fresh process, same pid) has finished epoch 3.
+    let started = std::time::Instant::now();
+    loop {
+        let rows = std::fs::read_to_string(out.join("metrics.csv"))
+            .map(|t| t.lines().filter(|l| l.starts_with("3,")).count())
+            .unwrap_or(0);
+        if rows > 0 {
+            break;
+        }
+        assert!(child.try_wait().unwrap().is_none(), "train ended early");
+        assert!(started.elapsed().as_secs() < 300, "B never reached epoch 3");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(!out.join("summary.yaml").exists());
+    let resumed = train().arg("--resume").arg(&out).assert().success();
+    let stderr = String::from_utf8_lossy(&resumed.get_output().stderr).to_string();
+    assert!(stderr.contains("train: resuming"), "{stderr}");
+    assert!(
+        !stderr.contains("carried over"),
+        "B resumes its own checkpoint: {stderr}"
+    );
+    let summary: common::wire::train::TrainSummary = common::wire::parse(
+        "summary.yaml",
+        &std::fs::read_to_string(out.join("summary.yaml")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(summary.configs.len(), 2, "{summary:?}");
+    assert_eq!(
+        summary.configs[0].error_class.map(|c| c.as_str()),
+        Some("cuda-graph-pointer")
+    );
+    assert_eq!(summary.epochs_completed, 40);
+    // Epoch 3's row is written before its checkpoint: a kill in between
+    // resumes at 3 and writes that row again.
+    assert!(
+        summary.resumed_at_epoch.is_some_and(|e| e >= 3),
+        "{summary:?}"
+    );
+    // Every epoch once in metrics.csv, A's epoch 1 included.
+    let rows = common::wire::train::EpochRow::read_all(
+        "metrics.csv",
+        &std::fs::read_to_string(out.join("metrics.csv")).unwrap(),
+    )
+    .unwrap();
+    let epochs: Vec<u32> = rows.iter().map(|r| r.epoch).collect();
+    assert_eq!(epochs, (1..=40).collect::<Vec<_>>());
+}

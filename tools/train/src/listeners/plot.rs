@@ -1,16 +1,17 @@
 //! `curves.png` in the run directory: training and validation loss per epoch,
-//! and peak GPU memory per epoch (or why there is none). Redrawn from
-//! metrics.csv after each epoch, so a resumed run's plot covers all epochs;
-//! written to a temp file and renamed, like every file train writes.
+//! and peak GPU memory per epoch (or why there is none). Redrawn after each
+//! epoch from the rows the events carried (a resumed run's earlier epochs
+//! come as `History`), written atomically like every file train writes.
 
-use crate::trainer::{Event, Listener};
+use crate::events::{Event, Listener};
+use common::wire::train::EpochRow;
 use plotters::prelude::*;
 use std::path::{Path, PathBuf};
 use std::sync::Once;
 
 pub struct Plot {
-    metrics: PathBuf,
     out: PathBuf,
+    rows: Vec<Row>,
 }
 
 struct Row {
@@ -24,40 +25,20 @@ struct Row {
 impl Plot {
     pub fn new(dir: &Path) -> Plot {
         Plot {
-            metrics: dir.join("metrics.csv"),
             out: dir.join("curves.png"),
+            rows: Vec::new(),
         }
     }
 
-    fn rows(&self) -> anyhow::Result<Vec<Row>> {
-        let mut r = csv::Reader::from_path(&self.metrics)?;
-        let h = r.headers()?.clone();
-        let col = |n: &str| h.iter().position(|c| c == n);
-        let (e, t, v, a, re) = (
-            col("epoch"),
-            col("train_loss"),
-            col("val_loss"),
-            col("peak_allocated_mib"),
-            col("peak_reserved_mib"),
-        );
-        let mut rows = Vec::new();
-        for rec in r.records() {
-            let rec = rec?;
-            let num = |i: Option<usize>| {
-                i.and_then(|i| rec.get(i))
-                    .and_then(|s| s.parse::<f64>().ok())
-            };
-            if let (Some(epoch), Some(train), Some(val)) = (num(e), num(t), num(v)) {
-                rows.push(Row {
-                    epoch,
-                    train,
-                    val,
-                    allocated: num(a),
-                    reserved: num(re),
-                });
-            }
-        }
-        Ok(rows)
+    fn add(&mut self, r: &EpochRow) {
+        self.rows.retain(|x| x.epoch < f64::from(r.epoch));
+        self.rows.push(Row {
+            epoch: f64::from(r.epoch),
+            train: r.train_loss,
+            val: r.val_loss,
+            allocated: r.peak_allocated_mib,
+            reserved: r.peak_reserved_mib,
+        });
     }
 
     fn draw(&self) -> anyhow::Result<()> {
@@ -70,13 +51,12 @@ impl Plot {
                 dejavu::sans::regular(),
             );
         });
-        let rows = self.rows()?;
+        let rows = &self.rows;
         if rows.is_empty() {
             return Ok(());
         }
-        let tmp = self.out.with_file_name(".curves.tmp.png");
-        {
-            let root = BitMapBackend::new(&tmp, (1100, 420)).into_drawing_area();
+        common::files::write_atomic_with(&self.out, |tmp| {
+            let root = BitMapBackend::new(tmp, (1100, 420)).into_drawing_area();
             root.fill(&WHITE).map_err(plot_err)?;
             let (left, right) = root.split_horizontally(550);
             let last = rows.last().map_or(1.0, |r| r.epoch).max(2.0);
@@ -84,7 +64,7 @@ impl Plot {
                 ("train", BLUE, |r: &Row| Some(r.train)),
                 ("validation", RED, |r: &Row| Some(r.val)),
             ];
-            line_chart(&left, "Loss per epoch", "loss", last, &rows, &loss)?;
+            line_chart(&left, "Loss per epoch", "loss", last, rows, &loss)?;
             if rows.iter().any(|r| r.allocated.is_some()) {
                 let memory: Series = [
                     ("allocated", GREEN, |r: &Row| r.allocated),
@@ -95,7 +75,7 @@ impl Plot {
                     "Peak GPU memory per epoch (MiB)",
                     "MiB",
                     last,
-                    &rows,
+                    rows,
                     &memory,
                 )?;
             } else {
@@ -108,11 +88,8 @@ impl Plot {
                     .map_err(plot_err)?;
             }
             root.present().map_err(plot_err)?;
-        }
-        let f = std::fs::File::open(&tmp)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, &self.out)?;
-        Ok(())
+            Ok(())
+        })
     }
 }
 
@@ -173,7 +150,11 @@ fn line_chart(
 
 impl Listener for Plot {
     fn on(&mut self, event: &Event) -> anyhow::Result<()> {
-        if let Event::EpochEnd(_) = event {
+        if let Event::History(rows) = event {
+            rows.iter().for_each(|r| self.add(r));
+        }
+        if let Event::EpochEnd(r) = event {
+            self.add(r);
             // A plot that cannot be drawn is not worth stopping a run for.
             if let Err(e) = self.draw() {
                 eprintln!("train: curves.png not drawn: {e:#}");

@@ -1,0 +1,111 @@
+//! `train`: the libtorch trainer for the seeds' model, as a library whose
+//! binary is one call (uutils' shape), so that the loop can be driven and
+//! tested in-process. `train --config CFG` trains, `train --resume DIR`
+//! continues a killed run, `train info` reports the libtorch it runs on,
+//! `train bench` and `train check-data` serve the benchmarks and verify-fixes.
+
+pub mod bench;
+pub mod check_data;
+pub mod checkpoint;
+pub mod cuda_driver;
+pub mod data;
+pub mod events;
+pub mod fault;
+pub mod info;
+pub mod listeners;
+pub mod metrics;
+pub mod model;
+pub mod optim;
+pub mod panics;
+pub mod run;
+pub mod shim;
+pub mod step;
+pub mod strategy;
+pub mod tensor_bytes;
+pub mod trainer;
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// libtorch's RNG is global: unit tests that draw from it take turns.
+#[cfg(test)]
+static TORCH_RNG: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+#[derive(Parser)]
+#[command(
+    name = "train",
+    version,
+    about = "libtorch trainer for the seeds' model",
+    args_conflicts_with_subcommands = true,
+    after_help = "Exit codes: 0 finished, 1 training failed (reason in summary.yaml and on stderr), \
+                  2 bad input or usage, 3 --device cuda without a GPU, 4 train broke (an unexpected \
+                  error, such as an I/O failure)."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    /// The config to train.
+    #[arg(
+        long,
+        value_name = "CFG",
+        required_unless_present = "resume",
+        conflicts_with = "resume"
+    )]
+    config: Option<PathBuf>,
+    /// A config to continue with when the previous one fails in a way a
+    /// config causes (out of memory at micro-batch 1, CUDA graphs, a
+    /// diverging loss); repeat for a chain (A -> B -> C).
+    #[arg(long, value_name = "CFG", conflicts_with = "resume")]
+    fallback: Vec<PathBuf>,
+    /// Continue the run in DIR from its last checkpoint.
+    #[arg(long, value_name = "DIR")]
+    resume: Option<PathBuf>,
+    /// Run directory [default: runs/<config name>-<time>].
+    #[arg(long, value_name = "DIR", conflicts_with = "resume")]
+    out: Option<PathBuf>,
+    /// Where to train.
+    #[arg(long, value_enum, default_value = "auto")]
+    device: run::DeviceChoice,
+    /// CPU threads for libtorch [default: libtorch's choice].
+    #[arg(long, value_name = "N")]
+    threads: Option<i32>,
+    /// Set CUDA_LAUNCH_BLOCKING=1, so a CUDA error points at its kernel.
+    #[arg(long)]
+    sync_errors: bool,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Report the torch version, CUDA and cuDNN availability and the devices.
+    Info(info::Args),
+    /// Time training steps on a fixed batch (for bench/train_vs_pytorch.py).
+    Bench(bench::Args),
+    /// Check the config's data (shapes, dtypes, NaN/inf, labels) and print
+    /// the class balance, without training.
+    CheckData(check_data::Args),
+}
+
+/// The whole of `train`'s binary.
+pub fn main() -> ExitCode {
+    // Before anything changes it: a fresh process for another config of a
+    // chain starts from this environment.
+    let original_env = std::env::vars_os().collect();
+    let cli = Cli::parse();
+    common::cli::run("train", || {
+        let opts = run::Options {
+            device: cli.device,
+            threads: cli.threads,
+            sync_errors: cli.sync_errors,
+            original_env,
+        };
+        match (&cli.command, &cli.resume, &cli.config) {
+            (Some(Command::Info(args)), _, _) => info::run(args),
+            (Some(Command::Bench(args)), _, _) => bench::run(args),
+            (Some(Command::CheckData(args)), _, _) => check_data::run(args),
+            (None, Some(dir), _) => run::resume(dir, &opts),
+            (None, None, Some(cfg)) => run::start(cfg, &cli.fallback, cli.out.clone(), &opts),
+            (None, None, None) => unreachable!("clap requires --config or --resume"),
+        }
+    })
+}

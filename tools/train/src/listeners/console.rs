@@ -1,0 +1,160 @@
+//! What a person sees on stderr: the start-up lines, the seeds' epoch lines,
+//! recoveries and fallbacks, and a progress bar within an epoch when stderr
+//! is a terminal (plain lines when piped).
+
+use crate::events::{Event, Listener};
+use common::wire::train::RunStatus;
+use indicatif::{ProgressBar, ProgressStyle};
+use std::io::IsTerminal;
+
+pub struct Console {
+    bar: Option<ProgressBar>,
+    interactive: bool,
+    /// The current config's epochs, for "Epoch 3/8".
+    epochs: u32,
+}
+
+impl Default for Console {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Console {
+    pub fn new() -> Console {
+        Console {
+            bar: None,
+            interactive: std::io::stderr().is_terminal(),
+            epochs: 0,
+        }
+    }
+
+    fn clear_bar(&mut self) {
+        if let Some(bar) = self.bar.take() {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+fn mib_or_na(v: Option<f64>) -> String {
+    v.map_or_else(|| "n/a".to_string(), |v| format!("{v:.0} MiB"))
+}
+
+impl Listener for Console {
+    fn on(&mut self, event: &Event) -> anyhow::Result<()> {
+        match event {
+            Event::Started(s) => {
+                self.epochs = s.epochs;
+                if let Some((n, of)) = s.carried {
+                    eprintln!(
+                        "train: {}: continuing from the last good checkpoint at epoch {}; {n} of {of} model tensors carried over{}",
+                        s.config,
+                        s.first_epoch,
+                        if n < of { " (the others start fresh: their shapes differ)" } else { "" }
+                    );
+                }
+                eprintln!(
+                    "train: {} · {} · {} parameters (cfgcheck's estimate: {}) · {} training / {} validation examples · run directory {}",
+                    s.config,
+                    s.device,
+                    s.parameters,
+                    s.expected_parameters,
+                    s.train_examples,
+                    s.val_examples,
+                    s.out.display()
+                );
+                for n in &s.environment {
+                    eprintln!("train: environment: {n}");
+                }
+                for n in &s.not_applied {
+                    eprintln!("train: not applied: {n}");
+                }
+                if let Some(at) = s.resumed_at {
+                    eprintln!("train: resuming {} at epoch {at}", s.out.display());
+                }
+            }
+            Event::Labels { which, counts } => {
+                let list: Vec<String> = counts.iter().map(|(k, n)| format!("{k}: {n}")).collect();
+                eprintln!("train: {which} labels: {}", list.join(", "));
+            }
+            Event::History(_) => {}
+            Event::Batch {
+                epoch,
+                done,
+                total,
+                loss,
+            } if self.interactive => {
+                let bar = self.bar.get_or_insert_with(|| {
+                    let b = ProgressBar::new(*total);
+                    b.set_style(
+                        ProgressStyle::with_template(
+                            "Epoch {prefix} [{bar:30}] {pos}/{len} {msg} ({eta})",
+                        )
+                        .expect("a valid template")
+                        .progress_chars("=> "),
+                    );
+                    b
+                });
+                bar.set_prefix(epoch.to_string());
+                bar.set_position(*done);
+                bar.set_message(format!("loss {loss:.4}"));
+            }
+            Event::Batch { .. } => {}
+            Event::StepSkipped { epoch, step, loss } => {
+                self.clear_bar();
+                eprintln!("train: loss is {loss} at epoch {epoch} step {step}: update skipped");
+            }
+            Event::OomRecovered(e) => {
+                self.clear_bar();
+                eprintln!(
+                    "train: out of memory at epoch {} step {}: micro-batch {} -> {}, same step again (allocated {}, reserved {})",
+                    e.epoch,
+                    e.step,
+                    e.old_micro_batch,
+                    e.new_micro_batch,
+                    mib_or_na(e.allocated_mib),
+                    mib_or_na(e.reserved_mib)
+                );
+            }
+            Event::EpochEnd(r) => {
+                self.clear_bar();
+                let mut line = format!(
+                    "Epoch {}/{} | Train Loss: {:.4} | Val Loss: {:.4} | LR: {:.6} | Time: {:.2}s",
+                    r.epoch, self.epochs, r.train_loss, r.val_loss, r.lr, r.seconds
+                );
+                if let Some(r2) = r.r2 {
+                    line += &format!(" | R²: {r2:.4}");
+                }
+                if let Some(acc) = r.accuracy {
+                    line += &format!(" | Acc: {acc:.4}");
+                }
+                eprintln!("{line}");
+            }
+            Event::NewBest(b) => {
+                eprintln!("New best model saved! (val_loss: {:.4})", b.val_loss)
+            }
+            Event::LegEnded { leg, next: Some(_) } => {
+                eprintln!(
+                    "train: {} failed ({}): {}; falling back to the next config",
+                    leg.config,
+                    leg.error_class.map_or("", |c| c.as_str()),
+                    leg.stop_reason
+                );
+            }
+            Event::LegEnded { next: None, .. } => {}
+            Event::FreshProcess { next, why } => {
+                eprintln!("train: {next} runs in a fresh train process: {why}");
+            }
+            Event::AlreadyFinished { epochs } => {
+                eprintln!("train: the run already finished all {epochs} epochs");
+            }
+            Event::Ended(end) => {
+                self.clear_bar();
+                if end.status == RunStatus::Failed {
+                    eprintln!("train: failed: {}", end.stop_reason);
+                }
+            }
+        }
+        Ok(())
+    }
+}
