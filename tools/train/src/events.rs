@@ -66,11 +66,11 @@ pub enum Event<'a> {
         total: u64,
         loss: f64,
     },
-    /// A step whose loss was not finite: its update was skipped.
+    /// A step whose update was skipped, and why.
     StepSkipped {
         epoch: u32,
         step: u64,
-        loss: f64,
+        why: Skip,
     },
     OomRecovered(&'a OomEvent),
     EpochEnd(&'a EpochRow),
@@ -91,6 +91,15 @@ pub enum Event<'a> {
         epochs: u32,
     },
     Ended(&'a End),
+}
+
+/// Why a step's update was skipped.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Skip {
+    /// The loss was NaN or infinite.
+    NonFiniteLoss(f64),
+    /// fp16 gradients overflowed; the loss scaler halved its scale to this.
+    Fp16Overflow { new_scale: f64 },
 }
 
 pub trait Listener {

@@ -10,7 +10,7 @@
 
 use crate::checkpoint::Checkpointer;
 use crate::data::{self, Dataset};
-use crate::events::{Event, Listeners};
+use crate::events::{Event, Listeners, Skip};
 use crate::fault::Faults;
 use crate::metrics::{self, TaskMetrics};
 use crate::model::Net;
@@ -275,6 +275,12 @@ impl Trainer {
             };
             if !optim::apply_update(&mut self.opt, self.scaler.as_mut(), c.grad_clip, lr) {
                 skipped += 1;
+                let new_scale = self.scaler.as_ref().map_or(1.0, |s| s.scale);
+                events.emit(&Event::StepSkipped {
+                    epoch,
+                    step: at.step,
+                    why: Skip::Fp16Overflow { new_scale },
+                })?;
             }
             loss_sum += loss * chunk.len() as f64;
             seen += chunk.len() as i64;
@@ -423,7 +429,7 @@ impl Trainer {
             events.emit(&Event::StepSkipped {
                 epoch: at.epoch,
                 step: at.step,
-                loss,
+                why: Skip::NonFiniteLoss(loss),
             })?;
             if self.non_finite_streak >= NON_FINITE_LIMIT {
                 return Ok(ControlFlow::Break(Stop::Failed {

@@ -5,7 +5,7 @@ use common::config::Config;
 use std::cell::RefCell;
 use std::rc::Rc;
 use tch::Device;
-use train::events::{Event, Listener, Listeners};
+use train::events::{Event, Listener, Listeners, Skip};
 use train::fault::Faults;
 use train::trainer::{Stop, Trainer};
 
@@ -16,7 +16,12 @@ impl Listener for Record {
     fn on(&mut self, event: &Event) -> anyhow::Result<()> {
         let line = match event {
             Event::Batch { epoch, done, .. } => format!("batch {epoch}:{done}"),
-            Event::StepSkipped { epoch, step, .. } => format!("skipped {epoch}:{step}"),
+            Event::StepSkipped {
+                epoch,
+                step,
+                why: Skip::NonFiniteLoss(_),
+            } => format!("skipped {epoch}:{step} (loss)"),
+            Event::StepSkipped { epoch, step, .. } => format!("skipped {epoch}:{step} (fp16)"),
             Event::OomRecovered(e) => {
                 format!("oom {}:{} -> {}", e.epoch, e.step, e.new_micro_batch)
             }
@@ -55,7 +60,7 @@ fn the_loop_emits_every_step_and_epoch_and_takes_its_faults_from_the_caller() {
     assert!(matches!(stop, Stop::Finished), "{stop:?}");
     let seen = seen.borrow().join(", ");
     assert!(
-        seen.starts_with("batch 1:1, skipped 1:2, batch 1:3, epoch 1 skipped 1, best 1, batch 2:1, batch 2:2, oom 2:3 -> 8, batch 2:3, epoch 2 skipped 0"),
+        seen.starts_with("batch 1:1, skipped 1:2 (loss), batch 1:3, epoch 1 skipped 1, best 1, batch 2:1, batch 2:2, oom 2:3 -> 8, batch 2:3, epoch 2 skipped 0"),
         "{seen}"
     );
     // The loop wrote the checkpoints and nothing else: the files are the

@@ -2,7 +2,7 @@
 //! recoveries and fallbacks, and a progress bar within an epoch when stderr
 //! is a terminal (plain lines when piped).
 
-use crate::events::{Event, Listener};
+use crate::events::{Event, Listener, Skip};
 use common::wire::train::RunStatus;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
@@ -100,10 +100,17 @@ impl Listener for Console {
                 bar.set_message(format!("loss {loss:.4}"));
             }
             Event::Batch { .. } => {}
-            Event::StepSkipped { epoch, step, loss } => {
+            Event::StepSkipped {
+                epoch,
+                step,
+                why: Skip::NonFiniteLoss(loss),
+            } => {
                 self.clear_bar();
                 eprintln!("train: loss is {loss} at epoch {epoch} step {step}: update skipped");
             }
+            // The loss scaler's routine back-off: counted in metrics.csv, not
+            // worth a line each.
+            Event::StepSkipped { .. } => {}
             Event::OomRecovered(e) => {
                 self.clear_bar();
                 eprintln!(

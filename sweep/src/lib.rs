@@ -1,0 +1,17 @@
+//! The hyper-parameter search behind `train sweep`, without libtorch: the
+//! pure parts (space, samplers, pruners) have no I/O and are tested on their
+//! own; the journal is the sweep's one truth, in the format of Optuna's
+//! JournalFileBackend, so Optuna and optuna-dashboard read it as it is.
+//!
+//! - `trial`: the types every part shares (distributions, parameter values,
+//!   trial states, a trial as the journal records it);
+//! - `space`: W&B sweep YAML -> typed parameters, checked against the config
+//!   schema;
+//! - `sampler`: grid | random | tpe: (space, trials so far, number) -> the
+//!   next trial's parameters;
+//! - `pruner`: median | hyperband: (this trial's curve, the others') -> go on
+//!   or stop;
+//! - `journal`: Optuna's journal records: replay, append + fsync under its
+//!   lock, torn-tail repair.
+
+pub mod trial;

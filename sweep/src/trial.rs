@@ -1,0 +1,127 @@
+//! What every part of a sweep shares, in Optuna's terms so that the journal
+//! maps one to one: a parameter's distribution, its value, a trial's state,
+//! and a trial as the journal's replay knows it.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// A categorical choice (Optuna's CategoricalChoiceType: None, bool, int,
+/// float, str).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Choice {
+    Null,
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+    Str(String),
+}
+
+/// A parameter's distribution, as Optuna's FloatDistribution,
+/// IntDistribution and CategoricalDistribution define them.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Distribution {
+    /// [low, high]; `log`: sampled in log space (low > 0); `step`: a grid of
+    /// low + k·step (not with log).
+    Float {
+        low: f64,
+        high: f64,
+        log: bool,
+        step: Option<f64>,
+    },
+    /// [low, high] inclusive, on low + k·step; `log`: in log space (step 1).
+    Int {
+        low: i64,
+        high: i64,
+        log: bool,
+        step: i64,
+    },
+    Categorical {
+        choices: Vec<Choice>,
+    },
+}
+
+/// A parameter's value as a user (and a config) sees it: Optuna's
+/// "external representation".
+#[derive(Clone, Debug, PartialEq)]
+pub enum ParamValue {
+    Float(f64),
+    Int(i64),
+    Choice(Choice),
+}
+
+impl ParamValue {
+    /// As a YAML value, to set into a config.
+    pub fn to_yaml(&self) -> serde_yaml::Value {
+        match self {
+            ParamValue::Float(f) => serde_yaml::Value::from(*f),
+            ParamValue::Int(i) => serde_yaml::Value::from(*i),
+            ParamValue::Choice(c) => serde_yaml::to_value(c).unwrap_or(serde_yaml::Value::Null),
+        }
+    }
+}
+
+/// Optuna's TrialState, with its numbers (the journal stores them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum TrialState {
+    Running = 0,
+    Complete = 1,
+    Pruned = 2,
+    Fail = 3,
+    Waiting = 4,
+}
+
+impl TrialState {
+    pub fn is_finished(self) -> bool {
+        matches!(
+            self,
+            TrialState::Complete | TrialState::Pruned | TrialState::Fail
+        )
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TrialState::Running => "RUNNING",
+            TrialState::Complete => "COMPLETE",
+            TrialState::Pruned => "PRUNED",
+            TrialState::Fail => "FAIL",
+            TrialState::Waiting => "WAITING",
+        }
+    }
+}
+
+/// Optuna's StudyDirection (0 is NOT_SET).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Direction {
+    Minimize = 1,
+    Maximize = 2,
+}
+
+impl Direction {
+    /// Whether `a` is better than `b` in this direction.
+    pub fn better(self, a: f64, b: f64) -> bool {
+        match self {
+            Direction::Minimize => a < b,
+            Direction::Maximize => a > b,
+        }
+    }
+}
+
+/// One trial as the journal's replay knows it (Optuna's FrozenTrial).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Trial {
+    /// Its number in the study, from 0, in the order trials were created.
+    pub number: u64,
+    pub state: TrialState,
+    pub params: BTreeMap<String, ParamValue>,
+    pub distributions: BTreeMap<String, Distribution>,
+    /// The objective; None unless COMPLETE (single objective).
+    pub value: Option<f64>,
+    /// The metric per epoch (Optuna's intermediate values, step -> value).
+    pub intermediate: BTreeMap<u64, f64>,
+    pub user_attrs: BTreeMap<String, serde_json::Value>,
+    pub system_attrs: BTreeMap<String, serde_json::Value>,
+    /// Naive UTC timestamps, ISO 8601 without a zone (Optuna's format).
+    pub datetime_start: Option<String>,
+    pub datetime_complete: Option<String>,
+}
