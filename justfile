@@ -129,7 +129,7 @@ bench-checkpointing: build
 # Pack the release binaries, configs and bench scripts for a CUDA machine (see bench/README.md)
 [group('bench')]
 gpu-verify: build
-    bash bench/gpu/pack.sh
+    CUDA_CRT_VERSION={{ cuda_crt_version }} bash bench/gpu/pack.sh
 
 # What CI runs (.ci/run)
 [group('test')]
