@@ -55,29 +55,69 @@ demo: setup build
 build: setup
     cargo build --release --workspace
 
-# Create the Python environment with torch 2.11.0 unless it is there
+# Create the Python environment with torch 2.11.0 and the CUDA headers train's shim needs, unless they are there
 [group('setup')]
 setup:
     #!/usr/bin/env bash
     set -euo pipefail
     env_dir="{{ torch_env }}"
-    have() { "$env_dir/bin/python" -c 'import torch, sys; sys.exit(torch.__version__.split("+")[0] != "{{ torch_version }}")' 2>/dev/null; }
-    # The CUDA runtime's crt/ headers, for train's allocator view (its C++ shim).
-    crt() { ls "$env_dir"/lib/python3*/site-packages/nvidia/cu13/include/crt/host_defines.h >/dev/null 2>&1; }
+    py="$env_dir/bin/python"
+    crt_pkg="nvidia-cuda-crt=={{ cuda_crt_version }}"
+    have() { "$py" -c 'import torch, sys; sys.exit(torch.__version__.split("+")[0] != "{{ torch_version }}")' 2>/dev/null; }
+    # A CPU-only torch has no use for the CUDA headers.
+    cuda_torch() { "$py" -c 'import torch, sys; sys.exit(torch.version.cuda is None)' 2>/dev/null; }
+    # The CUDA runtime's headers (cuda_runtime_api.h, and crt/ from
+    # nvidia-cuda-crt), where tools/train/build.rs looks for them for train's
+    # allocator view (its C++ shim): TRAINGUARD_CUDA_INCLUDE, else beside torch.
+    crt() {
+        if [ -n "${TRAINGUARD_CUDA_INCLUDE:-}" ]; then
+            [ -f "$TRAINGUARD_CUDA_INCLUDE/crt/host_defines.h" ]
+            return
+        fi
+        local site
+        site=$("$py" -c 'import torch, os; print(os.path.dirname(os.path.dirname(torch.__file__)))' 2>/dev/null) || return 1
+        local inc
+        for inc in "$site/nvidia/cu13/include" "$site/nvidia/cuda_runtime/include"; do
+            if [ -f "$inc/cuda_runtime_api.h" ]; then
+                [ -f "$inc/crt/host_defines.h" ]
+                return
+            fi
+        done
+        return 1
+    }
+    # Installs the headers into the env when a CUDA torch lacks them; if that
+    # fails the build goes on, and says what it will lack.
+    headers() {
+        cuda_torch || return 0
+        crt && return 0
+        if [ -n "${TRAINGUARD_CUDA_INCLUDE:-}" ]; then
+            echo "setup: TRAINGUARD_CUDA_INCLUDE=$TRAINGUARD_CUDA_INCLUDE has no crt/host_defines.h: train will be built without its allocator view (train info: allocator_view: false; no GPU memory figures). Point it at a CUDA 13 include directory, or unset it to use $crt_pkg in $env_dir" >&2
+            return 0
+        fi
+        echo "setup: $env_dir has torch {{ torch_version }} but not the CUDA runtime headers train's allocator view needs; installing $crt_pkg into it" >&2
+        if "$py" -m pip install --quiet "$crt_pkg" && crt; then
+            # train's build script looked for them before: make it look again.
+            cargo clean --quiet -p train 2>/dev/null || true
+            cargo clean --quiet --release -p train 2>/dev/null || true
+            return 0
+        fi
+        echo "setup: could not install $crt_pkg into $env_dir: train will be built without its allocator view (train info: allocator_view: false): on a GPU it reports no peak memory (metrics.csv, train bench), and just gpu-verify refuses to pack it. Fix: $py -m pip install $crt_pkg, or set TRAINGUARD_CUDA_INCLUDE to a CUDA 13 include directory holding crt/host_defines.h; then rebuild (cargo clean -p train --release; just build)" >&2
+    }
     if [ -n "${TORCH_ENV:-}" ]; then
-        have && exit 0
-        echo "setup: TORCH_ENV=$env_dir has no torch {{ torch_version }} (bin/python cannot import it); install it there or unset TORCH_ENV" >&2
-        exit 2
+        if ! have; then
+            echo "setup: TORCH_ENV=$env_dir has no torch {{ torch_version }} (bin/python cannot import it); install it there or unset TORCH_ENV" >&2
+            exit 2
+        fi
+        headers
+        exit 0
     fi
-    if have && crt; then exit 0; fi
     if ! have; then
         echo "setup: creating $env_dir with torch=={{ torch_version }} from PyPI (about 4.6 GB, cached by pip)" >&2
         python3 -m venv "$env_dir"
-        "$env_dir/bin/python" -m pip install --quiet --upgrade pip
-        "$env_dir/bin/python" -m pip install --quiet "torch=={{ torch_version }}"
+        "$py" -m pip install --quiet --upgrade pip
+        "$py" -m pip install --quiet "torch=={{ torch_version }}"
     fi
-    "$env_dir/bin/python" -m pip install --quiet "nvidia-cuda-crt=={{ cuda_crt_version }}"
-    have && crt
+    headers
 
 # The whole suite: format, lints, every crate's tests
 [group('test')]
@@ -129,7 +169,7 @@ bench-checkpointing: build
 # Pack the release binaries, configs and bench scripts for a CUDA machine (see bench/README.md)
 [group('bench')]
 gpu-verify: build
-    bash bench/gpu/pack.sh
+    CUDA_CRT_VERSION={{ cuda_crt_version }} bash bench/gpu/pack.sh
 
 # What CI runs (.ci/run)
 [group('test')]

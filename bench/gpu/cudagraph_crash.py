@@ -28,7 +28,17 @@ A variant counts as reproducing the crash when `cfgcheck --explain` puts its
 error in the cuda-graph-pointer class. Writes cudagraph_crash.txt under --out
 (each variant: outcome, epoch times,
 the inductor's counters, the error and its traceback), rewritten after each
-variant. Exit 0: the crash was reproduced in at least one variant; 1: every
+variant.
+
+Time: each variant gets --timeout seconds (default 420: a cold
+torch.compile(mode="reduce-overhead") compiles the forward, the backward and
+the eval graph before the first epoch ends), and all of them together --total
+(default: $STEP_LIMIT, which run.sh sets to the step's limit; 0 = none). A
+variant gets at most what is left of --total less a margin for the report;
+one that would start with too little left is recorded as not run, with the
+command that runs it later. A variant past its limit is killed with its
+compile workers (its own process group) and recorded as timed out, with the
+last lines it printed. Exit 0: the crash was reproduced in at least one variant; 1: every
 variant ran and none crashed; 2: no CUDA device (or --device cpu, which only
 exercises the machinery: CUDA graphs need CUDA).
 """
@@ -36,6 +46,7 @@ exercises the machinery: CUDA graphs need CUDA).
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -52,6 +63,8 @@ VARIANTS = {
     "legacy-nonreentrant": {"legacy": True, "reentrant": False},
 }
 CLASS = "cuda-graph-pointer"
+# Seconds of --total kept back for the report, and the least worth starting a variant with.
+MARGIN, LEAST = 10, 30
 
 
 def failure_class(cfgcheck, text):
@@ -117,7 +130,7 @@ def child(name, device):
 def report(path, results):
     with open(path, "w") as f:
         for r in results:
-            f.write(f"== {r['variant']}: {r['outcome']}\n")
+            f.write(f"== {r['variant']}: {r['outcome']}" + (f" ({r['seconds']} s)" if "seconds" in r else "") + "\n")
             for e in r.get("epochs", []):
                 f.write(f"   epoch {e['epoch']}: {e['seconds']} s, val loss {e['val_loss']}\n")
             if r.get("inductor_counters"):
@@ -129,13 +142,47 @@ def report(path, results):
             f.write("\n")
 
 
+def run_variant(cmd, timeout):
+    """cmd in its own process group, so that a timeout (or our own SIGTERM)
+    kills it with the compile workers it started, whose inherited pipes would
+    otherwise keep communicate() waiting. (returncode or None on timeout,
+    stdout, stderr)."""
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
+                         start_new_session=True)
+
+    def kill_group(*_):
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+    def on_term(signum, _frame):
+        kill_group()
+        sys.exit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, on_term)
+    try:
+        try:
+            out, err = p.communicate(timeout=timeout)
+            return p.returncode, out, err
+        except subprocess.TimeoutExpired:
+            kill_group()
+            out, err = p.communicate()
+            return None, out, err
+    finally:
+        kill_group()  # compile workers left behind by a finished variant
+        signal.signal(signal.SIGTERM, previous)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", help="folder for cudagraph_crash.txt")
     ap.add_argument("--cfgcheck", help="the cfgcheck binary, whose --explain classifies each variant's error")
     ap.add_argument("--device", default="cuda", help="cuda, or cpu to exercise the machinery only")
     ap.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated, in order")
-    ap.add_argument("--timeout", type=int, default=150, help="seconds per variant")
+    ap.add_argument("--timeout", type=int, default=420, help="seconds per variant (default 420)")
+    ap.add_argument("--total", type=int, default=int(os.environ.get("STEP_LIMIT") or 0),
+                    help="seconds for all variants (default: $STEP_LIMIT, set by run.sh; 0: no limit)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -153,17 +200,38 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, "cudagraph_crash.txt")
     results = []
-    for name in names:
+    start = time.monotonic()
+    for i, name in enumerate(names):
+        limit = args.timeout
+        if args.total > 0:
+            left = int(args.total - MARGIN - (time.monotonic() - start))
+            if left < LEAST:
+                rest = names[i:]
+                for n in rest:
+                    results.append({"variant": n, "outcome": f"not run: {args.total}s for all variants spent "
+                                    f"(CRASH_VARIANTS={','.join(rest)} run.sh --only crash runs them)"})
+                    print(f"cudagraph_crash: {n}: {results[-1]['outcome']}", file=sys.stderr)
+                report(path, results)
+                break
+            limit = min(limit, left)
         cmd = [sys.executable, os.path.abspath(__file__), "--child", name, "--device", args.device]
-        try:
-            done = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, stdin=subprocess.DEVNULL)
-            lines = done.stdout.strip().splitlines()
-            r = json.loads(lines[-1]) if lines and lines[-1].startswith("{") else {"variant": name, "error": f"exit {done.returncode}, no result"}
-            r["stderr_tail"] = done.stderr.strip().splitlines()[-8:]
-        except subprocess.TimeoutExpired:
-            r = {"variant": name, "error": f"timed out after {args.timeout}s"}
+        started = time.monotonic()
+        code, out, stderr = run_variant(cmd, limit)
+        lines = out.strip().splitlines()
+        if code is None:
+            more = ("CRASH_TIMEOUT gives a variant more" if limit >= args.timeout else
+                    f"the step's time ran out: CRASH_VARIANTS={name} run.sh --only crash gives it {args.timeout}s")
+            r = {"variant": name, "error": f"timed out after {limit}s, still compiling or running ({more})"}
+        elif lines and lines[-1].startswith("{"):
+            r = json.loads(lines[-1])
+        else:
+            r = {"variant": name, "error": f"exit {code}, no result"}
+        r["seconds"] = round(time.monotonic() - started, 1)
+        r["stderr_tail"] = stderr.strip().splitlines()[-8:]
         err = (r.get("error") or "").strip()
-        if not err:
+        if code is None:
+            r["outcome"] = "TIMED OUT: " + err
+        elif not err:
             r["outcome"] = "completed 2 epochs without the error"
         elif failure_class(args.cfgcheck, r.get("traceback") or err) == CLASS:
             r["outcome"] = "REPRODUCED: " + first_line(err, 300)
@@ -176,7 +244,12 @@ def main():
     if reproduced:
         print(f"cudagraph_crash: reproduced in {', '.join(reproduced)} (of {len(results)} variants)", file=sys.stderr)
         return 0 if args.device.startswith("cuda") else 2
-    print(f"cudagraph_crash: not reproduced in any of {len(results)} variants; see {path}", file=sys.stderr)
+    counts = {}
+    for r in results:
+        kind = r["outcome"].split(":")[0]
+        counts[kind] = counts.get(kind, 0) + 1
+    print(f"cudagraph_crash: not reproduced in any of {len(results)} variants "
+          f"({', '.join(f'{k}: {n}' for k, n in counts.items())}); see {path}", file=sys.stderr)
     return 1 if args.device.startswith("cuda") else 2
 
 

@@ -59,7 +59,8 @@ def estimate(cfgcheck, path):
 
 
 def write(out, rows, device_name):
-    ok = [r for r in rows if not r["note"]]
+    # A row with a note failed on one side: shown, but out of the statistics.
+    ok = [r for r in rows if not r["note"] and r["train_peak_mib"] != "" and r["pytorch_peak_mib"] != ""]
     summary = []
     for side in ("train", "pytorch"):
         errs = [r[f"{side}_error"] for r in ok if r[f"{side}_error"] != ""]
@@ -129,13 +130,23 @@ def main():
                 row["note"] = f"train bench exit {bench.returncode}: {first_line(last)}"
             else:
                 report = json.loads(bench.stdout)
-                row["train_peak_mib"] = round(report["peak_allocated_mib"], 1)
+                # null when train cannot read the allocator (built without the
+                # CUDA headers): kept empty, and the note leaves the row out.
+                peak = report.get("peak_allocated_mib")
+                if peak is None:
+                    row["note"] = "train bench reported no peak (peak_allocated_mib: null; train info's allocator_view is false)"
+                else:
+                    row["train_peak_mib"] = round(peak, 1)
                 try:
                     gc.collect()
                     torch.cuda.empty_cache()
-                    row["pytorch_peak_mib"] = round(pytorch_side(report, weights, 2, 1, torch.get_num_threads(), "cuda")[3], 1)
+                    pt_peak = pytorch_side(report, weights, 2, 1, torch.get_num_threads(), "cuda")[3]
+                    if pt_peak is None:
+                        row["note"] = "; ".join(filter(None, [row["note"], "PyTorch side reported no peak"]))
+                    else:
+                        row["pytorch_peak_mib"] = round(pt_peak, 1)
                 except Exception as e:  # an OOM or a crash on PyTorch's side: keep the row, say why
-                    row["note"] = f"PyTorch side: {type(e).__name__}: {first_line(e)}"
+                    row["note"] = "; ".join(filter(None, [row["note"], f"PyTorch side: {type(e).__name__}: {first_line(e)}"]))
                 for side in ("train", "pytorch"):
                     if row[f"{side}_peak_mib"] != "":
                         row[f"{side}_error"] = round((row["estimate_mib"] - row[f"{side}_peak_mib"]) / row[f"{side}_peak_mib"], 4)

@@ -6,8 +6,8 @@
 #
 #   run.sh [--only PART[,PART...]] [--budget SECONDS] [--tar FILE] [OUT]
 #
-# PART: a group (basics, failures, compare, matrix) or one step's name; the
-# default is every step. --budget bounds the whole run: each step is given at
+# PART: a group (basics, failures, crash, compare, matrix) or one step's
+# name; the default is every step. --budget bounds the whole run: each step is given at
 # most what is left of it (less a reserve for packing) and a step that would
 # start with too little left is recorded as skipped, so a machine lent for a
 # fixed time still hands back a complete steps.csv. --tar packs OUT into one
@@ -16,9 +16,14 @@
 #
 # Without a GPU it runs in CPU-fallback mode: the GPU-only steps are skipped
 # with their reason, the rest runs (the test suite does this, so the recipe
-# cannot rot). Environment: BIN (binaries, default bin/ of the pack), PYTHON
-# (default python3), QUICK=1 shortens the benchmarks (for the test suite),
-# STEP_TIMEOUT (one step's limit in seconds, default 1800).
+# cannot rot). When `nvidia-smi -L` sees a GPU but train cannot load or does
+# not see CUDA, the GPU steps that need train are recorded as failed with
+# `train info`'s error instead. Environment: BIN (binaries, default bin/ of
+# the pack), PYTHON (default python3), QUICK=1 shortens the benchmarks (for
+# the test suite), STEP_TIMEOUT (one step's limit in seconds, default 1800;
+# each step also sees its limit as STEP_LIMIT), CRASH_TIMEOUT and
+# CRASH_VARIANTS (cudagraph_crash.py's --timeout per variant and --variants;
+# its defaults when unset).
 set -uo pipefail
 usage() { sed -n '/^#   run.sh/p' "${BASH_SOURCE[0]}" | sed 's/^#   /usage: /' >&2; exit 2; }
 only="" budget=0 tarball="" out=""
@@ -32,12 +37,12 @@ while [ $# -gt 0 ]; do
         *) [ -z "$out" ] || usage; out=$1; shift ;;
     esac
 done
-groups="basics failures compare matrix"
+groups="basics failures crash compare matrix"
 declare -A group_of=(
     [train-info]=basics [memdiag]=basics [memdiag-table]=basics [memdiag-oneshot]=basics
     [cfgcheck-seeds]=basics [verify-fixes]=basics [train-demo]=basics [train-vs-pytorch-cpu]=basics
     [trial-overhead]=basics
-    [oom-recovery]=failures [cudagraph-crash]=failures [cudagraph-explain]=failures
+    [oom-recovery]=failures [cudagraph-crash]=crash [cudagraph-explain]=crash
     [train-vs-pytorch-gpu-off]=compare [train-vs-pytorch-gpu-fp16]=compare [train-vs-pytorch-gpu-bf16]=compare
     [checkpointing-memory-cpu]=compare
     [estimate-matrix]=matrix [estimate-matrix-check]=matrix
@@ -65,15 +70,42 @@ wanted() { [ -z "$only" ] || [[ ",$only," == *",$1,"* ]] || [[ ",$only," == *",$
 pack() { [ -z "$tarball" ] || tar -C "$(dirname "$out")" --exclude='*.safetensors' -czf "$tarball" "$(basename "$out")"; }
 trap pack EXIT
 
-# The binaries find torch's libraries through that python's torch.
-torch_lib=$("$py" -c 'import torch, os; print(os.path.join(os.path.dirname(torch.__file__), "lib"))') || {
+# The binaries find torch's libraries through that python's torch; whether
+# that torch sees CUDA decides cudagraph-crash, which needs torch alone.
+torch_probe=$("$py" -c 'import torch, os
+print(os.path.join(os.path.dirname(torch.__file__), "lib"))
+print("torch", torch.__version__, "cuda", torch.version.cuda, "available", torch.cuda.is_available())') || {
     echo "run.sh: $py cannot import torch" >&2
     exit 2
 }
+torch_lib=$(head -n 1 <<<"$torch_probe")
+torch_line=$(tail -n 1 <<<"$torch_probe")
+torch_cuda=0
+[[ $torch_line == *"available True" ]] && torch_cuda=1
 export LD_LIBRARY_PATH="$torch_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
-gpu=0
-if "$bin/train" info --format yaml 2>/dev/null | grep -q '^cuda_available: true'; then gpu=1; fi
+# gpu: 1 when train sees CUDA; 0 when nothing sees a GPU (CPU fallback);
+# "broken" when nvidia-smi sees one but train cannot load or use it (then
+# why says so, and the GPU steps that need train fail with it).
+gpu=0 why=""
+info_err=$(mktemp)
+info=$("$bin/train" info --format yaml 2>"$info_err")
+info_rc=$?
+smi=$(nvidia-smi -L 2>/dev/null | grep '^GPU ' | head -n 1)
+if [ "$info_rc" = 0 ] && grep -q '^cuda_available: true' <<<"$info"; then
+    gpu=1
+elif [ -n "$smi" ]; then
+    gpu=broken
+    if [ "$info_rc" != 0 ]; then
+        why="train info exits $info_rc: $(tail -n 1 "$info_err")"
+    else
+        notes=$(sed -n '/^notes:/,$p' <<<"$info" | sed -n "s/^- //p" | tr -d "'" | paste -sd ';' -)
+        why="train info: cuda_available: false${notes:+ ($notes)}"
+    fi
+    why="nvidia-smi sees ${smi%% (UUID*} but train cannot use it: $why"
+    echo "run.sh: $why" >&2
+fi
+rm -f "$info_err"
 echo "step,status,seconds,note" > "$out/steps.csv"
 record() { printf '%s,%s,%s,"%s"\n' "$1" "$2" "$3" "${4//\"/\'}" >> "$out/steps.csv"; echo "run.sh: $1: $2 ${4:+($4)}" >&2; }
 # Seconds kept back at the end of a budget for packing the results.
@@ -93,21 +125,27 @@ step() {
         [ "$left" -lt "$limit" ] && limit=$left
     fi
     local start=$SECONDS
-    timeout --kill-after=5 "$limit" "$@" < /dev/null > "$out/$name.out" 2> "$out/$name.err"
+    STEP_LIMIT=$limit timeout --kill-after=5 "$limit" "$@" < /dev/null > "$out/$name.out" 2> "$out/$name.err"
     local rc=$?
     if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
         record "$name" "timed out" $((SECONDS - start)) "stopped after ${limit}s: $(tail -n 1 "$out/$name.err")"
     elif [[ " $ok " == *" $rc "* ]]; then
-        record "$name" ok $((SECONDS - start)) "exit $rc"
+        # A non-zero exit that is a result: its last line, if any, says which.
+        local last=""
+        [ "$rc" = 0 ] || last=$(tail -n 1 "$out/$name.err")
+        record "$name" ok $((SECONDS - start)) "exit $rc${last:+: $last}"
     else
         record "$name" failed $((SECONDS - start)) "exit $rc: $(tail -n 1 "$out/$name.err")"
     fi
 }
 gpu_only() { wanted "$1" && record "$1" skipped 0 "no CUDA device: $2"; return 0; }
+# A GPU step that cannot run because train cannot use the GPU nvidia-smi sees.
+gpu_failed() { wanted "$1" && record "$1" failed 0 "${2:-$why}"; return 0; }
 
 { date -u +%FT%TZ; uname -a; nvidia-smi -L 2>/dev/null || echo "no nvidia-smi"
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv 2>/dev/null
-  "$py" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)'
+  echo "$torch_line"
+  [ -z "$why" ] || echo "$why"
   echo "parts: ${only:-all}; budget: ${budget}s"; } > "$out/machine.txt" 2>&1
 
 step train-info "0" "$bin/train" info --format yaml
@@ -139,19 +177,29 @@ trials=5; [ "$quick" = 1 ] && trials=1
 device=cpu; [ "$gpu" = 1 ] && device=cuda
 step trial-overhead "0" "$py" bench/trial_overhead.py --train "$bin/train" --cfgcheck "$bin/cfgcheck" --python "$py" --device $device --trials $trials --out "$out"
 
-if [ "$gpu" = 1 ]; then
-    # A batch far too large for the card: train must split it and go on.
-    rm -rf "$out/oom-run"
-    step oom-recovery "0" "$bin/train" --config configs/gpu_oom.yaml --out "$out/oom-run" --device cuda
-    # Exit 1 is a result too: every variant ran and none crashed (the
-    # report says what each did instead).
-    step cudagraph-crash "0 1" "$py" bench/gpu/cudagraph_crash.py --out "$out" --cfgcheck "$bin/cfgcheck"
+# Seed 001's crash: torch.compile(mode="reduce-overhead") in four variants,
+# each in its own process with its own limit (CRASH_TIMEOUT; a cold compile
+# takes minutes), within the step's limit. Needs torch's CUDA, not train's.
+crash_args=()
+[ -z "${CRASH_TIMEOUT:-}" ] || crash_args+=(--timeout "$CRASH_TIMEOUT")
+[ -z "${CRASH_VARIANTS:-}" ] || crash_args+=(--variants "$CRASH_VARIANTS")
+crash() {
+    # Exit 1 is a result too: no variant crashed (the report says what each
+    # did instead, and which did not fit in the time).
+    step cudagraph-crash "0 1" "$py" bench/gpu/cudagraph_crash.py --out "$out" --cfgcheck "$bin/cfgcheck" "${crash_args[@]}"
     # The real crash text through cfgcheck --explain, with the config fix.
     if [ -f "$out/cudagraph_crash.txt" ]; then
         step cudagraph-explain "0 1" "$bin/cfgcheck" --explain "$out/cudagraph_crash.txt" --config "$out/reduce-overhead.yaml" --format yaml
     elif wanted cudagraph-explain; then
         record cudagraph-explain skipped 0 "cudagraph-crash left no report"
     fi
+}
+
+if [ "$gpu" = 1 ]; then
+    # A batch far too large for the card: train must split it and go on.
+    rm -rf "$out/oom-run"
+    step oom-recovery "0" "$bin/train" --config configs/gpu_oom.yaml --out "$out/oom-run" --device cuda
+    crash
     # train against PyTorch eager and torch.compile on the full 64/128/256
     # model at the seeds' batch size, fp32, fp16 (the seeds' T4 has no bf16;
     # train's loss scaler against GradScaler) and bf16, checkpointing off and
@@ -162,6 +210,18 @@ if [ "$gpu" = 1 ]; then
             --rounds $rounds --steps $steps --tag "-gpu-$p" --out "$out"
     done
     step estimate-matrix "0" "$py" bench/gpu/estimate_matrix.py --train "$bin/train" --cfgcheck "$bin/cfgcheck" --out "$out"
+elif [ "$gpu" = broken ]; then
+    # A GPU is there and train cannot use it: a failure to see, not a skip.
+    gpu_failed oom-recovery
+    if [ "$torch_cuda" = 1 ]; then
+        crash
+    else
+        torch_why="nvidia-smi sees ${smi%% (UUID*} but $py's torch does not see CUDA either ($torch_line)"
+        gpu_failed cudagraph-crash "$torch_why"
+        gpu_failed cudagraph-explain "$torch_why"
+    fi
+    for p in off fp16 bf16; do gpu_failed "train-vs-pytorch-gpu-$p"; done
+    gpu_failed estimate-matrix
 else
     gpu_only oom-recovery "a real CUDA out-of-memory needs a GPU (CPU tests inject it with TRAINGUARD_FAULT)"
     gpu_only cudagraph-crash "CUDA graphs need CUDA"
