@@ -102,6 +102,9 @@ impl Versioned for TrainData {
 pub enum RunStatus {
     Finished,
     Failed,
+    /// Stopped on request (SIGINT or SIGTERM) between two steps; `--resume`
+    /// continues from the last checkpoint.
+    Stopped,
 }
 
 /// One row of metrics.csv (train-metrics/v1): one epoch. An empty cell (None)

@@ -21,6 +21,10 @@ use tch::Device;
 
 pub const CHAIN: &str = "chain.yaml";
 
+/// Exit code of a run stopped on request (SIGINT or SIGTERM), as shells
+/// report an interrupted command.
+pub const STOPPED: u8 = 130;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum DeviceChoice {
     Auto,
@@ -217,6 +221,14 @@ pub fn resume(dir: &Path, opts: &Options) -> anyhow::Result<u8> {
 /// allocator and CUDA read their settings once.
 fn go_chain(mut chain: ChainState, out: PathBuf, opts: &Options) -> anyhow::Result<u8> {
     let started = Instant::now();
+    // SIGINT and SIGTERM stop the loop between steps; a second one ends the
+    // process at once (the last checkpoint is whole either way).
+    let _ = ctrlc::set_handler(|| {
+        use std::sync::atomic::Ordering;
+        if crate::trainer::STOP_REQUESTED.swap(true, Ordering::SeqCst) {
+            std::process::exit(i32::from(STOPPED));
+        }
+    });
     // Before anything touches CUDA: the first config's environment.
     let mut env_notes = apply_environment(&chain.configs[chain.current].config, opts.sync_errors);
     let mut faults = Faults::from_env()?;
@@ -285,6 +297,7 @@ fn go_chain(mut chain: ChainState, out: PathBuf, opts: &Options) -> anyhow::Resu
                 None,
             ),
             Stop::Failed { class, reason } => (RunStatus::Failed, reason, Some(class)),
+            Stop::Stopped { reason } => (RunStatus::Stopped, reason, None),
         };
         let leg = Leg {
             config: name.clone(),
@@ -332,10 +345,10 @@ fn go_chain(mut chain: ChainState, out: PathBuf, opts: &Options) -> anyhow::Resu
             time_s: chain.seconds_before + started.elapsed().as_secs_f64(),
             legs: chain.legs.clone(),
         }))?;
-        return Ok(if status == RunStatus::Finished {
-            exit::OK
-        } else {
-            exit::FOUND
+        return Ok(match status {
+            RunStatus::Finished => exit::OK,
+            RunStatus::Failed => exit::FOUND,
+            RunStatus::Stopped => STOPPED,
         });
     }
 }

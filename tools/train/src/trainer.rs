@@ -34,8 +34,21 @@ use tch::{nn, Device, Kind, Tensor};
 #[derive(Debug)]
 pub enum Stop {
     Finished,
-    Failed { class: Class, reason: String },
+    Failed {
+        class: Class,
+        reason: String,
+    },
+    /// SIGINT or SIGTERM arrived; the loop stopped before the next step.
+    Stopped {
+        reason: String,
+    },
 }
+
+/// Set by train's SIGINT/SIGTERM handler (lib.rs): the loop stops before
+/// its next step, so the run ends with its summary and a checkpoint of its
+/// last whole epoch. (A sweep stops a pruned trial this way.)
+pub static STOP_REQUESTED: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
 
 /// Go on, or stop the run with this outcome.
 type Flow<T> = anyhow::Result<ControlFlow<Stop, T>>;
@@ -262,6 +275,14 @@ impl Trainer {
                 step: i as u64 + 1,
                 global: u64::from(epoch - 1) * steps + i as u64,
             };
+            if STOP_REQUESTED.load(std::sync::atomic::Ordering::SeqCst) {
+                return Ok(ControlFlow::Break(Stop::Stopped {
+                    reason: format!(
+                        "stopped on request (SIGINT or SIGTERM) before epoch {epoch} step {}",
+                        at.step
+                    ),
+                }));
+            }
             faults.before_step(epoch, at.step);
             lr = optim::lr_at(c.learning_rate, at.global, warmup, total);
             let done = match self.step(at, chunk, faults, events)? {

@@ -980,3 +980,51 @@ fn a_chain_killed_in_its_second_config_resumes_in_it() {
     let epochs: Vec<u32> = rows.iter().map(|r| r.epoch).collect();
     assert_eq!(epochs, (1..=40).collect::<Vec<_>>());
 }
+
+#[test]
+fn sigterm_stops_between_steps_with_a_summary_and_resume_finishes() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write(
+        dir.path(),
+        "t.yaml",
+        &TINY.replace("epochs: 4", "epochs: 60"),
+    );
+    let out = dir.path().join("run");
+    let mut child = std::process::Command::new(BIN)
+        .args(["--threads", "1", "--device", "cpu", "--config"])
+        .arg(&cfg)
+        .arg("--out")
+        .arg(&out)
+        .env_remove("TRAINGUARD_FAULT")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while !out.join("checkpoint.safetensors").exists() {
+        assert!(started.elapsed().as_secs() < 120, "no checkpoint written");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // SAFETY: kill(2) with the pid of a child we own.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+    let done = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&done.stderr).to_string();
+    assert_eq!(done.status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("stopped on request"), "{stderr}");
+    let summary: common::wire::train::TrainSummary = common::wire::parse(
+        "summary.yaml",
+        &std::fs::read_to_string(out.join("summary.yaml")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(summary.status, common::wire::train::RunStatus::Stopped);
+    assert!(summary.epochs_completed < 60, "{summary:?}");
+    train().arg("--resume").arg(&out).assert().success();
+    let summary: common::wire::train::TrainSummary = common::wire::parse(
+        "summary.yaml",
+        &std::fs::read_to_string(out.join("summary.yaml")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(summary.status, common::wire::train::RunStatus::Finished);
+    assert_eq!(summary.epochs_completed, 60);
+}

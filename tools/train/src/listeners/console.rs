@@ -12,6 +12,7 @@ pub struct Console {
     interactive: bool,
     /// The current config's epochs, for "Epoch 3/8".
     epochs: u32,
+    out: std::path::PathBuf,
 }
 
 impl Default for Console {
@@ -26,6 +27,7 @@ impl Console {
             bar: None,
             interactive: std::io::stderr().is_terminal(),
             epochs: 0,
+            out: std::path::PathBuf::new(),
         }
     }
 
@@ -45,6 +47,7 @@ impl Listener for Console {
         match event {
             Event::Started(s) => {
                 self.epochs = s.epochs;
+                self.out = s.out.clone();
                 if let Some((n, of)) = s.carried {
                     eprintln!(
                         "train: {}: continuing from the last good checkpoint at epoch {}; {n} of {of} model tensors carried over{}",
@@ -157,8 +160,14 @@ impl Listener for Console {
             }
             Event::Ended(end) => {
                 self.clear_bar();
-                if end.status == RunStatus::Failed {
-                    eprintln!("train: failed: {}", end.stop_reason);
+                match end.status {
+                    RunStatus::Failed => eprintln!("train: failed: {}", end.stop_reason),
+                    RunStatus::Stopped => eprintln!(
+                        "train: {}; continue with `train --resume {}`",
+                        end.stop_reason,
+                        self.out.display()
+                    ),
+                    RunStatus::Finished => {}
                 }
             }
         }
