@@ -10,6 +10,7 @@ pub mod explain;
 pub mod failures;
 pub mod fix;
 pub mod format;
+pub mod hazards;
 pub mod host;
 pub mod input;
 pub mod model;

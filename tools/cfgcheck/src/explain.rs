@@ -4,12 +4,12 @@
 //! edits (with `--config`) and prints them.
 
 use comfy_table::{presets::UTF8_FULL_CONDENSED, ContentArrangement, Table};
-use common::config::{CompileMode, LoadedConfig};
-use common::estimate::{self, MIB};
+use common::config::LoadedConfig;
 use common::explain::{Explained, Scan};
 use common::format::Format;
+use common::hazards::{Edits, ExplainCx, NO_CONFIG_FIX};
 use common::report::Gpu;
-use common::{exit, rules, yaml_edit};
+use common::{exit, yaml_edit};
 use serde::Serialize;
 use std::io::Write;
 
@@ -33,55 +33,23 @@ struct Output<'a> {
     last_error: Option<&'a common::explain::Evidence>,
 }
 
-/// The config edits (key, YAML value) that fix a finding, if any.
+/// The config edits (key, YAML value) that fix a finding, if any: the
+/// edits of the hazard that would have caught it.
 fn edits(
     f: &Explained,
     loaded: &LoadedConfig,
     gpu: Option<&Gpu>,
     env: &dyn Fn(&str) -> Option<String>,
-) -> Result<Vec<(String, String)>, String> {
-    let c = &loaded.config;
-    match f.id {
-        "cuda-graphs-checkpointing"
-            if c.torch_compile && c.torch_compile_mode.uses_cuda_graphs() =>
-        {
-            Ok(vec![(
-                "torch_compile_mode".into(),
-                yaml_edit::scalar(CompileMode::Default.as_str()),
-            )])
-        }
-        "cuda-graphs-checkpointing" => Ok(vec![("torch_compile".into(), "false".into())]),
-        "allocator-fragmentation" => {
-            let (name, value) = match rules::alloc_conf(c, env) {
-                Some((n, v, _)) => (n, v),
-                None => ("PYTORCH_ALLOC_CONF".to_string(), String::new()),
-            };
-            Ok(vec![(
-                format!("environment.{name}"),
-                yaml_edit::scalar(&rules::with_expandable(&value)),
-            )])
-        }
-        "memory-exceeds-free" => {
-            // The GPU: the report given, else the capacity in the message.
-            let total = gpu
-                .and_then(|g| g.memory)
-                .map(|m| m.free_mib as f64)
-                .or_else(|| f.oom.and_then(|o| o.total_mib));
-            let Some(total) = total else {
-                return Err(
-                    "no GPU report (--gpu) and no capacity in the message to size the batch for"
-                        .into(),
-                );
-            };
-            let budget = (total * 0.9) as u64 * MIB;
-            match estimate::largest_batch(c, budget, 4096) {
-                Some(b) if b < c.batch_size => Ok(vec![("batch_size".into(), b.to_string())]),
-                Some(_) => Err("by the estimate the config fits that GPU; the OOM came from elsewhere (another process, or a larger model than the config's)".into()),
-                None => Err("even batch_size 1 does not fit by the estimate: enable gradient_checkpointing or mixed_precision, or use the 32/64/128 model".into()),
-            }
-        }
-        "killed" if c.num_workers > 0 => Ok(vec![("num_workers".into(), "0".into())]),
-        _ => Err("no config change fixes this; see the fix above".into()),
+) -> Edits {
+    let cx = ExplainCx {
+        config: &loaded.config,
+        gpu,
+        oom: f.oom,
+        env,
+    };
+    match f.rule {
+        Some(id) => id.hazard().edits(&cx),
+        None => Err(NO_CONFIG_FIX.into()),
     }
 }
 
@@ -170,7 +138,7 @@ pub fn print(
                     &f.found.evidence[0].text,
                     f.found.cause,
                     f.found.fix,
-                    f.found.rule.unwrap_or(""),
+                    f.found.rule.map_or("", |r| r.as_str()),
                     f.config_diff.as_deref().unwrap_or(""),
                 ])?;
             }

@@ -86,7 +86,13 @@ fn run(cli: &Cli) -> anyhow::Result<u8> {
     let mut out = std::io::stdout().lock();
     if cli.list_rules {
         for r in rules::RULES {
-            writeln!(out, "{:28} {:8} {}", r.id, r.severity.as_str(), r.summary)?;
+            writeln!(
+                out,
+                "{:28} {:8} {}",
+                r.id.as_str(),
+                r.severity.as_str(),
+                r.summary
+            )?;
         }
         return Ok(exit::OK);
     }

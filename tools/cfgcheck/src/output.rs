@@ -119,7 +119,7 @@ pub fn write_csv(out: &Output, w: &mut dyn Write) -> anyhow::Result<()> {
                 &target,
                 r.verdict,
                 &peak,
-                &f.id,
+                f.id.as_str(),
                 f.severity.as_str(),
                 f.key.as_deref().unwrap_or(""),
                 &f.line.map(|l| l.to_string()).unwrap_or_default(),
@@ -163,7 +163,7 @@ pub fn write_table(out: &Output, w: &mut dyn Write) -> anyhow::Result<()> {
             for f in &r.findings {
                 t.add_row([
                     f.severity.as_str().to_string(),
-                    f.id.clone(),
+                    f.id.to_string(),
                     f.line.map_or(String::new(), |l| l.to_string()),
                     f.message.clone(),
                     f.fix.clone(),
@@ -172,7 +172,8 @@ pub fn write_table(out: &Output, w: &mut dyn Write) -> anyhow::Result<()> {
             writeln!(w, "{t}")?;
         }
         for s in &r.skipped {
-            writeln!(w, "skipped {}: {}", s.rules.join(", "), s.reason)?;
+            let rules: Vec<&str> = s.rules.iter().map(|r| r.as_str()).collect();
+            writeln!(w, "skipped {}: {}", rules.join(", "), s.reason)?;
         }
         let mut t = Table::new();
         t.load_preset(UTF8_FULL_CONDENSED)

@@ -3,7 +3,7 @@
 //! and everything that needs libtorch is asked of `train` as a child process.
 
 use common::config::{Config, LoadedConfig};
-use common::estimate::{self, MIB};
+use common::estimate::{self, Budget, MIB};
 use common::report::{Report, Source};
 use common::rules::{self, Severity, Target};
 use serde::Serialize;
@@ -163,7 +163,7 @@ impl Context<'_> {
                 .filter(|f| f.severity == s)
                 .map(|f| match f.line {
                     Some(l) => format!("{} (line {l})", f.id),
-                    None => f.id.clone(),
+                    None => f.id.to_string(),
                 })
                 .collect()
         };
@@ -214,8 +214,8 @@ impl Context<'_> {
             .max_by_key(|(_, _, p)| *p)
             .expect("at least the config itself");
         let n = u64::from(config.parallel_trials.max(1));
-        let usable_total = (mem.total_mib as f64 * (1.0 - self.margin)) as u64;
-        let usable_free = (mem.free_mib as f64 * (1.0 - self.margin)) as u64;
+        let budget = Budget::of(mem, config.parallel_trials, self.margin);
+        let (usable_total, usable_free) = (budget.usable_total_mib(), budget.usable_free_mib());
         let gpu_name = gpu.name.as_deref().unwrap_or("the GPU");
         let saw = format!(
             "{n} × {peak} MiB{} on {gpu_name}: {} MiB total, {} MiB free, {:.0}% margin",
@@ -229,7 +229,10 @@ impl Context<'_> {
             self.margin * 100.0
         );
         if n * peak > usable_total || peak > usable_free {
-            let fits = (usable_total.min(usable_free * n) / peak.max(1)).min(n);
+            let fits = budget
+                .trials_that_fit(peak)
+                .min(usable_free * n / peak.max(1))
+                .min(n);
             let fix = if fits >= 1 && n > 1 {
                 format!("parallel_trials: {fits}, or `cfgcheck --fit`")
             } else {
