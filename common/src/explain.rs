@@ -5,10 +5,10 @@
 use crate::bad_input;
 use crate::failures::{self, Class, Known, OomFigures, KNOWN};
 use crate::hazards::HazardId;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::io::BufRead;
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Evidence {
     pub line: usize,
     pub text: String,

@@ -10,10 +10,10 @@
 
 use crate::hazards::HazardId;
 use aho_corasick::AhoCorasick;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::sync::OnceLock;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Class {
     OutOfMemory,
@@ -214,7 +214,7 @@ pub fn classify(message: &str) -> Class {
 }
 
 /// The figures of a PyTorch out-of-memory message, in MiB.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct OomFigures {
     pub tried_mib: Option<f64>,
     pub total_mib: Option<f64>,

@@ -9,12 +9,12 @@ use crate::config::LoadedConfig;
 use crate::estimate::{self, Budget, Estimate};
 use crate::hazards::{Cx, Needs, CHECK_ORDER};
 use crate::report::Gpu;
-use serde::{Deserialize, Serialize};
 
 pub use crate::hazards::{
     alloc_conf, dataset_bytes, expandable_segments, long_run, with_expandable, HazardId, Severity,
     LONG_RUN_EPOCHS, SMALL_HOST_MIB,
 };
+pub use crate::wire::cfgcheck::{Finding, Skipped};
 
 /// A rule's fixed description, for `cfgcheck --list-rules` and README.
 pub struct Rule {
@@ -44,25 +44,6 @@ pub const RULES: &[Rule] = &[
     rule(HazardId::ALL[9]),
     rule(HazardId::ALL[10]),
 ];
-
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Finding {
-    pub id: HazardId,
-    pub severity: Severity,
-    /// What will happen at run time.
-    pub message: String,
-    pub fix: String,
-    /// The config key the finding is about, and its line in the file.
-    pub key: Option<String>,
-    pub line: Option<usize>,
-}
-
-/// Rules that could not be applied, and why.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Skipped {
-    pub rules: Vec<HazardId>,
-    pub reason: String,
-}
 
 /// What the config is checked against.
 pub struct Target<'a> {

@@ -10,7 +10,11 @@
 //! memdiag/v1 (`report`) and tiers/v1 (`tiers`) live in their own modules
 //! and are listed here too.
 
+pub mod cfgcheck;
+pub mod explain;
+pub mod space;
 pub mod train;
+pub mod verify;
 
 use crate::bad_input;
 use serde::de::DeserializeOwned;
@@ -90,6 +94,10 @@ pub fn all() -> Vec<(&'static str, serde_json::Value)> {
         entry::<crate::tiers::TierTable>(),
         entry::<train::TrainInfo>(),
         entry::<train::TrainData>(),
+        entry::<cfgcheck::Output>(),
+        entry::<explain::Output>(),
+        entry::<verify::Output>(),
+        entry::<space::Space>(),
     ]
 }
 

@@ -9,29 +9,10 @@ use common::explain::{Explained, Scan};
 use common::format::Format;
 use common::hazards::{Edits, ExplainCx, NO_CONFIG_FIX};
 use common::report::Gpu;
+use common::wire::explain::{Found, Output};
+use common::wire::Versioned;
 use common::{exit, yaml_edit};
-use serde::Serialize;
 use std::io::Write;
-
-pub const SCHEMA: &str = "cfgcheck-explain/v1";
-
-#[derive(Serialize)]
-struct Finding<'a> {
-    #[serde(flatten)]
-    found: &'a Explained,
-    /// With --config: the fix as a unified diff of the config, or why not.
-    config_diff: Option<String>,
-}
-
-#[derive(Serialize)]
-struct Output<'a> {
-    schema: &'static str,
-    log: &'a str,
-    lines: usize,
-    found: Vec<Finding<'a>>,
-    /// When nothing known was found: the last line that looks like an error.
-    last_error: Option<&'a common::explain::Evidence>,
-}
 
 /// The config edits (key, YAML value) that fix a finding, if any: the
 /// edits of the hazard that would have caught it.
@@ -85,20 +66,17 @@ pub fn print(
     out: &mut dyn Write,
 ) -> anyhow::Result<u8> {
     let env = |name: &str| std::env::var(name).ok();
-    let found: Vec<Finding> = scan
+    let found: Vec<Found> = scan
         .found
         .iter()
-        .map(|f| Finding {
-            found: f,
-            config_diff: loaded.map(|l| diff_for(f, l, gpu, &env)),
-        })
+        .map(|f| Found::new(f, loaded.map(|l| diff_for(f, l, gpu, &env))))
         .collect();
     let output = Output {
-        schema: SCHEMA,
-        log,
+        schema: Output::SCHEMA.into(),
+        log: log.into(),
         lines: scan.lines,
         last_error: if found.is_empty() {
-            scan.last_error.as_ref()
+            scan.last_error.clone()
         } else {
             None
         },
@@ -124,21 +102,16 @@ pub fn print(
                 "config_diff",
             ])?;
             for f in &output.found {
-                let lines: Vec<String> = f
-                    .found
-                    .evidence
-                    .iter()
-                    .map(|e| e.line.to_string())
-                    .collect();
+                let lines: Vec<String> = f.evidence.iter().map(|e| e.line.to_string()).collect();
                 w.write_record([
-                    f.found.id,
-                    f.found.class.as_str(),
-                    f.found.title,
+                    f.id.as_str(),
+                    f.class.as_str(),
+                    f.title.as_str(),
                     &lines.join(" "),
-                    &f.found.evidence[0].text,
-                    f.found.cause,
-                    f.found.fix,
-                    f.found.rule.map_or("", |r| r.as_str()),
+                    &f.evidence[0].text,
+                    &f.cause,
+                    &f.fix,
+                    f.rule.map_or("", |r| r.as_str()),
                     f.config_diff.as_deref().unwrap_or(""),
                 ])?;
             }
@@ -150,6 +123,7 @@ pub fn print(
     if output.found.is_empty() {
         let last = output
             .last_error
+            .as_ref()
             .map_or("no error-looking line either".to_string(), |e| {
                 format!("last error-looking line {}: {}", e.line, e.text)
             });
@@ -171,7 +145,7 @@ fn write_table(o: &Output, w: &mut dyn Write) -> anyhow::Result<()> {
         o.found.len()
     )?;
     for f in &o.found {
-        let e = f.found;
+        let e = f;
         let mut t = Table::new();
         t.load_preset(UTF8_FULL_CONDENSED)
             .set_content_arrangement(ContentArrangement::Dynamic)
@@ -201,7 +175,7 @@ fn write_table(o: &Output, w: &mut dyn Write) -> anyhow::Result<()> {
             writeln!(w, "{d}")?;
         }
     }
-    if let Some(e) = o.last_error {
+    if let Some(e) = &o.last_error {
         writeln!(
             w,
             "nothing known; last error-looking line {}: {}",

@@ -11,8 +11,9 @@ use common::config::{Config, LoadedConfig};
 use common::exit::{self, Failure};
 use common::format::Format;
 use common::rules::{self, Severity, Target};
+use common::wire::cfgcheck::{verdict, ConfigResult, EstimateOut, Output, TargetInfo};
+use common::wire::Versioned;
 use common::{bad_input, fix};
-use output::{ConfigResult, EstimateOut, Output, TargetInfo};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -160,7 +161,7 @@ fn run(cli: &Cli) -> anyhow::Result<u8> {
                     report.as_ref().expect("a GPU comes from a report").source,
                 )
             }),
-            verdict: output::verdict(&outcome.findings),
+            verdict: verdict(&outcome.findings).into(),
             estimate: EstimateOut::from(&outcome.estimate),
             findings: outcome.findings,
             skipped: outcome.skipped,
@@ -168,7 +169,7 @@ fn run(cli: &Cli) -> anyhow::Result<u8> {
         });
     }
     let result = Output {
-        schema: output::SCHEMA,
+        schema: Output::SCHEMA.into(),
         results,
     };
     match Format::resolve(cli.format) {

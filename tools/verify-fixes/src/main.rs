@@ -11,8 +11,10 @@ use common::config::Config;
 use common::exit;
 use common::format::Format;
 use common::rules::{self, Target};
+use common::wire::space::Space;
+use common::wire::verify::Output;
+use common::wire::{self, Versioned};
 use common::{bad_input, input};
-use serde::Serialize;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -72,16 +74,6 @@ struct Cli {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     common::cli::run("verify-fixes", || run(&cli))
-}
-
-#[derive(Serialize)]
-struct Output<'a> {
-    schema: &'static str,
-    config: String,
-    passed: usize,
-    failed: usize,
-    skipped: usize,
-    checks: &'a [Check],
 }
 
 fn run(cli: &Cli) -> anyhow::Result<u8> {
@@ -144,8 +136,8 @@ fn run(cli: &Cli) -> anyhow::Result<u8> {
     for id in IDS {
         if cli.skip.iter().any(|s| s == id) {
             results.push(Check {
-                id,
-                name: checks::name_of(id),
+                id: id.into(),
+                name: checks::name_of(id).into(),
                 status: Status::Skip,
                 saw: "skipped on purpose (--skip)".into(),
                 fix: None,
@@ -165,12 +157,12 @@ fn run(cli: &Cli) -> anyhow::Result<u8> {
     }
     let count = |s: &[Status]| results.iter().filter(|c| s.contains(&c.status)).count();
     let output = Output {
-        schema: "verify-fixes/v1",
+        schema: Output::SCHEMA.into(),
         config: loaded.name.clone(),
         passed: count(&[Status::Pass, Status::Warn]),
         failed: count(&[Status::Fail]),
         skipped: count(&[Status::Skip]),
-        checks: &results,
+        checks: results,
     };
     let mut out = std::io::stdout().lock();
     match Format::resolve(cli.format) {
@@ -183,12 +175,11 @@ fn run(cli: &Cli) -> anyhow::Result<u8> {
         Format::Csv => {
             let mut w = csv::Writer::from_writer(&mut out);
             w.write_record(["id", "name", "status", "saw", "fix"])?;
-            for c in &results {
-                let status = serde_yaml::to_string(&c.status)?;
+            for c in &output.checks {
                 w.write_record([
-                    c.id,
-                    c.name,
-                    status.trim(),
+                    c.id.as_str(),
+                    &c.name,
+                    c.status.as_str(),
                     &c.saw,
                     c.fix.as_deref().unwrap_or(""),
                 ])?;
@@ -210,14 +201,14 @@ fn write_table(o: &Output, w: &mut dyn Write) -> anyhow::Result<()> {
         .set_content_arrangement(ContentArrangement::Dynamic)
         .set_width(120)
         .set_header(["", "Check", "What it saw", "Fix"]);
-    for c in o.checks {
+    for c in &o.checks {
         let mark = match c.status {
             Status::Pass => "✓",
             Status::Warn => "!",
             Status::Fail => "✗",
             Status::Skip => "-",
         };
-        t.add_row([mark, c.name, &c.saw, c.fix.as_deref().unwrap_or("")]);
+        t.add_row([mark, &c.name, &c.saw, c.fix.as_deref().unwrap_or("")]);
     }
     writeln!(w, "verify-fixes: {}", o.config)?;
     writeln!(w, "{t}")?;
@@ -280,16 +271,8 @@ const MAX_VARIANTS: usize = 10_000;
 fn space_variants(base: &Config, path: &Path) -> anyhow::Result<Vec<(String, Config)>> {
     let input = input::read(path)?;
     let name = &input.name;
-    let v: serde_yaml::Value =
-        serde_yaml::from_str(&input.text).map_err(|e| bad_input!("{name}: not YAML: {e}"))?;
-    if v["schema"].as_str() != Some("space/v1") {
-        return Err(bad_input!("{name}: field `schema`: expected space/v1"));
-    }
-    let params = v["parameters"].as_mapping().ok_or_else(|| {
-        bad_input!(
-            "{name}: field `parameters`: expected a mapping of config keys to lists of values"
-        )
-    })?;
+    let space = wire::parse::<Space>(name, &input.text)?;
+    let params = &space.parameters;
     let mut variants: Vec<(Vec<String>, serde_yaml::Value)> =
         vec![(Vec::new(), serde_yaml::to_value(base)?)];
     for (k, values) in params {
