@@ -26,7 +26,8 @@ use std::process::ExitCode;
     after_help = "The target GPU: a memdiag report piped on stdin (memdiag | cfgcheck cfg.yaml), \
                   --gpu FILE (a saved report or configs/gpus/*.yaml), or none (memory rules skipped).\n\
                   Exit codes: 0 no errors (warnings allowed unless --strict), 1 errors found, \
-                  2 could not check (bad input or usage)."
+                  2 could not check (bad input or usage), 4 cfgcheck broke (an I/O failure or a bug). \
+                  With --explain: 0 a known failure found, 1 nothing known found."
 )]
 struct Cli {
     /// Config files to check.
@@ -245,9 +246,8 @@ fn edit(
     } else {
         fix::plan_fix(loaded, target)
     };
-    let text = fix::apply(loaded, &plan).map_err(|e| {
-        anyhow::Error::new(Failure::new(exit::FOUND, format!("{}: {e}", loaded.name)))
-    })?;
+    let text = fix::apply(loaded, &plan)
+        .map_err(|e| anyhow::Error::new(Failure::found(format!("{}: {e}", loaded.name))))?;
     for c in &plan.changes {
         eprintln!("cfgcheck: {}: {}: {}", loaded.name, c.key, c.why);
         eprintln!("          set {}: {}", c.key, c.value);

@@ -25,7 +25,8 @@ use std::process::ExitCode;
     version,
     about = "The gate before a long run: allocator, config, memory, runtime, GPU state, smoke run, data, disk",
     after_help = "The target GPU: memdiag's report piped on stdin, or --gpu FILE. \
-                  Exit codes: 0 no check failed, 1 a check failed, 2 bad input or usage."
+                  Exit codes: 0 no check failed, 1 a check failed, 2 bad input or usage, \
+                  4 verify-fixes broke (an I/O failure or a bug)."
 )]
 struct Cli {
     /// The config of the run to gate.
