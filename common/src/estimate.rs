@@ -22,6 +22,11 @@ pub fn mib_f64(bytes: u64) -> f64 {
     bytes as f64 / MIB as f64
 }
 
+/// Bytes as whole MiB, rounded down.
+pub fn whole_mib(bytes: u64) -> u64 {
+    bytes / MIB
+}
+
 /// Bytes as MiB rounded to one decimal, as the estimate's lines print them.
 pub fn mib_1dp(bytes: u64) -> f64 {
     (mib_f64(bytes) * 10.0).round() / 10.0

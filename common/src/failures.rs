@@ -270,7 +270,7 @@ fn size_mib(s: &str) -> Option<f64> {
     let v: f64 = it.next()?.trim_end_matches(['.', ',']).parse().ok()?;
     let unit = it.next()?.trim_end_matches(['.', ',', ')']);
     let scale = match unit {
-        "bytes" | "B" => 1.0 / 1048576.0,
+        "bytes" | "B" => crate::estimate::mib_f64(1),
         "KiB" => 1.0 / 1024.0,
         "MiB" => 1.0,
         "GiB" => 1024.0,

@@ -341,7 +341,7 @@ fn levers(c: &Config, est: &Estimate) -> String {
             .peak_bytes
             .saturating_sub(estimate::estimate(&changed).peak_bytes);
         if saved > 0 {
-            out.push(format!("{label} saves {} MiB", saved / MIB));
+            out.push(format!("{label} saves {} MiB", estimate::whole_mib(saved)));
         }
     };
     if !c.gradient_checkpointing {
@@ -819,7 +819,7 @@ impl Hazard for UncappedDataset {
         vec![cx.finding(
             self.id(),
             "max_train_examples",
-            format!("no max_train_examples and the training set takes {} MiB against {ram_mib} MiB of host RAM: loading it can get the process killed (exit -9, seed 002)", bytes / MIB),
+            format!("no max_train_examples and the training set takes {} MiB against {ram_mib} MiB of host RAM: loading it can get the process killed (exit -9, seed 002)", estimate::whole_mib(bytes)),
             format!("set max_train_examples{}", cap.unwrap_or_default()),
         )]
     }
@@ -834,7 +834,7 @@ impl Hazard for UncappedDataset {
                 n.to_string(),
                 format!(
                     "the training set ({} MiB) would not fit in half the host RAM ({} MiB)",
-                    bytes / MIB,
+                    estimate::whole_mib(bytes),
                     ram / 2
                 ),
                 |c| c.max_train_examples = Some(n),

@@ -82,43 +82,7 @@ pub fn print(
         },
         found,
     };
-    match format {
-        Format::Yaml => out.write_all(serde_yaml::to_string(&output)?.as_bytes())?,
-        Format::Json => {
-            serde_json::to_writer_pretty(&mut *out, &output)?;
-            writeln!(out)?;
-        }
-        Format::Csv => {
-            let mut w = csv::Writer::from_writer(&mut *out);
-            w.write_record([
-                "id",
-                "class",
-                "title",
-                "lines",
-                "first_evidence",
-                "cause",
-                "fix",
-                "rule",
-                "config_diff",
-            ])?;
-            for f in &output.found {
-                let lines: Vec<String> = f.evidence.iter().map(|e| e.line.to_string()).collect();
-                w.write_record([
-                    f.id.as_str(),
-                    f.class.as_str(),
-                    f.title.as_str(),
-                    &lines.join(" "),
-                    &f.evidence[0].text,
-                    &f.cause,
-                    &f.fix,
-                    f.rule.map_or("", |r| r.as_str()),
-                    f.config_diff.as_deref().unwrap_or(""),
-                ])?;
-            }
-            w.flush()?;
-        }
-        Format::Table => write_table(&output, out)?,
-    }
+    format.write(&output, out, write_table, write_csv)?;
     out.flush()?;
     if output.found.is_empty() {
         let last = output
@@ -134,6 +98,37 @@ pub fn print(
         return Ok(exit::FOUND);
     }
     Ok(exit::OK)
+}
+
+fn write_csv(o: &Output, out: &mut dyn Write) -> anyhow::Result<()> {
+    let mut w = csv::Writer::from_writer(out);
+    w.write_record([
+        "id",
+        "class",
+        "title",
+        "lines",
+        "first_evidence",
+        "cause",
+        "fix",
+        "rule",
+        "config_diff",
+    ])?;
+    for f in &o.found {
+        let lines: Vec<String> = f.evidence.iter().map(|e| e.line.to_string()).collect();
+        w.write_record([
+            f.id.as_str(),
+            f.class.as_str(),
+            f.title.as_str(),
+            &lines.join(" "),
+            &f.evidence[0].text,
+            &f.cause,
+            &f.fix,
+            f.rule.map_or("", |r| r.as_str()),
+            f.config_diff.as_deref().unwrap_or(""),
+        ])?;
+    }
+    w.flush()?;
+    Ok(())
 }
 
 fn write_table(o: &Output, w: &mut dyn Write) -> anyhow::Result<()> {

@@ -173,15 +173,7 @@ fn run(cli: &Cli) -> anyhow::Result<u8> {
         schema: Output::SCHEMA.into(),
         results,
     };
-    match Format::resolve(cli.format) {
-        Format::Table => output::write_table(&result, &mut out)?,
-        Format::Yaml => out.write_all(serde_yaml::to_string(&result)?.as_bytes())?,
-        Format::Json => {
-            serde_json::to_writer_pretty(&mut out, &result)?;
-            writeln!(out)?;
-        }
-        Format::Csv => output::write_csv(&result, &mut out)?,
-    }
+    Format::resolve(cli.format).write(&result, &mut out, output::write_table, output::write_csv)?;
     out.flush()?;
     let worst = result
         .results

@@ -105,12 +105,7 @@ fn run(cli: &Cli) -> anyhow::Result<u8> {
     }
 
     let mut out = std::io::stdout().lock();
-    match Format::resolve(cli.format) {
-        Format::Table => report.write_table(&mut out)?,
-        Format::Yaml => report.write_yaml(&mut out)?,
-        Format::Json => report.write_json(&mut out)?,
-        Format::Csv => report.write_csv(&mut out)?,
-    }
+    Format::resolve(cli.format).write(&report, &mut out, Report::write_table, Report::write_csv)?;
     out.flush()?;
     Ok(exit::OK)
 }

@@ -581,7 +581,7 @@ impl Context<'_> {
                 format!(
                     "{}: {} MiB free, the run writes about {} MiB",
                     dir.display(),
-                    free / MIB,
+                    estimate::whole_mib(free),
                     need.div_ceil(MIB)
                 ),
                 Some("free disk space or choose another --out".into()),
@@ -593,7 +593,7 @@ impl Context<'_> {
                 format!(
                     "{}: writable; {} MiB free, the run writes about {} MiB",
                     dir.display(),
-                    free / MIB,
+                    estimate::whole_mib(free),
                     need.div_ceil(MIB)
                 ),
                 None,

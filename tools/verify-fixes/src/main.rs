@@ -166,34 +166,29 @@ fn run(cli: &Cli) -> anyhow::Result<u8> {
         checks: results,
     };
     let mut out = std::io::stdout().lock();
-    match Format::resolve(cli.format) {
-        Format::Table => write_table(&output, &mut out)?,
-        Format::Yaml => out.write_all(serde_yaml::to_string(&output)?.as_bytes())?,
-        Format::Json => {
-            serde_json::to_writer_pretty(&mut out, &output)?;
-            writeln!(out)?;
-        }
-        Format::Csv => {
-            let mut w = csv::Writer::from_writer(&mut out);
-            w.write_record(["id", "name", "status", "saw", "fix"])?;
-            for c in &output.checks {
-                w.write_record([
-                    c.id.as_str(),
-                    &c.name,
-                    c.status.as_str(),
-                    &c.saw,
-                    c.fix.as_deref().unwrap_or(""),
-                ])?;
-            }
-            w.flush()?;
-        }
-    }
+    Format::resolve(cli.format).write(&output, &mut out, write_table, write_csv)?;
     out.flush()?;
     Ok(if output.failed > 0 {
         exit::FOUND
     } else {
         exit::OK
     })
+}
+
+fn write_csv(o: &Output, out: &mut dyn Write) -> anyhow::Result<()> {
+    let mut w = csv::Writer::from_writer(out);
+    w.write_record(["id", "name", "status", "saw", "fix"])?;
+    for c in &o.checks {
+        w.write_record([
+            c.id.as_str(),
+            &c.name,
+            c.status.as_str(),
+            &c.saw,
+            c.fix.as_deref().unwrap_or(""),
+        ])?;
+    }
+    w.flush()?;
+    Ok(())
 }
 
 fn write_table(o: &Output, w: &mut dyn Write) -> anyhow::Result<()> {
