@@ -4,8 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-mod support;
-use support::bin;
+use testkit::bin;
 
 /// bench/gpu/run.sh with these arguments, against the debug binaries and the
 /// python3 whose torch the build used.

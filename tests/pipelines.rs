@@ -5,8 +5,7 @@ use common::input::Input;
 use common::report::Report;
 use std::process::{Command, Output};
 
-mod support;
-use support::bin;
+use testkit::bin;
 
 /// Runs a bash pipeline with pipefail from the repository root, with the
 /// tools' directory first on PATH.

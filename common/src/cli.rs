@@ -1,8 +1,9 @@
 //! The thin wrapper every binary's `main` goes through (ripgrep's shape):
 //! run, print the error chain once as `tool: message` on stderr, map it to an
-//! exit code, and treat a closed stdout (`memdiag | head`) as success.
+//! exit code (`exit::code_of`: the error's own code, else 4, the tool broke),
+//! and treat a closed stdout (`memdiag | head`) as success.
 
-use crate::exit::{self, Failure};
+use crate::exit;
 use std::io;
 use std::process::ExitCode;
 
@@ -14,10 +15,7 @@ pub fn run(tool: &str, body: impl FnOnce() -> anyhow::Result<u8>) -> ExitCode {
             if is_broken_pipe(&err) {
                 return ExitCode::from(exit::OK);
             }
-            let code = err
-                .chain()
-                .find_map(|e| e.downcast_ref::<Failure>())
-                .map_or(exit::FOUND, |f| f.code);
+            let code = exit::code_of(&err);
             eprintln!("{tool}: {err:#}");
             ExitCode::from(code)
         }

@@ -10,6 +10,99 @@ use serde::{Deserialize, Serialize};
 
 pub const MIB: u64 = 1024 * 1024;
 
+/// The largest batch size any search for one (`--fix`, `--fit`, the
+/// memory rules' advice, `--explain`'s diff) considers.
+pub const BATCH_CAP: u32 = 4096;
+
+/// Headroom kept free on the GPU when no `--margin` is given (10%).
+pub const DEFAULT_MARGIN: f64 = 0.10;
+
+/// Bytes as MiB, with the fraction.
+pub fn mib_f64(bytes: u64) -> f64 {
+    bytes as f64 / MIB as f64
+}
+
+/// Bytes as whole MiB, rounded down.
+pub fn whole_mib(bytes: u64) -> u64 {
+    bytes / MIB
+}
+
+/// Bytes as MiB rounded to one decimal, as the estimate's lines print them.
+pub fn mib_1dp(bytes: u64) -> f64 {
+    (mib_f64(bytes) * 10.0).round() / 10.0
+}
+
+/// The memory a run may use on its target GPU: what is free and what there
+/// is in all, shared by `parallel` trials, less the `margin` (a fraction,
+/// 0.10 = 10%). Every memory decision (the rules, `--fix`, `--fit`,
+/// `--explain`'s diff, verify-fixes' memory check) goes through it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Budget {
+    pub free_mib: f64,
+    pub total_mib: f64,
+    pub parallel: u32,
+    pub margin: f64,
+}
+
+impl Budget {
+    /// The budget on a GPU of the report, for `parallel` trials.
+    pub fn of(mem: crate::report::Memory, parallel: u32, margin: f64) -> Budget {
+        Budget {
+            free_mib: mem.free_mib as f64,
+            total_mib: mem.total_mib as f64,
+            parallel,
+            margin,
+        }
+    }
+
+    fn less_margin(&self, mib: f64) -> u64 {
+        (mib * (1.0 - self.margin)) as u64
+    }
+
+    /// Free memory less the margin, in MiB.
+    pub fn usable_free_mib(&self) -> u64 {
+        self.less_margin(self.free_mib)
+    }
+
+    /// Total memory less the margin, in MiB.
+    pub fn usable_total_mib(&self) -> u64 {
+        self.less_margin(self.total_mib)
+    }
+
+    /// What one trial may use: free memory, and with parallel trials its
+    /// share of the total, less the margin, in MiB.
+    pub fn per_trial_mib(&self) -> u64 {
+        let share = (self.total_mib / f64::from(self.parallel.max(1))).floor();
+        self.less_margin(self.free_mib.min(share))
+    }
+
+    /// [`Budget::per_trial_mib`] in bytes.
+    pub fn per_trial_bytes(&self) -> u64 {
+        self.per_trial_mib() * MIB
+    }
+
+    /// The largest batch (up to [`BATCH_CAP`]) whose estimated peak fits in
+    /// `mib`; None when batch 1 does not.
+    pub fn largest_batch_in(c: &Config, mib: u64) -> Option<u32> {
+        largest_batch(c, mib * MIB, BATCH_CAP)
+    }
+
+    /// The largest batch that fits in the usable free memory.
+    pub fn largest_batch_free(&self, c: &Config) -> Option<u32> {
+        Self::largest_batch_in(c, self.usable_free_mib())
+    }
+
+    /// The largest batch that fits in one trial's share.
+    pub fn largest_batch_per_trial(&self, c: &Config) -> Option<u32> {
+        Self::largest_batch_in(c, self.per_trial_mib())
+    }
+
+    /// How many trials of `peak_mib` fit in the usable total.
+    pub fn trials_that_fit(&self, peak_mib: u64) -> u64 {
+        self.usable_total_mib() / peak_mib.max(1)
+    }
+}
+
 /// CUDA context, cuDNN/cuBLAS handles and workspaces: memory a process holds
 /// on the GPU beyond its tensors. A first guess until measured (issue 7).
 pub const CONTEXT_BYTES: u64 = 512 * MIB;
@@ -89,7 +182,7 @@ fn mib(bytes: u64) -> String {
     if bytes < MIB {
         format!("{:.1} KiB", bytes as f64 / 1024.0)
     } else {
-        format!("{:.1} MiB", bytes as f64 / MIB as f64)
+        format!("{:.1} MiB", mib_f64(bytes))
     }
 }
 

@@ -1,4 +1,6 @@
-//! Exit codes shared by every tool (documented in README, "Exit codes").
+//! Exit codes shared by every tool (documented in README, "Exit codes"), and
+//! the error that carries one (uucore's `UError::code()` in spirit): a
+//! failed check is told from a tool that broke.
 
 use std::fmt;
 
@@ -10,9 +12,12 @@ pub const FOUND: u8 = 1;
 pub const BAD_INPUT: u8 = 2;
 /// A GPU was required (`--require-gpu`) and none could be read.
 pub const NO_GPU: u8 = 3;
+/// The tool broke: an unexpected error such as an I/O failure or a bug; the
+/// message says what. What `cli::run` returns for an error with no code.
+pub const INTERNAL: u8 = 4;
 
-/// An error that knows which exit code it maps to. Anything else that reaches
-/// `cli::run` exits with `BAD_INPUT`'s neighbour, 1, as an unexpected failure.
+/// An error that knows which exit code it maps to. Anything else that
+/// reaches `cli::run` exits with [`INTERNAL`].
 #[derive(Debug)]
 pub struct Failure {
     pub code: u8,
@@ -26,8 +31,21 @@ impl Failure {
             message: message.into(),
         }
     }
+    /// Bad input or usage ([`BAD_INPUT`]).
     pub fn bad_input(message: impl Into<String>) -> Self {
         Self::new(BAD_INPUT, message)
+    }
+    /// The tool ran and found a problem ([`FOUND`]).
+    pub fn found(message: impl Into<String>) -> Self {
+        Self::new(FOUND, message)
+    }
+    /// A GPU was required and none could be read ([`NO_GPU`]).
+    pub fn no_gpu(message: impl Into<String>) -> Self {
+        Self::new(NO_GPU, message)
+    }
+    /// The exit code this failure maps to.
+    pub fn code(&self) -> u8 {
+        self.code
     }
 }
 
@@ -39,10 +57,34 @@ impl fmt::Display for Failure {
 
 impl std::error::Error for Failure {}
 
+/// The exit code of an error: the code of the first [`Failure`] in its
+/// chain, else [`INTERNAL`] (the tool broke, it did not find a problem).
+pub fn code_of(err: &anyhow::Error) -> u8 {
+    err.chain()
+        .find_map(|e| e.downcast_ref::<Failure>())
+        .map_or(INTERNAL, Failure::code)
+}
+
 /// `bail!`-like shorthand for bad input: `return Err(bad_input!("{path}: ..."))`.
 #[macro_export]
 macro_rules! bad_input {
     ($($arg:tt)*) => {
         anyhow::Error::new($crate::exit::Failure::bad_input(format!($($arg)*)))
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_error_without_a_code_is_internal_not_a_finding() {
+        let io = anyhow::Error::new(std::io::Error::other("disk on fire"));
+        assert_eq!(code_of(&io), INTERNAL);
+        assert_eq!(code_of(&crate::bad_input!("x")), BAD_INPUT);
+        let wrapped =
+            anyhow::Error::new(Failure::found("a check failed")).context("while checking");
+        assert_eq!(code_of(&wrapped), FOUND);
+        assert_ne!(INTERNAL, FOUND);
+    }
 }

@@ -4,10 +4,11 @@
 
 use crate::bad_input;
 use crate::failures::{self, Class, Known, OomFigures, KNOWN};
-use serde::Serialize;
+use crate::hazards::HazardId;
+use serde::{Deserialize, Serialize};
 use std::io::BufRead;
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Evidence {
     pub line: usize,
     pub text: String,
@@ -21,7 +22,7 @@ pub struct Explained {
     pub cause: &'static str,
     pub fix: &'static str,
     /// The cfgcheck rule that would have caught it before the run.
-    pub rule: Option<&'static str>,
+    pub rule: Option<HazardId>,
     /// Up to `MAX_EVIDENCE` matching lines, 1-based.
     pub evidence: Vec<Evidence>,
     pub matches: usize,
@@ -103,7 +104,7 @@ pub fn scan(name: &str, mut reader: impl BufRead) -> anyhow::Result<Scan> {
         };
         let oom = (k.class == Class::OutOfMemory).then(|| OomFigures::parse(&line));
         let k = match oom {
-            Some(f) if f.fragmented() => known("allocator-fragmentation"),
+            Some(f) if f.fragmented() => known(HazardId::AllocatorFragmentation.as_str()),
             _ => k,
         };
         let evidence = Evidence {
@@ -160,7 +161,10 @@ mod tests {
         assert_eq!(s.found.len(), 1);
         let f = &s.found[0];
         assert_eq!(f.id, "cuda-graphs-checkpointing");
-        assert_eq!(f.rule, Some("cuda-graphs-checkpointing"));
+        assert_eq!(
+            f.rule.map(HazardId::as_str),
+            Some("cuda-graphs-checkpointing")
+        );
         assert_eq!(f.evidence[0].line, 3);
         assert_eq!(f.matches, 1);
         assert!(f.fix.contains("torch_compile_mode: default"));

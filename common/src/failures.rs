@@ -8,6 +8,7 @@
 //! runtime's error strings, or from the seeds' own logs. An entry that a
 //! cfgcheck rule would have caught beforehand has that rule's id.
 
+use crate::hazards::HazardId;
 use aho_corasick::AhoCorasick;
 use serde::{Deserialize, Serialize};
 use std::sync::OnceLock;
@@ -58,7 +59,7 @@ pub struct Known {
     pub cause: &'static str,
     pub fix: &'static str,
     /// The cfgcheck rule that catches it before the run, if any.
-    pub rule: Option<&'static str>,
+    pub rule: Option<HazardId>,
 }
 
 const OOM_NEEDLES: &[&str] = &[
@@ -72,24 +73,24 @@ const OOM_NEEDLES: &[&str] = &[
 /// message (a device-side assert message also contains "CUDA error: ").
 pub const KNOWN: &[Known] = &[
     Known {
-        id: "memory-exceeds-free",
+        id: HazardId::MemoryExceedsFree.as_str(),
         class: Class::OutOfMemory,
         needles: OOM_NEEDLES,
         title: "CUDA out of memory: the step needs more than the GPU has free",
         cause: "The model, its optimizer state and one step's activations do not fit in the GPU's free memory: the batch, the image size, the frames or the model are too large for this card, or another process holds part of it. The allocation that failed is named in the message.",
         fix: "a smaller batch_size (cfgcheck --fit computes it), gradient_checkpointing: true, mixed_precision: bf16, or the 32/64/128 model (memory_optimized: true); train splits the batch into micro-batches by itself",
-        rule: Some("memory-exceeds-free"),
+        rule: Some(HazardId::MemoryExceedsFree),
     },
     // Chosen by `explain` from an out-of-memory message's figures, not by a
     // needle of its own.
     Known {
-        id: "allocator-fragmentation",
+        id: HazardId::AllocatorFragmentation.as_str(),
         class: Class::OutOfMemory,
         needles: &[],
         title: "CUDA out of memory from fragmentation: memory reserved but unallocated",
         cause: "PyTorch's caching allocator held enough free memory for the allocation, but in pieces: \"reserved by PyTorch but unallocated\" is at least what was asked for. Over many epochs, parallel trials or a sweep, fragmentation grows until a small allocation fails (seed 004 died at trial 182 this way).",
         fix: "PYTORCH_ALLOC_CONF=expandable_segments:True (PYTORCH_CUDA_ALLOC_CONF before PyTorch 2.9); fewer parallel trials; train sets it by default",
-        rule: Some("allocator-fragmentation"),
+        rule: Some(HazardId::AllocatorFragmentation),
     },
     Known {
         id: "host-out-of-memory",
@@ -102,7 +103,7 @@ pub const KNOWN: &[Known] = &[
         rule: None,
     },
     Known {
-        id: "cuda-graphs-checkpointing",
+        id: HazardId::CudaGraphsCheckpointing.as_str(),
         class: Class::CudaGraphPointer,
         needles: &[
             "static input data pointer changed",
@@ -112,7 +113,7 @@ pub const KNOWN: &[Known] = &[
         title: "CUDA graph replay found a tensor at a new address",
         cause: "torch.compile's \"reduce-overhead\" and \"max-autotune\" modes record CUDA graphs, which replay kernels on the exact memory addresses recorded in epoch 1. Gradient checkpointing recomputes activations during backward and they land at different addresses, so the replay in epoch 2 stops rather than compute on stale memory (seed 001).",
         fix: "torch_compile_mode: default (keeps most of the speed-up), or torch_compile: false",
-        rule: Some("cuda-graphs-checkpointing"),
+        rule: Some(HazardId::CudaGraphsCheckpointing),
     },
     Known {
         id: "device-side-assert",
@@ -139,7 +140,7 @@ pub const KNOWN: &[Known] = &[
         title: "the process was killed by the host (signal 9)",
         cause: "The host ran out of RAM and its out-of-memory killer ended the process, with no Python traceback: a whole dataset loaded into memory, or DataLoader worker processes each holding copies, on a small host such as Colab's 12.7 GB (seed 002).",
         fix: "num_workers: 0 and a max_train_examples cap; train --resume continues from the last epoch",
-        rule: Some("workers-small-host"),
+        rule: Some(HazardId::WorkersSmallHost),
     },
     Known {
         id: "non-finite-loss",
@@ -213,7 +214,7 @@ pub fn classify(message: &str) -> Class {
 }
 
 /// The figures of a PyTorch out-of-memory message, in MiB.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct OomFigures {
     pub tried_mib: Option<f64>,
     pub total_mib: Option<f64>,
@@ -269,7 +270,7 @@ fn size_mib(s: &str) -> Option<f64> {
     let v: f64 = it.next()?.trim_end_matches(['.', ',']).parse().ok()?;
     let unit = it.next()?.trim_end_matches(['.', ',', ')']);
     let scale = match unit {
-        "bytes" | "B" => 1.0 / 1048576.0,
+        "bytes" | "B" => crate::estimate::mib_f64(1),
         "KiB" => 1.0 / 1024.0,
         "MiB" => 1.0,
         "GiB" => 1024.0,

@@ -1,7 +1,8 @@
 //! Output formats. Humans get a table on a terminal; pipes get YAML, which every
 //! tool reads back (`memdiag | cfgcheck cfg.yaml` needs no flag).
 
-use std::io::IsTerminal;
+use serde::Serialize;
+use std::io::{IsTerminal, Write};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
@@ -21,5 +22,41 @@ impl Format {
                 Format::Yaml
             }
         })
+    }
+}
+
+/// Writes `value` as YAML (serde_yaml's layout, ending in a newline).
+pub fn write_yaml<T: Serialize + ?Sized>(value: &T, out: &mut dyn Write) -> anyhow::Result<()> {
+    out.write_all(serde_yaml::to_string(value)?.as_bytes())?;
+    Ok(())
+}
+
+/// Writes `value` as pretty JSON and a newline.
+pub fn write_json<T: Serialize + ?Sized>(value: &T, out: &mut dyn Write) -> anyhow::Result<()> {
+    serde_json::to_writer_pretty(&mut *out, value)?;
+    out.write_all(b"\n")?;
+    Ok(())
+}
+
+/// A tool's writer for one of the formats that are its own (table, CSV).
+pub type Writer<T> = fn(&T, &mut dyn Write) -> anyhow::Result<()>;
+
+impl Format {
+    /// Writes `value` in this format: YAML and JSON through serde, the
+    /// table and CSV through the tool's own writers. Every tool's
+    /// `--format` goes through here.
+    pub fn write<T: Serialize>(
+        self,
+        value: &T,
+        out: &mut dyn Write,
+        table: Writer<T>,
+        csv: Writer<T>,
+    ) -> anyhow::Result<()> {
+        match self {
+            Format::Table => table(value, out),
+            Format::Yaml => write_yaml(value, out),
+            Format::Json => write_json(value, out),
+            Format::Csv => csv(value, out),
+        }
     }
 }

@@ -266,14 +266,11 @@ impl Report {
     }
 
     pub fn write_yaml(&self, out: &mut dyn Write) -> anyhow::Result<()> {
-        out.write_all(serde_yaml::to_string(self)?.as_bytes())?;
-        Ok(())
+        crate::format::write_yaml(self, out)
     }
 
     pub fn write_json(&self, out: &mut dyn Write) -> anyhow::Result<()> {
-        serde_json::to_writer_pretty(&mut *out, self)?;
-        out.write_all(b"\n")?;
-        Ok(())
+        crate::format::write_json(self, out)
     }
 
     pub fn write_csv(&self, out: &mut dyn Write) -> anyhow::Result<()> {

@@ -10,7 +10,11 @@
 //! memdiag/v1 (`report`) and tiers/v1 (`tiers`) live in their own modules
 //! and are listed here too.
 
+pub mod cfgcheck;
+pub mod explain;
+pub mod space;
 pub mod train;
+pub mod verify;
 
 use crate::bad_input;
 use serde::de::DeserializeOwned;
@@ -95,6 +99,10 @@ pub fn all() -> Vec<(&'static str, serde_json::Value)> {
         entry::<train::CheckpointMeta>(),
         entry::<train::ChainState>(),
         entry::<train::TrainBench>(),
+        entry::<cfgcheck::Output>(),
+        entry::<explain::Output>(),
+        entry::<verify::Output>(),
+        entry::<space::Space>(),
     ]
 }
 

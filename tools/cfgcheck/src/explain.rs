@@ -4,84 +4,33 @@
 //! edits (with `--config`) and prints them.
 
 use comfy_table::{presets::UTF8_FULL_CONDENSED, ContentArrangement, Table};
-use common::config::{CompileMode, LoadedConfig};
-use common::estimate::{self, MIB};
+use common::config::LoadedConfig;
 use common::explain::{Explained, Scan};
 use common::format::Format;
+use common::hazards::{Edits, ExplainCx, NO_CONFIG_FIX};
 use common::report::Gpu;
-use common::{exit, rules, yaml_edit};
-use serde::Serialize;
+use common::wire::explain::{Found, Output};
+use common::wire::Versioned;
+use common::{exit, yaml_edit};
 use std::io::Write;
 
-pub const SCHEMA: &str = "cfgcheck-explain/v1";
-
-#[derive(Serialize)]
-struct Finding<'a> {
-    #[serde(flatten)]
-    found: &'a Explained,
-    /// With --config: the fix as a unified diff of the config, or why not.
-    config_diff: Option<String>,
-}
-
-#[derive(Serialize)]
-struct Output<'a> {
-    schema: &'static str,
-    log: &'a str,
-    lines: usize,
-    found: Vec<Finding<'a>>,
-    /// When nothing known was found: the last line that looks like an error.
-    last_error: Option<&'a common::explain::Evidence>,
-}
-
-/// The config edits (key, YAML value) that fix a finding, if any.
+/// The config edits (key, YAML value) that fix a finding, if any: the
+/// edits of the hazard that would have caught it.
 fn edits(
     f: &Explained,
     loaded: &LoadedConfig,
     gpu: Option<&Gpu>,
     env: &dyn Fn(&str) -> Option<String>,
-) -> Result<Vec<(String, String)>, String> {
-    let c = &loaded.config;
-    match f.id {
-        "cuda-graphs-checkpointing"
-            if c.torch_compile && c.torch_compile_mode.uses_cuda_graphs() =>
-        {
-            Ok(vec![(
-                "torch_compile_mode".into(),
-                yaml_edit::scalar(CompileMode::Default.as_str()),
-            )])
-        }
-        "cuda-graphs-checkpointing" => Ok(vec![("torch_compile".into(), "false".into())]),
-        "allocator-fragmentation" => {
-            let (name, value) = match rules::alloc_conf(c, env) {
-                Some((n, v, _)) => (n, v),
-                None => ("PYTORCH_ALLOC_CONF".to_string(), String::new()),
-            };
-            Ok(vec![(
-                format!("environment.{name}"),
-                yaml_edit::scalar(&rules::with_expandable(&value)),
-            )])
-        }
-        "memory-exceeds-free" => {
-            // The GPU: the report given, else the capacity in the message.
-            let total = gpu
-                .and_then(|g| g.memory)
-                .map(|m| m.free_mib as f64)
-                .or_else(|| f.oom.and_then(|o| o.total_mib));
-            let Some(total) = total else {
-                return Err(
-                    "no GPU report (--gpu) and no capacity in the message to size the batch for"
-                        .into(),
-                );
-            };
-            let budget = (total * 0.9) as u64 * MIB;
-            match estimate::largest_batch(c, budget, 4096) {
-                Some(b) if b < c.batch_size => Ok(vec![("batch_size".into(), b.to_string())]),
-                Some(_) => Err("by the estimate the config fits that GPU; the OOM came from elsewhere (another process, or a larger model than the config's)".into()),
-                None => Err("even batch_size 1 does not fit by the estimate: enable gradient_checkpointing or mixed_precision, or use the 32/64/128 model".into()),
-            }
-        }
-        "killed" if c.num_workers > 0 => Ok(vec![("num_workers".into(), "0".into())]),
-        _ => Err("no config change fixes this; see the fix above".into()),
+) -> Edits {
+    let cx = ExplainCx {
+        config: &loaded.config,
+        gpu,
+        oom: f.oom,
+        env,
+    };
+    match f.rule {
+        Some(id) => id.hazard().edits(&cx),
+        None => Err(NO_CONFIG_FIX.into()),
     }
 }
 
@@ -117,71 +66,28 @@ pub fn print(
     out: &mut dyn Write,
 ) -> anyhow::Result<u8> {
     let env = |name: &str| std::env::var(name).ok();
-    let found: Vec<Finding> = scan
+    let found: Vec<Found> = scan
         .found
         .iter()
-        .map(|f| Finding {
-            found: f,
-            config_diff: loaded.map(|l| diff_for(f, l, gpu, &env)),
-        })
+        .map(|f| Found::new(f, loaded.map(|l| diff_for(f, l, gpu, &env))))
         .collect();
     let output = Output {
-        schema: SCHEMA,
-        log,
+        schema: Output::SCHEMA.into(),
+        log: log.into(),
         lines: scan.lines,
         last_error: if found.is_empty() {
-            scan.last_error.as_ref()
+            scan.last_error.clone()
         } else {
             None
         },
         found,
     };
-    match format {
-        Format::Yaml => out.write_all(serde_yaml::to_string(&output)?.as_bytes())?,
-        Format::Json => {
-            serde_json::to_writer_pretty(&mut *out, &output)?;
-            writeln!(out)?;
-        }
-        Format::Csv => {
-            let mut w = csv::Writer::from_writer(&mut *out);
-            w.write_record([
-                "id",
-                "class",
-                "title",
-                "lines",
-                "first_evidence",
-                "cause",
-                "fix",
-                "rule",
-                "config_diff",
-            ])?;
-            for f in &output.found {
-                let lines: Vec<String> = f
-                    .found
-                    .evidence
-                    .iter()
-                    .map(|e| e.line.to_string())
-                    .collect();
-                w.write_record([
-                    f.found.id,
-                    f.found.class.as_str(),
-                    f.found.title,
-                    &lines.join(" "),
-                    &f.found.evidence[0].text,
-                    f.found.cause,
-                    f.found.fix,
-                    f.found.rule.unwrap_or(""),
-                    f.config_diff.as_deref().unwrap_or(""),
-                ])?;
-            }
-            w.flush()?;
-        }
-        Format::Table => write_table(&output, out)?,
-    }
+    format.write(&output, out, write_table, write_csv)?;
     out.flush()?;
     if output.found.is_empty() {
         let last = output
             .last_error
+            .as_ref()
             .map_or("no error-looking line either".to_string(), |e| {
                 format!("last error-looking line {}: {}", e.line, e.text)
             });
@@ -194,6 +100,37 @@ pub fn print(
     Ok(exit::OK)
 }
 
+fn write_csv(o: &Output, out: &mut dyn Write) -> anyhow::Result<()> {
+    let mut w = csv::Writer::from_writer(out);
+    w.write_record([
+        "id",
+        "class",
+        "title",
+        "lines",
+        "first_evidence",
+        "cause",
+        "fix",
+        "rule",
+        "config_diff",
+    ])?;
+    for f in &o.found {
+        let lines: Vec<String> = f.evidence.iter().map(|e| e.line.to_string()).collect();
+        w.write_record([
+            f.id.as_str(),
+            f.class.as_str(),
+            f.title.as_str(),
+            &lines.join(" "),
+            &f.evidence[0].text,
+            &f.cause,
+            &f.fix,
+            f.rule.map_or("", |r| r.as_str()),
+            f.config_diff.as_deref().unwrap_or(""),
+        ])?;
+    }
+    w.flush()?;
+    Ok(())
+}
+
 fn write_table(o: &Output, w: &mut dyn Write) -> anyhow::Result<()> {
     writeln!(
         w,
@@ -203,7 +140,7 @@ fn write_table(o: &Output, w: &mut dyn Write) -> anyhow::Result<()> {
         o.found.len()
     )?;
     for f in &o.found {
-        let e = f.found;
+        let e = f;
         let mut t = Table::new();
         t.load_preset(UTF8_FULL_CONDENSED)
             .set_content_arrangement(ContentArrangement::Dynamic)
@@ -233,7 +170,7 @@ fn write_table(o: &Output, w: &mut dyn Write) -> anyhow::Result<()> {
             writeln!(w, "{d}")?;
         }
     }
-    if let Some(e) = o.last_error {
+    if let Some(e) = &o.last_error {
         writeln!(
             w,
             "nothing known; last error-looking line {}: {}",

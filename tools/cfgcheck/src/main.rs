@@ -11,8 +11,9 @@ use common::config::{Config, LoadedConfig};
 use common::exit::{self, Failure};
 use common::format::Format;
 use common::rules::{self, Severity, Target};
+use common::wire::cfgcheck::{verdict, ConfigResult, EstimateOut, Output, TargetInfo};
+use common::wire::Versioned;
 use common::{bad_input, fix};
-use output::{ConfigResult, EstimateOut, Output, TargetInfo};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -25,7 +26,8 @@ use std::process::ExitCode;
     after_help = "The target GPU: a memdiag report piped on stdin (memdiag | cfgcheck cfg.yaml), \
                   --gpu FILE (a saved report or configs/gpus/*.yaml), or none (memory rules skipped).\n\
                   Exit codes: 0 no errors (warnings allowed unless --strict), 1 errors found, \
-                  2 could not check (bad input or usage)."
+                  2 could not check (bad input or usage), 4 cfgcheck broke (an I/O failure or a bug). \
+                  With --explain: 0 a known failure found, 1 nothing known found."
 )]
 struct Cli {
     /// Config files to check.
@@ -86,7 +88,13 @@ fn run(cli: &Cli) -> anyhow::Result<u8> {
     let mut out = std::io::stdout().lock();
     if cli.list_rules {
         for r in rules::RULES {
-            writeln!(out, "{:28} {:8} {}", r.id, r.severity.as_str(), r.summary)?;
+            writeln!(
+                out,
+                "{:28} {:8} {}",
+                r.id.as_str(),
+                r.severity.as_str(),
+                r.summary
+            )?;
         }
         return Ok(exit::OK);
     }
@@ -154,7 +162,7 @@ fn run(cli: &Cli) -> anyhow::Result<u8> {
                     report.as_ref().expect("a GPU comes from a report").source,
                 )
             }),
-            verdict: output::verdict(&outcome.findings),
+            verdict: verdict(&outcome.findings).into(),
             estimate: EstimateOut::from(&outcome.estimate),
             findings: outcome.findings,
             skipped: outcome.skipped,
@@ -162,18 +170,10 @@ fn run(cli: &Cli) -> anyhow::Result<u8> {
         });
     }
     let result = Output {
-        schema: output::SCHEMA,
+        schema: Output::SCHEMA.into(),
         results,
     };
-    match Format::resolve(cli.format) {
-        Format::Table => output::write_table(&result, &mut out)?,
-        Format::Yaml => out.write_all(serde_yaml::to_string(&result)?.as_bytes())?,
-        Format::Json => {
-            serde_json::to_writer_pretty(&mut out, &result)?;
-            writeln!(out)?;
-        }
-        Format::Csv => output::write_csv(&result, &mut out)?,
-    }
+    Format::resolve(cli.format).write(&result, &mut out, output::write_table, output::write_csv)?;
     out.flush()?;
     let worst = result
         .results
@@ -238,9 +238,8 @@ fn edit(
     } else {
         fix::plan_fix(loaded, target)
     };
-    let text = fix::apply(loaded, &plan).map_err(|e| {
-        anyhow::Error::new(Failure::new(exit::FOUND, format!("{}: {e}", loaded.name)))
-    })?;
+    let text = fix::apply(loaded, &plan)
+        .map_err(|e| anyhow::Error::new(Failure::found(format!("{}: {e}", loaded.name))))?;
     for c in &plan.changes {
         eprintln!("cfgcheck: {}: {}: {}", loaded.name, c.key, c.why);
         eprintln!("          set {}: {}", c.key, c.value);

@@ -1,95 +1,10 @@
-//! cfgcheck's results: the `cfgcheck/v1` machine format (YAML, JSON, CSV) and
-//! the human table.
+//! cfgcheck's results as CSV and as the human table; the `cfgcheck/v1`
+//! format itself is `common::wire::cfgcheck`.
 
 use comfy_table::{presets::UTF8_FULL_CONDENSED, ContentArrangement, Table};
-use common::config::Config;
-use common::estimate::{Estimate, MIB};
-use common::report::{Gpu, Source};
-use common::rules::{Finding, Severity, Skipped};
-use serde::Serialize;
+use common::rules::Severity;
+use common::wire::cfgcheck::Output;
 use std::io::Write;
-
-pub const SCHEMA: &str = "cfgcheck/v1";
-
-#[derive(Serialize)]
-pub struct Output {
-    pub schema: &'static str,
-    pub results: Vec<ConfigResult>,
-}
-
-#[derive(Serialize)]
-pub struct ConfigResult {
-    pub config: String,
-    pub target: Option<TargetInfo>,
-    /// ok, warnings or errors.
-    pub verdict: &'static str,
-    pub findings: Vec<Finding>,
-    pub skipped: Vec<Skipped>,
-    pub estimate: EstimateOut,
-    /// The config as checked, every default filled in.
-    pub resolved: Config,
-}
-
-#[derive(Serialize)]
-pub struct TargetInfo {
-    pub index: u32,
-    pub name: Option<String>,
-    pub source: Source,
-    pub total_mib: Option<u64>,
-    pub free_mib: Option<u64>,
-}
-
-impl TargetInfo {
-    pub fn of(gpu: &Gpu, source: Source) -> TargetInfo {
-        TargetInfo {
-            index: gpu.index,
-            name: gpu.name.clone(),
-            source,
-            total_mib: gpu.memory.map(|m| m.total_mib),
-            free_mib: gpu.memory.map(|m| m.free_mib),
-        }
-    }
-}
-
-#[derive(Serialize)]
-pub struct EstimateOut {
-    pub parameters: u64,
-    pub peak_mib: u64,
-    pub lines: Vec<EstimateLine>,
-}
-
-#[derive(Serialize)]
-pub struct EstimateLine {
-    pub component: String,
-    pub mib: f64,
-    pub formula: String,
-}
-
-impl From<&Estimate> for EstimateOut {
-    fn from(e: &Estimate) -> Self {
-        EstimateOut {
-            parameters: e.parameters,
-            peak_mib: e.peak_mib(),
-            lines: e
-                .lines
-                .iter()
-                .map(|l| EstimateLine {
-                    component: l.component.clone(),
-                    mib: (l.bytes as f64 / MIB as f64 * 10.0).round() / 10.0,
-                    formula: l.formula.clone(),
-                })
-                .collect(),
-        }
-    }
-}
-
-pub fn verdict(findings: &[Finding]) -> &'static str {
-    match findings.iter().map(|f| f.severity).min() {
-        Some(Severity::Error) => "errors",
-        Some(Severity::Warning) => "warnings",
-        _ => "ok",
-    }
-}
 
 pub fn write_csv(out: &Output, w: &mut dyn Write) -> anyhow::Result<()> {
     let mut csv = csv::Writer::from_writer(w);
@@ -111,15 +26,17 @@ pub fn write_csv(out: &Output, w: &mut dyn Write) -> anyhow::Result<()> {
             .unwrap_or_default();
         let peak = r.estimate.peak_mib.to_string();
         if r.findings.is_empty() {
-            csv.write_record([&r.config, &target, r.verdict, &peak, "", "", "", "", "", ""])?;
+            csv.write_record([
+                &r.config, &target, &r.verdict, &peak, "", "", "", "", "", "",
+            ])?;
         }
         for f in &r.findings {
             csv.write_record([
                 r.config.as_str(),
                 &target,
-                r.verdict,
+                &r.verdict,
                 &peak,
-                &f.id,
+                f.id.as_str(),
                 f.severity.as_str(),
                 f.key.as_deref().unwrap_or(""),
                 &f.line.map(|l| l.to_string()).unwrap_or_default(),
@@ -163,7 +80,7 @@ pub fn write_table(out: &Output, w: &mut dyn Write) -> anyhow::Result<()> {
             for f in &r.findings {
                 t.add_row([
                     f.severity.as_str().to_string(),
-                    f.id.clone(),
+                    f.id.to_string(),
                     f.line.map_or(String::new(), |l| l.to_string()),
                     f.message.clone(),
                     f.fix.clone(),
@@ -172,7 +89,8 @@ pub fn write_table(out: &Output, w: &mut dyn Write) -> anyhow::Result<()> {
             writeln!(w, "{t}")?;
         }
         for s in &r.skipped {
-            writeln!(w, "skipped {}: {}", s.rules.join(", "), s.reason)?;
+            let rules: Vec<&str> = s.rules.iter().map(|r| r.as_str()).collect();
+            writeln!(w, "skipped {}: {}", rules.join(", "), s.reason)?;
         }
         let mut t = Table::new();
         t.load_preset(UTF8_FULL_CONDENSED)

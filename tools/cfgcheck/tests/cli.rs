@@ -3,30 +3,16 @@
 
 use assert_cmd::Command;
 use predicates::prelude::*;
-use std::path::{Path, PathBuf};
+use testkit::{repo_path as repo, yaml, CALLER_ENV};
 
 fn cfgcheck() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_cfgcheck"));
     // Results must not depend on the caller's shell.
-    for v in [
-        "PYTORCH_ALLOC_CONF",
-        "PYTORCH_CUDA_ALLOC_CONF",
-        "CUDA_LAUNCH_BLOCKING",
-    ] {
+    for v in CALLER_ENV {
         c.env_remove(v);
     }
-    c.current_dir(repo(""));
+    c.current_dir(testkit::repo());
     c
-}
-
-fn repo(path: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .join(path)
-}
-
-fn yaml(out: &[u8]) -> serde_yaml::Value {
-    serde_yaml::from_slice(out).unwrap()
 }
 
 const SEEDS: [&str; 3] = [

@@ -20,7 +20,7 @@ use std::time::{Duration, SystemTime};
     version,
     about = "What the GPUs hold now (NVML), as a report other tools read",
     after_help = "Exit codes: 0 report written (also with no GPU), 2 bad input or usage, \
-                  3 --require-gpu and no GPU could be read."
+                  3 --require-gpu and no GPU could be read, 4 memdiag broke (an I/O failure or a bug)."
 )]
 struct Cli {
     /// Output format [default: table on a terminal, yaml otherwise]
@@ -82,10 +82,9 @@ fn run(cli: &Cli) -> anyhow::Result<u8> {
 
     if report.gpus.is_empty() && cli.require_gpu {
         let why = report.notes.join("; ");
-        return Err(anyhow::Error::new(exit::Failure::new(
-            exit::NO_GPU,
-            format!("no GPU could be read (--require-gpu): {why}"),
-        )));
+        return Err(anyhow::Error::new(exit::Failure::no_gpu(format!(
+            "no GPU could be read (--require-gpu): {why}"
+        ))));
     }
 
     if let Some(interval) = cli.watch {
@@ -106,12 +105,7 @@ fn run(cli: &Cli) -> anyhow::Result<u8> {
     }
 
     let mut out = std::io::stdout().lock();
-    match Format::resolve(cli.format) {
-        Format::Table => report.write_table(&mut out)?,
-        Format::Yaml => report.write_yaml(&mut out)?,
-        Format::Json => report.write_json(&mut out)?,
-        Format::Csv => report.write_csv(&mut out)?,
-    }
+    Format::resolve(cli.format).write(&report, &mut out, Report::write_table, Report::write_csv)?;
     out.flush()?;
     Ok(exit::OK)
 }

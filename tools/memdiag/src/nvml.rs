@@ -13,7 +13,7 @@ use nvml_wrapper::struct_wrappers::device::ProcessInfo;
 use nvml_wrapper::{Device, Nvml};
 use std::collections::BTreeMap;
 
-const MIB: u64 = 1024 * 1024;
+use common::estimate::whole_mib;
 
 /// A live NVML session, or the reason there is none.
 pub enum Session {
@@ -160,9 +160,9 @@ fn memory(nvml: &Nvml, device: &Device) -> Result<Memory, NvmlError> {
         Err(e) => return Err(e),
     };
     Ok(Memory {
-        total_mib: total / MIB,
-        used_mib: used / MIB,
-        free_mib: free / MIB,
+        total_mib: whole_mib(total),
+        used_mib: whole_mib(used),
+        free_mib: whole_mib(free),
     })
 }
 
@@ -224,7 +224,7 @@ fn processes(
     let mut merged: BTreeMap<(u32, Option<u32>), Process> = BTreeMap::new();
     for (info, kind) in infos {
         let used = match info.used_gpu_memory {
-            UsedGpuMemory::Used(b) => Some(b / MIB),
+            UsedGpuMemory::Used(b) => Some(whole_mib(b)),
             UsedGpuMemory::Unavailable => None,
         };
         merged

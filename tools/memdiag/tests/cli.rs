@@ -6,17 +6,13 @@ use assert_cmd::Command;
 use common::input::Input;
 use common::report::Report;
 use predicates::prelude::*;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 fn memdiag() -> Command {
     Command::new(env!("CARGO_BIN_EXE_memdiag"))
 }
 
-fn repo(path: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .join(path)
-}
+use testkit::repo_path as repo;
 
 fn parse(stdout: &[u8]) -> Report {
     Report::parse(&Input {

@@ -3,30 +3,15 @@
 //! and everything that needs libtorch is asked of `train` as a child process.
 
 use common::config::{Config, LoadedConfig};
-use common::estimate::{self, MIB};
+use common::estimate::{self, Budget, MIB};
 use common::report::{Report, Source};
 use common::rules::{self, Severity, Target};
-use serde::Serialize;
+use common::wire::train::{TrainData, TrainInfo};
+pub use common::wire::verify::Check;
+pub use common::wire::verify::Status;
+use common::wire::{self, Versioned};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Status {
-    Pass,
-    Warn,
-    Fail,
-    Skip,
-}
-
-#[derive(Clone, Debug, Serialize)]
-pub struct Check {
-    pub id: &'static str,
-    pub name: &'static str,
-    pub status: Status,
-    pub saw: String,
-    pub fix: Option<String>,
-}
 
 pub const IDS: [&str; 8] = [
     "allocator",
@@ -88,8 +73,8 @@ fn check(
     fix: Option<String>,
 ) -> Check {
     Check {
-        id,
-        name,
+        id: id.into(),
+        name: name.into(),
         status,
         saw: saw.into(),
         fix,
@@ -163,7 +148,7 @@ impl Context<'_> {
                 .filter(|f| f.severity == s)
                 .map(|f| match f.line {
                     Some(l) => format!("{} (line {l})", f.id),
-                    None => f.id.clone(),
+                    None => f.id.to_string(),
                 })
                 .collect()
         };
@@ -214,8 +199,8 @@ impl Context<'_> {
             .max_by_key(|(_, _, p)| *p)
             .expect("at least the config itself");
         let n = u64::from(config.parallel_trials.max(1));
-        let usable_total = (mem.total_mib as f64 * (1.0 - self.margin)) as u64;
-        let usable_free = (mem.free_mib as f64 * (1.0 - self.margin)) as u64;
+        let budget = Budget::of(mem, config.parallel_trials, self.margin);
+        let (usable_total, usable_free) = (budget.usable_total_mib(), budget.usable_free_mib());
         let gpu_name = gpu.name.as_deref().unwrap_or("the GPU");
         let saw = format!(
             "{n} × {peak} MiB{} on {gpu_name}: {} MiB total, {} MiB free, {:.0}% margin",
@@ -229,7 +214,10 @@ impl Context<'_> {
             self.margin * 100.0
         );
         if n * peak > usable_total || peak > usable_free {
-            let fits = (usable_total.min(usable_free * n) / peak.max(1)).min(n);
+            let fits = budget
+                .trials_that_fit(peak)
+                .min(usable_free * n / peak.max(1))
+                .min(n);
             let fix = if fits >= 1 && n > 1 {
                 format!("parallel_trials: {fits}, or `cfgcheck --fit`")
             } else {
@@ -272,22 +260,24 @@ impl Context<'_> {
                 )
             }
         };
-        let info: serde_yaml::Value = match serde_yaml::from_slice(&out.stdout) {
+        let text = String::from_utf8_lossy(&out.stdout);
+        let info = match wire::parse::<TrainInfo>("`train info`", &text) {
             Ok(v) => v,
             Err(e) => {
                 return check(
                     "runtime",
                     name,
                     Status::Fail,
-                    format!("`train info` printed no train-info/v1 YAML: {e}"),
-                    None,
+                    format!("`train info` printed no {} YAML: {e:#}", TrainInfo::SCHEMA),
+                    Some(
+                        "use the train built with this verify-fixes (`just build`), or give --train PATH"
+                            .into(),
+                    ),
                 )
             }
         };
-        let torch = info["torch_version"].as_str().unwrap_or("?").to_string();
-        let cuda = info["cuda_available"].as_bool().unwrap_or(false);
-        let cudnn = info["cudnn_available"].as_bool().unwrap_or(false);
-        let devices = info["device_count"].as_i64().unwrap_or(0);
+        let torch = &info.torch_version;
+        let (cuda, cudnn, devices) = (info.cuda_available, info.cudnn_available, info.device_count);
         let live_gpu = self
             .report
             .is_some_and(|r| r.source == Source::Nvml && !r.gpus.is_empty());
@@ -298,10 +288,10 @@ impl Context<'_> {
                 "runtime",
                 name,
                 Status::Fail,
-                format!("torch {torch} loads but does not see the GPU NVML reports: {}", notes(&info)),
+                format!("torch {torch} loads but does not see the GPU NVML reports: {}", info.notes.join("; ")),
                 Some("check `ldd train | grep torch_cuda` and the driver's CUDA version (`train info`)".into()),
             ),
-            (false, _) => self.no_gpu("runtime", name, format!("torch {torch} loads; no GPU to check CUDA and cuDNN on ({})", notes(&info))),
+            (false, _) => self.no_gpu("runtime", name, format!("torch {torch} loads; no GPU to check CUDA and cuDNN on ({})", info.notes.join("; "))),
         }
     }
 
@@ -518,18 +508,26 @@ impl Context<'_> {
             .output();
         match out {
             Ok(o) if o.status.success() => {
-                let v: serde_yaml::Value = serde_yaml::from_slice(&o.stdout).unwrap_or_default();
+                let text = String::from_utf8_lossy(&o.stdout);
+                let v = match wire::parse::<TrainData>("`train check-data`", &text) {
+                    Ok(v) => v,
+                    Err(e) => {
+                        return check(
+                            "data",
+                            name,
+                            Status::Fail,
+                            format!("`train check-data` printed no {} YAML: {e:#}", TrainData::SCHEMA),
+                            Some("use the train built with this verify-fixes (`just build`), or give --train PATH".into()),
+                        )
+                    }
+                };
                 let mut saw = format!(
                     "{}: {} training / {} validation examples",
-                    v["source"].as_str().unwrap_or("?"),
-                    v["train_examples"].as_i64().unwrap_or(0),
-                    v["val_examples"].as_i64().unwrap_or(0)
+                    v.source, v.train_examples, v.val_examples
                 );
-                if let Some(counts) = v["class_counts"]["training"].as_mapping() {
-                    let list: Vec<String> = counts
-                        .iter()
-                        .map(|(k, n)| format!("{}: {}", yaml_str(k), yaml_str(n)))
-                        .collect();
+                if let Some(counts) = v.class_counts.as_ref().and_then(|c| c.get("training")) {
+                    let list: Vec<String> =
+                        counts.iter().map(|(k, n)| format!("{k}: {n}")).collect();
                     saw += &format!("; training classes {}", list.join(", "));
                 }
                 check("data", name, Status::Pass, saw, None)
@@ -583,7 +581,7 @@ impl Context<'_> {
                 format!(
                     "{}: {} MiB free, the run writes about {} MiB",
                     dir.display(),
-                    free / MIB,
+                    estimate::whole_mib(free),
                     need.div_ceil(MIB)
                 ),
                 Some("free disk space or choose another --out".into()),
@@ -595,7 +593,7 @@ impl Context<'_> {
                 format!(
                     "{}: writable; {} MiB free, the run writes about {} MiB",
                     dir.display(),
-                    free / MIB,
+                    estimate::whole_mib(free),
                     need.div_ceil(MIB)
                 ),
                 None,
@@ -609,25 +607,6 @@ impl Context<'_> {
             ),
         }
     }
-}
-
-fn yaml_str(v: &serde_yaml::Value) -> String {
-    serde_yaml::to_string(v)
-        .unwrap_or_default()
-        .trim()
-        .to_string()
-}
-
-fn notes(info: &serde_yaml::Value) -> String {
-    info["notes"]
-        .as_sequence()
-        .map(|n| {
-            n.iter()
-                .filter_map(|x| x.as_str())
-                .collect::<Vec<_>>()
-                .join("; ")
-        })
-        .unwrap_or_default()
 }
 
 fn last_line(stderr: &[u8]) -> String {

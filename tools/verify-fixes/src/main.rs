@@ -11,8 +11,10 @@ use common::config::Config;
 use common::exit;
 use common::format::Format;
 use common::rules::{self, Target};
+use common::wire::space::Space;
+use common::wire::verify::Output;
+use common::wire::{self, Versioned};
 use common::{bad_input, input};
-use serde::Serialize;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -23,7 +25,8 @@ use std::process::ExitCode;
     version,
     about = "The gate before a long run: allocator, config, memory, runtime, GPU state, smoke run, data, disk",
     after_help = "The target GPU: memdiag's report piped on stdin, or --gpu FILE. \
-                  Exit codes: 0 no check failed, 1 a check failed, 2 bad input or usage."
+                  Exit codes: 0 no check failed, 1 a check failed, 2 bad input or usage, \
+                  4 verify-fixes broke (an I/O failure or a bug)."
 )]
 struct Cli {
     /// The config of the run to gate.
@@ -72,16 +75,6 @@ struct Cli {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     common::cli::run("verify-fixes", || run(&cli))
-}
-
-#[derive(Serialize)]
-struct Output<'a> {
-    schema: &'static str,
-    config: String,
-    passed: usize,
-    failed: usize,
-    skipped: usize,
-    checks: &'a [Check],
 }
 
 fn run(cli: &Cli) -> anyhow::Result<u8> {
@@ -144,8 +137,8 @@ fn run(cli: &Cli) -> anyhow::Result<u8> {
     for id in IDS {
         if cli.skip.iter().any(|s| s == id) {
             results.push(Check {
-                id,
-                name: checks::name_of(id),
+                id: id.into(),
+                name: checks::name_of(id).into(),
                 status: Status::Skip,
                 saw: "skipped on purpose (--skip)".into(),
                 fix: None,
@@ -165,37 +158,15 @@ fn run(cli: &Cli) -> anyhow::Result<u8> {
     }
     let count = |s: &[Status]| results.iter().filter(|c| s.contains(&c.status)).count();
     let output = Output {
-        schema: "verify-fixes/v1",
+        schema: Output::SCHEMA.into(),
         config: loaded.name.clone(),
         passed: count(&[Status::Pass, Status::Warn]),
         failed: count(&[Status::Fail]),
         skipped: count(&[Status::Skip]),
-        checks: &results,
+        checks: results,
     };
     let mut out = std::io::stdout().lock();
-    match Format::resolve(cli.format) {
-        Format::Table => write_table(&output, &mut out)?,
-        Format::Yaml => out.write_all(serde_yaml::to_string(&output)?.as_bytes())?,
-        Format::Json => {
-            serde_json::to_writer_pretty(&mut out, &output)?;
-            writeln!(out)?;
-        }
-        Format::Csv => {
-            let mut w = csv::Writer::from_writer(&mut out);
-            w.write_record(["id", "name", "status", "saw", "fix"])?;
-            for c in &results {
-                let status = serde_yaml::to_string(&c.status)?;
-                w.write_record([
-                    c.id,
-                    c.name,
-                    status.trim(),
-                    &c.saw,
-                    c.fix.as_deref().unwrap_or(""),
-                ])?;
-            }
-            w.flush()?;
-        }
-    }
+    Format::resolve(cli.format).write(&output, &mut out, write_table, write_csv)?;
     out.flush()?;
     Ok(if output.failed > 0 {
         exit::FOUND
@@ -204,20 +175,36 @@ fn run(cli: &Cli) -> anyhow::Result<u8> {
     })
 }
 
+fn write_csv(o: &Output, out: &mut dyn Write) -> anyhow::Result<()> {
+    let mut w = csv::Writer::from_writer(out);
+    w.write_record(["id", "name", "status", "saw", "fix"])?;
+    for c in &o.checks {
+        w.write_record([
+            c.id.as_str(),
+            &c.name,
+            c.status.as_str(),
+            &c.saw,
+            c.fix.as_deref().unwrap_or(""),
+        ])?;
+    }
+    w.flush()?;
+    Ok(())
+}
+
 fn write_table(o: &Output, w: &mut dyn Write) -> anyhow::Result<()> {
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED)
         .set_content_arrangement(ContentArrangement::Dynamic)
         .set_width(120)
         .set_header(["", "Check", "What it saw", "Fix"]);
-    for c in o.checks {
+    for c in &o.checks {
         let mark = match c.status {
             Status::Pass => "✓",
             Status::Warn => "!",
             Status::Fail => "✗",
             Status::Skip => "-",
         };
-        t.add_row([mark, c.name, &c.saw, c.fix.as_deref().unwrap_or("")]);
+        t.add_row([mark, &c.name, &c.saw, c.fix.as_deref().unwrap_or("")]);
     }
     writeln!(w, "verify-fixes: {}", o.config)?;
     writeln!(w, "{t}")?;
@@ -280,16 +267,8 @@ const MAX_VARIANTS: usize = 10_000;
 fn space_variants(base: &Config, path: &Path) -> anyhow::Result<Vec<(String, Config)>> {
     let input = input::read(path)?;
     let name = &input.name;
-    let v: serde_yaml::Value =
-        serde_yaml::from_str(&input.text).map_err(|e| bad_input!("{name}: not YAML: {e}"))?;
-    if v["schema"].as_str() != Some("space/v1") {
-        return Err(bad_input!("{name}: field `schema`: expected space/v1"));
-    }
-    let params = v["parameters"].as_mapping().ok_or_else(|| {
-        bad_input!(
-            "{name}: field `parameters`: expected a mapping of config keys to lists of values"
-        )
-    })?;
+    let space = wire::parse::<Space>(name, &input.text)?;
+    let params = &space.parameters;
     let mut variants: Vec<(Vec<String>, serde_yaml::Value)> =
         vec![(Vec::new(), serde_yaml::to_value(base)?)];
     for (k, values) in params {

@@ -3,47 +3,23 @@
 //! verify-fixes finds it next to itself). On a machine without a GPU the GPU
 //! checks are skipped with their reason.
 
-use std::path::{Path, PathBuf};
-
-use std::process::{Command, Output};
-
-fn bin(name: &str) -> PathBuf {
-    let path = Path::new(env!("CARGO_BIN_EXE_verify-fixes")).with_file_name(name);
-    assert!(
-        path.exists(),
-        "{} not built: run `cargo test --workspace`",
-        path.display()
-    );
-    path
-}
-
-fn repo(p: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(p)
-}
+use std::path::Path;
+use std::process::Output;
+use testkit::{repo_path as repo, ucmd};
 
 /// verify-fixes with JSON output, the caller's allocator and debug variables
 /// removed so results do not depend on the shell.
 fn verify(args: &[&str], env: &[(&str, &str)], out_dir: &Path) -> (Output, serde_json::Value) {
-    let mut c = Command::new(bin("verify-fixes"));
-    c.current_dir(repo(""))
+    let mut c = ucmd("verify-fixes")
         .args(args)
         .args(["--format", "json", "--out"])
-        .arg(out_dir)
-        .stdin(std::process::Stdio::null());
-    for v in [
-        "PYTORCH_ALLOC_CONF",
-        "PYTORCH_CUDA_ALLOC_CONF",
-        "CUDA_LAUNCH_BLOCKING",
-        "TRAINGUARD_FAULT",
-    ] {
-        c.env_remove(v);
-    }
+        .arg(out_dir);
     for (k, v) in env {
-        c.env(k, v);
+        c = c.env(k, v);
     }
-    let out = c.output().unwrap();
-    let json = serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
-    (out, json)
+    let r = c.run();
+    let json = r.stdout_json_or_null();
+    (r.output, json)
 }
 
 fn status<'a>(v: &'a serde_json::Value, id: &str) -> (&'a str, &'a str) {
@@ -226,13 +202,12 @@ fn an_allocator_setting_without_expandable_segments_fails_and_print_env_fixes_it
         c["fix"],
         "set PYTORCH_ALLOC_CONF=max_split_size_mb:128,expandable_segments:True"
     );
-    let printed = Command::new(bin("verify-fixes"))
+    let printed = ucmd("verify-fixes")
         .args(["--print-env"])
         .env("PYTORCH_ALLOC_CONF", "max_split_size_mb:128")
         .env("CUDA_LAUNCH_BLOCKING", "1")
-        .output()
-        .unwrap();
-    let text = String::from_utf8(printed.stdout).unwrap();
+        .run();
+    let text = String::from_utf8(printed.output.stdout).unwrap();
     assert!(
         text.contains("export PYTORCH_ALLOC_CONF='max_split_size_mb:128,expandable_segments:True'"),
         "{text}"

@@ -1,0 +1,216 @@
+//! The command-line test harness every trainguard test shares (uutils'
+//! `TestScenario` in spirit): tests read like the command line. Run a tool
+//! with arguments, pipe stdin, set or remove variables, then expect an exit
+//! code, what stdout or stderr contains, or read stdout as YAML or JSON.
+//!
+//! ```no_run
+//! let r = testkit::ucmd("cfgcheck")
+//!     .args(["--gpu", "configs/gpus/t4.yaml", "configs/demo_cpu.yaml"])
+//!     .run();
+//! r.code_is(0).stdout_contains("verdict");
+//! ```
+
+use std::ffi::OsStr;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+/// Variables of the caller's shell that change what the tools say: removed
+/// from every command so results do not depend on who runs the tests.
+pub const CALLER_ENV: [&str; 4] = [
+    "PYTORCH_ALLOC_CONF",
+    "PYTORCH_CUDA_ALLOC_CONF",
+    "CUDA_LAUNCH_BLOCKING",
+    "TRAINGUARD_FAULT",
+];
+
+/// The workspace root.
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("testkit sits in the workspace root")
+        .to_path_buf()
+}
+
+/// A path under the workspace root.
+pub fn repo_path(path: &str) -> PathBuf {
+    repo().join(path)
+}
+
+/// target/<profile>/<name>, next to the running test's executable (in deps/).
+pub fn bin(name: &str) -> PathBuf {
+    let mut dir = std::env::current_exe().expect("the test's own path");
+    dir.pop();
+    if dir.ends_with("deps") {
+        dir.pop();
+    }
+    let path = dir.join(name);
+    assert!(
+        path.exists(),
+        "{} not built: run `cargo test --workspace`",
+        path.display()
+    );
+    path
+}
+
+/// Writes `text` to `dir/name` and returns the path.
+pub fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    path
+}
+
+/// Bytes read as YAML.
+pub fn yaml(bytes: &[u8]) -> serde_yaml::Value {
+    serde_yaml::from_slice(bytes)
+        .unwrap_or_else(|e| panic!("not YAML ({e}):\n{}", String::from_utf8_lossy(bytes)))
+}
+
+/// Bytes read as JSON.
+pub fn json(bytes: &[u8]) -> serde_json::Value {
+    serde_json::from_slice(bytes)
+        .unwrap_or_else(|e| panic!("not JSON ({e}):\n{}", String::from_utf8_lossy(bytes)))
+}
+
+/// A tool of the workspace, run from the workspace root with the caller's
+/// variables ([`CALLER_ENV`]) removed and stdin empty.
+pub fn ucmd(tool: &str) -> UCommand {
+    UCommand::new(bin(tool))
+}
+
+/// A command being set up.
+pub struct UCommand {
+    cmd: Command,
+    stdin: Option<Vec<u8>>,
+}
+
+impl UCommand {
+    pub fn new(program: impl AsRef<OsStr>) -> UCommand {
+        let mut cmd = Command::new(program);
+        cmd.current_dir(repo());
+        for v in CALLER_ENV {
+            cmd.env_remove(v);
+        }
+        UCommand { cmd, stdin: None }
+    }
+
+    pub fn arg(mut self, arg: impl AsRef<OsStr>) -> Self {
+        self.cmd.arg(arg);
+        self
+    }
+
+    pub fn args<I, S>(mut self, args: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        self.cmd.args(args);
+        self
+    }
+
+    pub fn env(mut self, key: &str, value: impl AsRef<OsStr>) -> Self {
+        self.cmd.env(key, value);
+        self
+    }
+
+    pub fn env_remove(mut self, key: &str) -> Self {
+        self.cmd.env_remove(key);
+        self
+    }
+
+    pub fn current_dir(mut self, dir: impl AsRef<Path>) -> Self {
+        self.cmd.current_dir(dir);
+        self
+    }
+
+    /// What the command reads on stdin.
+    pub fn pipe_in(mut self, input: impl Into<Vec<u8>>) -> Self {
+        self.stdin = Some(input.into());
+        self
+    }
+
+    /// Runs it to the end.
+    pub fn run(mut self) -> CmdResult {
+        self.cmd
+            .stdin(if self.stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = self.cmd.spawn().expect("the command starts");
+        if let Some(input) = self.stdin.take() {
+            let mut pipe = child.stdin.take().expect("piped stdin");
+            // A tool may exit without reading it all.
+            let _ = pipe.write_all(&input);
+        }
+        CmdResult {
+            output: child.wait_with_output().expect("the command ends"),
+        }
+    }
+}
+
+/// What a command did.
+pub struct CmdResult {
+    pub output: Output,
+}
+
+impl CmdResult {
+    pub fn code(&self) -> Option<i32> {
+        self.output.status.code()
+    }
+
+    pub fn stdout(&self) -> &[u8] {
+        &self.output.stdout
+    }
+
+    pub fn stdout_str(&self) -> String {
+        String::from_utf8_lossy(&self.output.stdout).into_owned()
+    }
+
+    pub fn stderr_str(&self) -> String {
+        String::from_utf8_lossy(&self.output.stderr).into_owned()
+    }
+
+    /// Expects exit code `code`, showing stderr when it is not.
+    pub fn code_is(&self, code: i32) -> &Self {
+        assert_eq!(
+            self.code(),
+            Some(code),
+            "stderr: {}\nstdout: {}",
+            self.stderr_str(),
+            self.stdout_str()
+        );
+        self
+    }
+
+    pub fn success(&self) -> &Self {
+        self.code_is(0)
+    }
+
+    pub fn stdout_contains(&self, text: &str) -> &Self {
+        let out = self.stdout_str();
+        assert!(out.contains(text), "stdout lacks {text:?}:\n{out}");
+        self
+    }
+
+    pub fn stderr_contains(&self, text: &str) -> &Self {
+        let err = self.stderr_str();
+        assert!(err.contains(text), "stderr lacks {text:?}:\n{err}");
+        self
+    }
+
+    pub fn stdout_yaml(&self) -> serde_yaml::Value {
+        yaml(&self.output.stdout)
+    }
+
+    pub fn stdout_json(&self) -> serde_json::Value {
+        json(&self.output.stdout)
+    }
+
+    /// stdout as JSON, or null when it is not JSON.
+    pub fn stdout_json_or_null(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.output.stdout).unwrap_or(serde_json::Value::Null)
+    }
+}
