@@ -224,7 +224,7 @@ impl Report {
         let report = if text.starts_with("schema,") {
             csv_format::parse(name, text)?
         } else {
-            check_schema_field(name, text)?;
+            crate::wire::check_schema(name, text, SCHEMA)?;
             serde_yaml::from_str::<Report>(text)
                 .map_err(|e| bad_input!("{name}: not a valid {SCHEMA} report: {e}"))?
         };
@@ -280,45 +280,6 @@ impl Report {
     /// The human view: one table row per GPU, then processes and notes.
     pub fn write_table(&self, out: &mut dyn Write) -> anyhow::Result<()> {
         table::write(self, out)
-    }
-}
-
-/// Reads `schema:` alone, so a report of another version (or not a report at
-/// all) is named as such before its fields are judged.
-fn check_schema_field(name: &str, text: &str) -> anyhow::Result<()> {
-    let value: serde_yaml::Value =
-        serde_yaml::from_str(text).map_err(|e| bad_input!("{name}: not YAML or JSON: {e}"))?;
-    let Some(map) = value.as_mapping() else {
-        return Err(bad_input!(
-            "{name}: expected a {SCHEMA} report (a mapping with `schema: {SCHEMA}`), found {}",
-            kind_of(&value)
-        ));
-    };
-    match map.get("schema") {
-        None => Err(bad_input!(
-            "{name}: field `schema` missing; expected `schema: {SCHEMA}` (is this a memdiag report?)"
-        )),
-        Some(serde_yaml::Value::String(s)) if s == SCHEMA => Ok(()),
-        Some(other) => Err(bad_input!(
-            "{name}: field `schema`: expected {SCHEMA}, found {}",
-            serde_yaml::to_string(other)
-                .unwrap_or_default()
-                .trim()
-                .to_string()
-        )),
-    }
-}
-
-fn kind_of(v: &serde_yaml::Value) -> &'static str {
-    use serde_yaml::Value::*;
-    match v {
-        Null => "nothing",
-        Bool(_) => "a boolean",
-        Number(_) => "a number",
-        String(_) => "a string",
-        Sequence(_) => "a list",
-        Mapping(_) => "a mapping",
-        Tagged(_) => "a tagged value",
     }
 }
 

@@ -90,3 +90,38 @@ fn bad_usage_exits_2() {
         .code(2);
     Command::new(BIN).arg("fly").assert().code(2);
 }
+
+#[test]
+fn libtorch_dir_is_the_library_the_process_loaded() {
+    // The build's directory, seen through another directory of links: with
+    // LD_LIBRARY_PATH pointing there, the loader takes the libraries from
+    // it (train's rpath is a RUNPATH, searched after LD_LIBRARY_PATH), and
+    // `train info` must say so rather than repeat the build-time path.
+    let v = yaml();
+    let built = Path::new(v["libtorch_dir"].as_str().unwrap()).to_path_buf();
+    // site-packages/torch/lib mirrored as <tmp>/torch/lib, with <tmp>/nvidia
+    // beside it: torch's libraries find CUDA's through $ORIGIN/../../nvidia.
+    let tmp = tempfile::tempdir().unwrap();
+    let site = built.parent().unwrap().parent().unwrap();
+    let links = tmp.path().join("torch/lib");
+    std::fs::create_dir_all(&links).unwrap();
+    for e in std::fs::read_dir(&built).unwrap() {
+        let e = e.unwrap();
+        std::os::unix::fs::symlink(e.path(), links.join(e.file_name())).unwrap();
+    }
+    if site.join("nvidia").exists() {
+        std::os::unix::fs::symlink(site.join("nvidia"), tmp.path().join("nvidia")).unwrap();
+    }
+    let out = Command::new(BIN)
+        .args(["info", "--format", "yaml"])
+        .env("LD_LIBRARY_PATH", &links)
+        .assert()
+        .success();
+    let v: serde_yaml::Value = serde_yaml::from_slice(&out.get_output().stdout).unwrap();
+    let seen = Path::new(v["libtorch_dir"].as_str().unwrap());
+    assert_eq!(
+        seen.canonicalize().unwrap(),
+        links.canonicalize().unwrap(),
+        "{v:?}"
+    );
+}

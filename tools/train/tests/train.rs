@@ -4,7 +4,8 @@
 use assert_cmd::Command;
 use predicates::prelude::*;
 use safetensors::SafeTensors;
-use std::path::{Path, PathBuf};
+use std::path::Path;
+use testkit::write;
 
 const BIN: &str = env!("CARGO_BIN_EXE_train");
 
@@ -27,10 +28,24 @@ fn train() -> Command {
     c
 }
 
-fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
-    let p = dir.join(name);
-    std::fs::write(&p, text).unwrap();
-    p
+/// A run directory's summary.yaml, typed (train-summary/v1).
+fn summary_of(run: &Path) -> common::wire::train::TrainSummary {
+    let path = run.join("summary.yaml");
+    common::wire::parse(
+        &path.display().to_string(),
+        &std::fs::read_to_string(&path).unwrap(),
+    )
+    .unwrap()
+}
+
+/// A run directory's metrics.csv rows, typed (train-metrics/v1).
+fn rows_of(run: &Path) -> Vec<common::wire::train::EpochRow> {
+    let path = run.join("metrics.csv");
+    common::wire::train::EpochRow::read_all(
+        &path.display().to_string(),
+        &std::fs::read_to_string(&path).unwrap(),
+    )
+    .unwrap()
 }
 
 fn tensors(path: &Path) -> Vec<(String, Vec<u8>)> {
@@ -834,15 +849,10 @@ fn summary_counts_the_skipped_steps_metrics_csv_counts() {
         .env("TRAINGUARD_FAULT", "nan@1:2,nan@2:1")
         .assert()
         .success();
-    let metrics = std::fs::read_to_string(out.join("metrics.csv")).unwrap();
-    let rows = common::wire::train::EpochRow::read_all("metrics.csv", &metrics).unwrap();
+    let rows = rows_of(&out);
     let in_csv: u64 = rows.iter().map(|r| r.skipped_steps).sum();
     assert_eq!(in_csv, 2);
-    let summary: common::wire::train::TrainSummary = common::wire::parse(
-        "summary.yaml",
-        &std::fs::read_to_string(out.join("summary.yaml")).unwrap(),
-    )
-    .unwrap();
+    let summary = summary_of(&out);
     assert_eq!(summary.skipped_steps, in_csv);
 }
 
@@ -886,11 +896,7 @@ fn a_fallback_with_another_environment_runs_in_a_fresh_process() {
         .collect();
     assert_eq!(fresh.len(), 1, "{stderr}");
     assert!(fresh[0].contains("c.yaml"), "{stderr}");
-    let summary: common::wire::train::TrainSummary = common::wire::parse(
-        "summary.yaml",
-        &std::fs::read_to_string(out.join("summary.yaml")).unwrap(),
-    )
-    .unwrap();
+    let summary = summary_of(&out);
     let classes: Vec<Option<&str>> = summary
         .configs
         .iter()
@@ -954,11 +960,7 @@ fn a_chain_killed_in_its_second_config_resumes_in_it() {
         !stderr.contains("carried over"),
         "B resumes its own checkpoint: {stderr}"
     );
-    let summary: common::wire::train::TrainSummary = common::wire::parse(
-        "summary.yaml",
-        &std::fs::read_to_string(out.join("summary.yaml")).unwrap(),
-    )
-    .unwrap();
+    let summary = summary_of(&out);
     assert_eq!(summary.configs.len(), 2, "{summary:?}");
     assert_eq!(
         summary.configs[0].error_class.map(|c| c.as_str()),
@@ -972,11 +974,7 @@ fn a_chain_killed_in_its_second_config_resumes_in_it() {
         "{summary:?}"
     );
     // Every epoch once in metrics.csv, A's epoch 1 included.
-    let rows = common::wire::train::EpochRow::read_all(
-        "metrics.csv",
-        &std::fs::read_to_string(out.join("metrics.csv")).unwrap(),
-    )
-    .unwrap();
+    let rows = rows_of(&out);
     let epochs: Vec<u32> = rows.iter().map(|r| r.epoch).collect();
     assert_eq!(epochs, (1..=40).collect::<Vec<_>>());
 }
@@ -990,7 +988,7 @@ fn sigterm_stops_between_steps_with_a_summary_and_resume_finishes() {
         &TINY.replace("epochs: 4", "epochs: 60"),
     );
     let out = dir.path().join("run");
-    let mut child = std::process::Command::new(BIN)
+    let child = std::process::Command::new(BIN)
         .args(["--threads", "1", "--device", "cpu", "--config"])
         .arg(&cfg)
         .arg("--out")
@@ -1012,19 +1010,11 @@ fn sigterm_stops_between_steps_with_a_summary_and_resume_finishes() {
     let stderr = String::from_utf8_lossy(&done.stderr).to_string();
     assert_eq!(done.status.code(), Some(130), "{stderr}");
     assert!(stderr.contains("stopped on request"), "{stderr}");
-    let summary: common::wire::train::TrainSummary = common::wire::parse(
-        "summary.yaml",
-        &std::fs::read_to_string(out.join("summary.yaml")).unwrap(),
-    )
-    .unwrap();
+    let summary = summary_of(&out);
     assert_eq!(summary.status, common::wire::train::RunStatus::Stopped);
     assert!(summary.epochs_completed < 60, "{summary:?}");
     train().arg("--resume").arg(&out).assert().success();
-    let summary: common::wire::train::TrainSummary = common::wire::parse(
-        "summary.yaml",
-        &std::fs::read_to_string(out.join("summary.yaml")).unwrap(),
-    )
-    .unwrap();
+    let summary = summary_of(&out);
     assert_eq!(summary.status, common::wire::train::RunStatus::Finished);
     assert_eq!(summary.epochs_completed, 60);
 }
