@@ -15,4 +15,5 @@
 //!   lock, torn-tail repair.
 
 pub mod pruner;
+pub mod space;
 pub mod trial;
