@@ -502,6 +502,18 @@ impl Config {
     }
 }
 
+/// The known key nearest to a misspelt one (Damerau-Levenshtein, within half
+/// the longer name, at least 2 edits), for "did you mean" messages; shared by
+/// configs and sweep spaces so that both suggest the same way.
+pub fn nearest_key<'a>(unknown: &str, known: &[&'a str]) -> Option<&'a str> {
+    known
+        .iter()
+        .map(|k| (strsim::damerau_levenshtein(unknown, k), *k))
+        .filter(|(d, k)| *d <= (k.len().max(unknown.len()) / 2).max(2))
+        .min()
+        .map(|(_, k)| k)
+}
+
 /// Rewrites serde's unknown-field error (`[path: ]unknown field `x`, expected
 /// one of ...`) as the key's full path and line, with the nearest known key.
 fn unknown_key(message: &str, index: &YamlIndex) -> Option<String> {
@@ -514,17 +526,13 @@ fn unknown_key(message: &str, index: &YamlIndex) -> Option<String> {
         format!("{parent}.{unknown}")
     };
     let known: Vec<&str> = expected.split('`').skip(1).step_by(2).collect();
-    let nearest = known
-        .iter()
-        .map(|k| (strsim::damerau_levenshtein(unknown, k), *k))
-        .filter(|(d, k)| *d <= (k.len().max(unknown.len()) / 2).max(2))
-        .min();
+    let nearest = nearest_key(unknown, &known);
     let at = index
         .line_of(&path)
         .map(|l| format!("line {l}: "))
         .unwrap_or_default();
     Some(match nearest {
-        Some((_, k)) => format!("{at}unknown key `{path}`; did you mean `{k}`?"),
+        Some(k) => format!("{at}unknown key `{path}`; did you mean `{k}`?"),
         None => format!(
             "{at}unknown key `{path}`; known keys here: {}",
             known.join(", ")

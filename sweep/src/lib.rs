@@ -14,4 +14,6 @@
 //! - `journal`: Optuna's journal records: replay, append + fsync under its
 //!   lock, torn-tail repair.
 
+pub mod pruner;
+pub mod space;
 pub mod trial;
