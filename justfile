@@ -10,6 +10,8 @@ torch_env := env("TORCH_ENV", justfile_directory() / ".venv")
 torch_version := "2.11.0"
 # The CUDA 13.0 headers matching torch 2.11.0+cu130's runtime (nvidia-cuda-runtime 13.0).
 cuda_crt_version := "13.0.88"
+# The Optuna the sweep's tests check the journal, TPE and the pruners against.
+optuna_version := "4.9.0"
 
 # torch-sys asks `python` on PATH (VIRTUAL_ENV set) for libtorch's paths.
 export VIRTUAL_ENV := torch_env
@@ -103,12 +105,19 @@ setup:
         fi
         echo "setup: could not install $crt_pkg into $env_dir: train will be built without its allocator view (train info: allocator_view: false): on a GPU it reports no peak memory (metrics.csv, train bench), and just gpu-verify refuses to pack it. Fix: $py -m pip install $crt_pkg, or set TRAINGUARD_CUDA_INCLUDE to a CUDA 13 include directory holding crt/host_defines.h; then rebuild (cargo clean -p train --release; just build)" >&2
     }
+    # Optuna, a real client for the sweep's tests (its journal, TPE, pruners).
+    optuna() {
+        "$py" -c 'import optuna, sys; sys.exit(optuna.__version__ != "{{ optuna_version }}")' 2>/dev/null && return 0
+        echo "setup: installing optuna=={{ optuna_version }} into $env_dir (the sweep's tests read our journal with it)" >&2
+        "$py" -m pip install --quiet "optuna=={{ optuna_version }}"
+    }
     if [ -n "${TORCH_ENV:-}" ]; then
         if ! have; then
             echo "setup: TORCH_ENV=$env_dir has no torch {{ torch_version }} (bin/python cannot import it); install it there or unset TORCH_ENV" >&2
             exit 2
         fi
         headers
+        optuna
         exit 0
     fi
     if ! have; then
@@ -118,6 +127,7 @@ setup:
         "$py" -m pip install --quiet "torch=={{ torch_version }}"
     fi
     headers
+    optuna
 
 # The whole suite: format, lints, every crate's tests
 [group('test')]
