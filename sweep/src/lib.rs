@@ -15,5 +15,6 @@
 //!   lock, torn-tail repair.
 
 pub mod pruner;
+pub mod sampler;
 pub mod space;
 pub mod trial;

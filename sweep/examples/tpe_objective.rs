@@ -1,0 +1,103 @@
+//! A sweep loop for bench/tpe_vs_optuna.py, which holds the objective
+//! functions: this side samples, the script evaluates. One JSON line of
+//! parameters out per trial, one objective value in, so the objectives are
+//! written once (in Python, next to Optuna's run of them).
+//!
+//!     tpe_objective <tpe|random|grid> <seed> <n_trials> '<space JSON>'
+//!
+//! The space: [{"name", "type": float|int|categorical, "low", "high",
+//! "log", "step", "choices"}]. Minimises.
+
+use anyhow::{bail, Context, Result};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::io::{BufRead, Write};
+use sweep::sampler::{build, Method, SearchSpace};
+use sweep::trial::{Choice, Direction, Distribution, ParamValue, Trial, TrialState};
+
+fn distribution(p: &Value) -> Result<Distribution> {
+    let f = |k: &str| p[k].as_f64().with_context(|| format!("{p}: {k}"));
+    let log = p["log"].as_bool().unwrap_or(false);
+    Ok(match p["type"].as_str() {
+        Some("float") => Distribution::Float {
+            low: f("low")?,
+            high: f("high")?,
+            log,
+            step: p["step"].as_f64(),
+        },
+        Some("int") => Distribution::Int {
+            low: f("low")? as i64,
+            high: f("high")? as i64,
+            log,
+            step: p["step"].as_i64().unwrap_or(1),
+        },
+        Some("categorical") => Distribution::Categorical {
+            choices: serde_json::from_value::<Vec<Choice>>(p["choices"].clone())?,
+        },
+        _ => bail!("{p}: type must be float, int or categorical"),
+    })
+}
+
+fn json(v: &ParamValue) -> Value {
+    match v {
+        ParamValue::Float(f) => Value::from(*f),
+        ParamValue::Int(i) => Value::from(*i),
+        ParamValue::Choice(c) => serde_json::to_value(c).unwrap_or(Value::Null),
+    }
+}
+
+fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let [method, seed, n, space] = args.as_slice() else {
+        bail!("usage: tpe_objective <tpe|random|grid> <seed> <n_trials> '<space JSON>'");
+    };
+    let method = Method::parse(method)?;
+    let seed: u64 = seed.parse()?;
+    let n: u64 = n.parse()?;
+    let params = serde_json::from_str::<Value>(space)?
+        .as_array()
+        .context("the space is a JSON list")?
+        .iter()
+        .map(|p| {
+            Ok((
+                p["name"].as_str().context("name")?.to_string(),
+                distribution(p)?,
+            ))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let space = SearchSpace {
+        params,
+        fixed: BTreeMap::new(),
+    };
+    let sampler = build(method, &space, seed)?;
+
+    let stdin = std::io::stdin();
+    let mut lines = stdin.lock().lines();
+    let mut out = std::io::stdout().lock();
+    let mut trials: Vec<Trial> = Vec::new();
+    for number in 0..n {
+        let params = sampler.sample(&space, &trials, Direction::Minimize, number)?;
+        let line: serde_json::Map<String, Value> =
+            params.iter().map(|(k, v)| (k.clone(), json(v))).collect();
+        writeln!(out, "{}", Value::Object(line))?;
+        out.flush()?;
+        let value: f64 = lines
+            .next()
+            .context("the driver closed stdin")??
+            .trim()
+            .parse()?;
+        trials.push(Trial {
+            number,
+            state: TrialState::Complete,
+            distributions: space.params.iter().cloned().collect(),
+            params,
+            value: Some(value),
+            intermediate: BTreeMap::new(),
+            user_attrs: BTreeMap::new(),
+            system_attrs: BTreeMap::new(),
+            datetime_start: None,
+            datetime_complete: None,
+        });
+    }
+    Ok(())
+}

@@ -1,0 +1,93 @@
+"""Optuna's own numbers for sweep/tests/tpe_optuna.rs: the Parzen estimator's
+log density on fixed observations, default_weights, default_gamma and
+_split_trials on a fixed study. Prints one JSON document."""
+
+import json
+import math
+import sys
+import warnings
+
+try:
+    import numpy as np
+    import optuna
+    from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+    from optuna.samplers._tpe.parzen_estimator import _ParzenEstimator, _ParzenEstimatorParameters
+    from optuna.samplers._tpe.sampler import _split_trials, default_gamma, default_weights
+    from optuna.trial import TrialState, create_trial
+except ImportError as e:
+    sys.exit(f"optuna is missing ({e}): run just setup")
+
+optuna.logging.set_verbosity(optuna.logging.ERROR)
+warnings.filterwarnings("ignore")
+PARAMS = _ParzenEstimatorParameters(
+    prior_weight=1.0, consider_magic_clip=True, consider_endpoints=False,
+    weights=default_weights, multivariate=False, categorical_distance_func={})
+
+
+def spec(d, raw_high=None):
+    if isinstance(d, CategoricalDistribution):
+        return {"type": "categorical", "n": len(d.choices)}
+    kind = "int" if isinstance(d, IntDistribution) else "float"
+    return {"type": kind, "low": d.low, "high": raw_high or d.high, "log": d.log, "step": d.step}
+
+
+rng = np.random.RandomState(0)
+cases = [
+    (FloatDistribution(-5, 5), [-4.9, -1.0, 0.0, 0.1, 3.3], [-5, -4.95, -2, 0.05, 2.5, 5]),
+    (FloatDistribution(1e-5, 1e-1, log=True), [1e-4, 3e-4, 2e-3, 2e-3, 5e-2, 9e-2],
+     [1e-5, 2e-5, 1e-4, 1e-3, 1e-2, 0.1]),
+    (FloatDistribution(0, 1, step=0.1), [0.0, 0.2, 0.2, 0.7, 1.0], [0.0, 0.1, 0.2, 0.5, 0.9, 1.0]),
+    # Optuna lowers high to 1.0; the Rust side gets 1.05 and must do the same.
+    (FloatDistribution(0, 1.05, step=0.1), [0.3, 0.9], [0.0, 0.4, 1.0], 1.05),
+    (IntDistribution(1, 9, step=2), [1, 3, 3, 9], [1, 3, 5, 7, 9]),
+    (IntDistribution(1, 1024, log=True), [1, 2, 16, 17, 700], [1, 2, 3, 64, 1000, 1024]),
+    (CategoricalDistribution(["a", "b", "c", "d"]), [0, 2, 2, 3], [0, 1, 2, 3]),
+    (FloatDistribution(-10, 10), [], [-10, 0, 7]),
+    (CategoricalDistribution([1, 2, 3]), [], [0, 2]),
+    # 40 observations: the ramp of weights, ties, and kernels whose far tail
+    # goes through log_ndtr's asymptotic series.
+    (FloatDistribution(0, 100), list(np.round(rng.uniform(0, 3, 38), 1)) + [1.5, 1.5],
+     [0, 0.7, 1.5, 2.9, 40, 99.9, 100]),
+    (IntDistribution(0, 1000), list(rng.randint(0, 10, 40)), [0, 3, 9, 500, 1000]),
+    (FloatDistribution(1e-3, 1e3, log=True), list(np.exp(rng.uniform(-2, 2, 30))),
+     [1e-3, 0.5, 1, 5, 999]),
+]
+estimators = []
+for d, obs, xs, *raw_high in cases:
+    obs = [d.to_internal_repr(o) if not isinstance(d, CategoricalDistribution) else o for o in obs]
+    pe = _ParzenEstimator({"x": np.asarray(obs, dtype=float)}, {"x": d}, PARAMS)
+    lp = pe.log_pdf({"x": np.asarray(xs, dtype=float)})
+    estimators.append({"dist": spec(d, *raw_high), "observations": [float(o) for o in obs],
+                       "xs": [float(x) for x in xs], "log_pdf": [float(v) for v in lp]})
+
+# A study mixing every state, values with ties, pruned trials at several
+# steps (one with a NaN last value, one with none).
+trials = [
+    ("COMPLETE", 3.0, {}), ("COMPLETE", 1.0, {}), ("PRUNED", None, {0: 0.1, 1: 0.5}),
+    ("PRUNED", None, {0: 0.2, 1: 0.4}), ("FAIL", None, {}), ("COMPLETE", 1.0, {}),
+    ("RUNNING", None, {}), ("PRUNED", None, {0: 0.0}), ("PRUNED", None, {}),
+    ("COMPLETE", -2.5, {}), ("PRUNED", None, {0: 0.3, 1: float("nan")}), ("COMPLETE", 7.0, {}),
+    ("PRUNED", None, {0: 9.0, 1: 0.4}), ("COMPLETE", 0.5, {}),
+]
+splits = []
+for direction in ("minimize", "maximize"):
+    study = optuna.create_study(direction=direction)
+    for state, value, inter in trials:
+        study.add_trial(create_trial(state=TrialState[state], value=value,
+                                     intermediate_values=inter, params={}, distributions={}))
+    frozen = study.get_trials(deepcopy=False,
+                              states=(TrialState.COMPLETE, TrialState.PRUNED))
+    for n_below in range(0, 13):
+        below, above = _split_trials(study, frozen, n_below, False)
+        splits.append({"direction": direction, "n_below": n_below,
+                       "below": [t.number for t in below], "above": [t.number for t in above]})
+
+json.dump({
+    "estimators": estimators,
+    "weights": {str(n): default_weights(n).tolist() for n in (0, 1, 24, 25, 26, 27, 40, 100)},
+    "gamma": {str(n): default_gamma(n) for n in (0, 1, 9, 10, 11, 100, 249, 251, 1000)},
+    "trials": [{"state": s, "value": v, "intermediate": [[k, x if not math.isnan(x) else "nan"]
+                                                          for k, x in i.items()]}
+               for s, v, i in trials],
+    "splits": splits,
+}, sys.stdout)

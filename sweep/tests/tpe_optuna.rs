@@ -1,0 +1,161 @@
+//! TPE's math against Optuna's own: tests/tpe_optuna.py runs Optuna 4.x's
+//! `_ParzenEstimator`, `default_weights`, `default_gamma` and `_split_trials`
+//! on fixed inputs, and the same inputs go through ours. Needs the project's
+//! Python with optuna (`just setup`); without it this test fails rather than
+//! skips, so a missing setup cannot pass for agreement.
+
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::Command;
+use sweep::sampler::{default_gamma, default_weights, split_trials, ParzenEstimator, ParzenParams};
+use sweep::trial::{Choice, Direction, Distribution, Trial, TrialState};
+
+fn python() -> PathBuf {
+    if let Some(venv) = std::env::var_os("VIRTUAL_ENV") {
+        let p = PathBuf::from(venv).join("bin/python");
+        if p.exists() {
+            return p;
+        }
+    }
+    PathBuf::from("python3")
+}
+
+fn optuna_reference() -> Value {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/tpe_optuna.py");
+    let out = Command::new(python())
+        .arg(script)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}; run just setup", python().display()));
+    assert!(
+        out.status.success(),
+        "tpe_optuna.py failed (optuna missing? run just setup):\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("tpe_optuna.py prints JSON")
+}
+
+fn dist(v: &Value) -> Distribution {
+    let f = |k: &str| v[k].as_f64().unwrap();
+    let log = v["log"].as_bool().unwrap_or(false);
+    match v["type"].as_str().unwrap() {
+        "float" => Distribution::Float {
+            low: f("low"),
+            high: f("high"),
+            log,
+            step: v["step"].as_f64(),
+        },
+        "int" => Distribution::Int {
+            low: f("low") as i64,
+            high: f("high") as i64,
+            log,
+            step: f("step") as i64,
+        },
+        _ => Distribution::Categorical {
+            choices: (0..v["n"].as_i64().unwrap()).map(Choice::Int).collect(),
+        },
+    }
+}
+
+fn floats(v: &Value) -> Vec<f64> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_f64().unwrap())
+        .collect()
+}
+
+#[test]
+fn tpe_matches_optuna() {
+    let r = optuna_reference();
+
+    let mut checked = 0;
+    for (i, case) in r["estimators"].as_array().unwrap().iter().enumerate() {
+        let d = dist(&case["dist"]);
+        let pe = ParzenEstimator::new(&d, &floats(&case["observations"]), &ParzenParams::default());
+        for (x, want) in floats(&case["xs"])
+            .into_iter()
+            .zip(floats(&case["log_pdf"]))
+        {
+            let got = pe.log_pdf(x);
+            assert!(
+                (got - want).abs() <= 1e-6 * want.abs().max(1.0),
+                "estimator {i} ({d:?}) at {x}: ours {got}, Optuna's {want}"
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked > 40);
+
+    for (n, want) in r["weights"].as_object().unwrap() {
+        let got = default_weights(n.parse().unwrap());
+        let want = floats(want);
+        assert_eq!(got.len(), want.len(), "default_weights({n})");
+        for (g, w) in got.iter().zip(&want) {
+            assert!(
+                (g - w).abs() < 1e-15,
+                "default_weights({n}): {got:?} vs {want:?}"
+            );
+        }
+    }
+    for (n, want) in r["gamma"].as_object().unwrap() {
+        let n: usize = n.parse().unwrap();
+        assert_eq!(
+            default_gamma(n) as u64,
+            want.as_u64().unwrap(),
+            "gamma({n})"
+        );
+    }
+
+    let trials: Vec<Trial> = r["trials"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .enumerate()
+        .map(|(number, t)| Trial {
+            number: number as u64,
+            state: match t["state"].as_str().unwrap() {
+                "COMPLETE" => TrialState::Complete,
+                "PRUNED" => TrialState::Pruned,
+                "FAIL" => TrialState::Fail,
+                _ => TrialState::Running,
+            },
+            params: BTreeMap::new(),
+            distributions: BTreeMap::new(),
+            value: t["value"].as_f64(),
+            intermediate: t["intermediate"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|sv| (sv[0].as_u64().unwrap(), sv[1].as_f64().unwrap_or(f64::NAN)))
+                .collect(),
+            user_attrs: BTreeMap::new(),
+            system_attrs: BTreeMap::new(),
+            datetime_start: None,
+            datetime_complete: None,
+        })
+        .collect();
+    // Newest first, to check the split does not depend on the input's order.
+    let reversed: Vec<Trial> = trials.iter().rev().cloned().collect();
+    for s in r["splits"].as_array().unwrap() {
+        let direction = match s["direction"].as_str().unwrap() {
+            "minimize" => Direction::Minimize,
+            _ => Direction::Maximize,
+        };
+        let n_below = s["n_below"].as_u64().unwrap() as usize;
+        let (below, above) = split_trials(&reversed, direction, n_below);
+        let numbers = |ts: Vec<&Trial>| -> Vec<u64> { ts.iter().map(|t| t.number).collect() };
+        let want = |k: &str| -> Vec<u64> {
+            s[k].as_array()
+                .unwrap()
+                .iter()
+                .map(|n| n.as_u64().unwrap())
+                .collect()
+        };
+        assert_eq!(
+            (numbers(below), numbers(above)),
+            (want("below"), want("above")),
+            "{direction:?}, n_below {n_below}"
+        );
+    }
+}
