@@ -14,4 +14,5 @@
 //! - `journal`: Optuna's journal records: replay, append + fsync under its
 //!   lock, torn-tail repair.
 
+pub mod journal;
 pub mod trial;
