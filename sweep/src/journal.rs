@@ -1631,3 +1631,358 @@ fn iso_utc(t: SystemTime) -> Result<String> {
         d.subsec_micros()
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn journal_with(lines: &[&str]) -> (tempfile::TempDir, Journal) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.log");
+        let mut text = lines.join("\n");
+        if !text.is_empty() {
+            text.push('\n');
+        }
+        std::fs::write(&path, text).unwrap();
+        let j = Journal::open(&path).unwrap();
+        (dir, j)
+    }
+
+    const STUDY: &str = r#"{"op_code":0,"worker_id":"w","study_name":"s","directions":[1]}"#;
+
+    fn trial(study: u64) -> String {
+        format!(
+            r#"{{"op_code":4,"worker_id":"w","study_id":{study},"datetime_start":"2024-01-01T00:00:00.000000"}}"#
+        )
+    }
+
+    fn record(lr: f64) -> TrialRecord {
+        TrialRecord {
+            params: [("lr".to_owned(), ParamValue::Float(lr))].into(),
+            distributions: [(
+                "lr".to_owned(),
+                Distribution::Float {
+                    low: 1e-5,
+                    high: 1e-1,
+                    log: true,
+                    step: None,
+                },
+            )]
+            .into(),
+            ..TrialRecord::default()
+        }
+    }
+
+    #[test]
+    fn updates_to_finished_trials_are_ignored() {
+        let t = trial(0);
+        let (_d, j) = journal_with(&[
+            STUDY,
+            &t,
+            r#"{"op_code":6,"worker_id":"w","trial_id":0,"state":1,"values":[0.5],"datetime_complete":"2024-01-01T00:00:01.000000"}"#,
+            r#"{"op_code":6,"worker_id":"w","trial_id":0,"state":3,"values":null,"datetime_complete":"2024-01-01T00:00:02.000000"}"#,
+            r#"{"op_code":7,"worker_id":"w","trial_id":0,"step":3,"intermediate_value":1.0}"#,
+            r#"{"op_code":8,"worker_id":"w","trial_id":0,"user_attr":{"k":1}}"#,
+            r#"{"op_code":7,"worker_id":"w","trial_id":9,"step":3,"intermediate_value":1.0}"#,
+        ]);
+        let s = j.load("s").unwrap().unwrap();
+        assert_eq!(s.trials.len(), 1);
+        let t = &s.trials[0];
+        assert_eq!((t.state, t.value), (TrialState::Complete, Some(0.5)));
+        assert!(t.intermediate.is_empty() && t.user_attrs.is_empty());
+        assert_eq!(
+            t.datetime_complete.as_deref(),
+            Some("2024-01-01T00:00:01.000000")
+        );
+        // Our own writer refuses what replay would ignore.
+        let e = j.set_intermediate(TrialId(0), 1, 1.0).unwrap_err();
+        assert!(format!("{e:#}").contains("already finished"), "{e:#}");
+    }
+
+    #[test]
+    fn unknown_op_code_and_bad_lines_name_the_line() {
+        let (_d, j) = journal_with(&[STUDY, r#"{"op_code":12,"worker_id":"w"}"#]);
+        let e = format!("{:#}", j.load("s").unwrap_err());
+        assert!(e.contains("journal.log:2: unknown op_code 12"), "{e}");
+
+        let t = trial(0);
+        let (_d, j) = journal_with(&[STUDY, "{not json", &t]);
+        let e = format!("{:#}", j.load("s").unwrap_err());
+        assert!(e.contains("journal.log:2: not a JSON record"), "{e}");
+        // An append refuses a file with a bad line inside, too.
+        assert!(j.create_study("s", Direction::Minimize).is_err());
+
+        let (_d, j) = journal_with(&[STUDY, r#"{"op_code":4,"worker_id":"w"}"#]);
+        let e = format!("{:#}", j.load("s").unwrap_err());
+        assert!(e.contains("journal.log:2: no field \"study_id\""), "{e}");
+    }
+
+    #[test]
+    fn study_names_are_reused_only_after_a_delete() {
+        let (t0, t1) = (trial(0), trial(1));
+        let (_d, j) = journal_with(&[
+            STUDY,
+            &t0,
+            // Same name again: ignored (Optuna's DuplicatedStudyError for its writer).
+            r#"{"op_code":0,"worker_id":"x","study_name":"s","directions":[2]}"#,
+            r#"{"op_code":1,"worker_id":"w","study_id":0}"#,
+            // A trial of the deleted study is ignored and takes no id.
+            &t0,
+            r#"{"op_code":0,"worker_id":"w","study_name":"s","directions":[2]}"#,
+            &t1,
+        ]);
+        let s = j.load("s").unwrap().unwrap();
+        assert_eq!((s.id, s.direction), (StudyId(1), Direction::Maximize));
+        assert_eq!(s.trial_ids, [TrialId(1)]);
+        assert_eq!(s.trials[0].number, 0);
+        assert_eq!(j.study_names().unwrap(), ["s"]);
+        assert_eq!(
+            j.create_study("s", Direction::Maximize).unwrap(),
+            StudyId(1)
+        );
+        assert!(j.create_study("s", Direction::Minimize).is_err());
+        assert_eq!(
+            j.create_study("t", Direction::Minimize).unwrap(),
+            StudyId(2)
+        );
+    }
+
+    #[test]
+    fn ids_count_across_studies_numbers_within() {
+        let (_d, j) = journal_with(&[]);
+        let a = j.create_study("a", Direction::Minimize).unwrap();
+        let b = j.create_study("b", Direction::Minimize).unwrap();
+        let r0 = j
+            .create_finished_trial(a, &record(0.01), Outcome::Complete(1.0))
+            .unwrap();
+        let r1 = j.create_running_trial(b, &record(0.02)).unwrap();
+        let r2 = j
+            .create_finished_trial(a, &record(0.03), Outcome::Fail)
+            .unwrap();
+        assert_eq!(
+            [r0, r1, r2],
+            [
+                TrialRef {
+                    id: TrialId(0),
+                    number: 0
+                },
+                TrialRef {
+                    id: TrialId(1),
+                    number: 0
+                },
+                TrialRef {
+                    id: TrialId(2),
+                    number: 1
+                },
+            ]
+        );
+        j.set_intermediate(r1.id, 0, 3.0).unwrap();
+        j.set_intermediate(r1.id, 1, 2.0).unwrap();
+        j.finish_trial(r1.id, Outcome::Pruned).unwrap();
+        let b = j.load("b").unwrap().unwrap();
+        assert_eq!(b.trials[0].state, TrialState::Pruned);
+        assert_eq!(
+            b.trials[0].value,
+            Some(2.0),
+            "a pruned trial's value is its last report"
+        );
+        assert!(j.finish_trial(r1.id, Outcome::Fail).is_err());
+    }
+
+    #[test]
+    fn a_torn_tail_is_ignored_then_cut_and_kept_aside() {
+        let t = trial(0);
+        let (d, j) = journal_with(&[STUDY, &t]);
+        let mut f = OpenOptions::new().append(true).open(j.path()).unwrap();
+        f.write_all(br#"{"op_code":4,"worker_id":"w","stu"#)
+            .unwrap();
+        assert_eq!(j.load("s").unwrap().unwrap().trials.len(), 1);
+        let r = j.create_running_trial(StudyId(0), &record(0.01)).unwrap();
+        assert_eq!(
+            r,
+            TrialRef {
+                id: TrialId(1),
+                number: 1
+            }
+        );
+        let text = std::fs::read_to_string(j.path()).unwrap();
+        assert_eq!(text.lines().count(), 3);
+        assert!(!text.contains("\"stu\n"));
+        let torn = std::fs::read_to_string(d.path().join("journal.log.torn")).unwrap();
+        assert_eq!(torn, "{\"op_code\":4,\"worker_id\":\"w\",\"stu\n");
+
+        // A last whole line that is not JSON is torn too.
+        f.write_all(b"\0\0\0\0\n").unwrap();
+        assert_eq!(j.load("s").unwrap().unwrap().trials.len(), 2);
+        j.finish_trial(r.id, Outcome::Complete(0.5)).unwrap();
+        assert_eq!(j.load("s").unwrap().unwrap().trials[1].value, Some(0.5));
+    }
+
+    #[test]
+    fn non_finite_numbers_are_refused_but_read() {
+        let (_d, j) = journal_with(&[STUDY]);
+        let s = StudyId(0);
+        for bad in [f64::NAN, f64::INFINITY] {
+            assert!(j
+                .create_finished_trial(s, &record(0.01), Outcome::Complete(bad))
+                .is_err());
+            let mut r = record(0.01);
+            r.intermediate.insert(0, bad);
+            assert!(j.create_running_trial(s, &r).is_err());
+            assert!(j.create_running_trial(s, &record(bad)).is_err());
+        }
+        let t = j.create_running_trial(s, &record(0.01)).unwrap();
+        assert!(j.set_intermediate(t.id, 0, f64::NAN).is_err());
+        assert!(j
+            .finish_trial(t.id, Outcome::Complete(f64::NEG_INFINITY))
+            .is_err());
+        let text = std::fs::read_to_string(j.path()).unwrap();
+        assert_eq!(text.lines().count(), 2, "nothing refused was written");
+
+        // What Python writes for them is read.
+        let mut f = OpenOptions::new().append(true).open(j.path()).unwrap();
+        writeln!(
+            f,
+            r#"{{"op_code":7,"worker_id":"p","trial_id":0,"step":1,"intermediate_value":NaN}}"#
+        )
+        .unwrap();
+        writeln!(f, r#"{{"op_code":8,"worker_id":"p","trial_id":0,"user_attr":{{"x":[-Infinity,"NaN in a string"]}}}}"#).unwrap();
+        writeln!(f, r#"{{"op_code":6,"worker_id":"p","trial_id":0,"state":1,"values":[Infinity],"datetime_complete":"2024-01-01T00:00:00"}}"#).unwrap();
+        let t = &j.load("s").unwrap().unwrap().trials[0];
+        assert!(t.intermediate[&1].is_nan());
+        assert_eq!(t.value, Some(f64::INFINITY));
+        assert_eq!(
+            t.user_attrs["x"],
+            serde_json::json!(["-Infinity", "NaN in a string"])
+        );
+    }
+
+    #[test]
+    fn params_are_checked_as_optuna_checks_them() {
+        let (_d, j) = journal_with(&[STUDY]);
+        let s = StudyId(0);
+        let mut r = record(0.01);
+        r.params.insert("extra".into(), ParamValue::Int(1));
+        assert!(j.create_running_trial(s, &r).is_err(), "no distribution");
+        let mut r = record(0.01);
+        r.distributions.insert(
+            "lr".into(),
+            Distribution::Float {
+                low: 0.1,
+                high: 0.01,
+                log: false,
+                step: None,
+            },
+        );
+        assert!(j.create_running_trial(s, &r).is_err(), "low > high");
+        assert!(
+            j.create_running_trial(s, &record(-1.0)).is_err(),
+            "log and <= 0"
+        );
+        let cat = |choices: Vec<Choice>, v: Choice| TrialRecord {
+            params: [("opt".to_owned(), ParamValue::Choice(v))].into(),
+            distributions: [("opt".to_owned(), Distribution::Categorical { choices })].into(),
+            ..TrialRecord::default()
+        };
+        let ab = vec![Choice::Str("a".into()), Choice::Str("b".into())];
+        assert!(j
+            .create_running_trial(s, &cat(ab.clone(), Choice::Str("c".into())))
+            .is_err());
+        j.create_running_trial(s, &cat(ab, Choice::Str("b".into())))
+            .unwrap();
+        // Another study-wide space for the same name is refused.
+        let other = vec![Choice::Str("a".into())];
+        let e = j
+            .create_running_trial(s, &cat(other, Choice::Str("a".into())))
+            .unwrap_err();
+        assert!(format!("{e:#}").contains("dynamic value space"), "{e:#}");
+        let t = &j.load("s").unwrap().unwrap().trials[0];
+        assert_eq!(t.params["opt"], ParamValue::Choice(Choice::Str("b".into())));
+    }
+
+    #[test]
+    fn distributions_are_written_as_optuna_writes_them() {
+        let f = Distribution::Float {
+            low: 0.0,
+            high: 1.0,
+            log: false,
+            step: Some(0.25),
+        };
+        assert_eq!(
+            distribution_to_json(&f),
+            r#"{"name": "FloatDistribution", "attributes": {"step": 0.25, "low": 0.0, "high": 1.0, "log": false}}"#
+        );
+        let i = Distribution::Int {
+            low: 1,
+            high: 64,
+            log: true,
+            step: 1,
+        };
+        assert_eq!(
+            distribution_to_json(&i),
+            r#"{"name": "IntDistribution", "attributes": {"log": true, "step": 1, "low": 1, "high": 64}}"#
+        );
+        let c = Distribution::Categorical {
+            choices: vec![
+                Choice::Bool(true),
+                Choice::Null,
+                Choice::Float(0.5),
+                Choice::Str("x".into()),
+            ],
+        };
+        assert_eq!(
+            distribution_to_json(&c),
+            r#"{"name": "CategoricalDistribution", "attributes": {"choices": [true, null, 0.5, "x"]}}"#
+        );
+        for d in [f, i, c] {
+            assert_eq!(json_to_distribution(&distribution_to_json(&d)).unwrap(), d);
+        }
+        // Old classes, the short form, and Optuna's grid adjustment of high.
+        assert_eq!(
+            json_to_distribution(r#"{"name": "IntUniformDistribution", "attributes": {"low": 0, "high": 10, "step": 3}}"#).unwrap(),
+            Distribution::Int { low: 0, high: 9, log: false, step: 3 }
+        );
+        assert_eq!(
+            json_to_distribution(r#"{"type": "float", "low": 1e-3, "high": 1.0, "log": true}"#)
+                .unwrap(),
+            Distribution::Float {
+                low: 1e-3,
+                high: 1.0,
+                log: true,
+                step: None
+            }
+        );
+    }
+
+    #[test]
+    fn timestamps_are_python_isoformat() {
+        let t = UNIX_EPOCH + Duration::from_micros(1_709_210_096_123_456);
+        assert_eq!(iso_utc(t).unwrap(), "2024-02-29T12:34:56.123456");
+        assert_eq!(iso_utc(UNIX_EPOCH).unwrap(), "1970-01-01T00:00:00.000000");
+    }
+
+    #[test]
+    fn a_stale_lock_is_broken_after_the_grace_period() {
+        let (d, j) = journal_with(&[]);
+        let j = j.with_lock_grace(Duration::from_millis(300));
+        // A lock left by a killed writer (as Optuna makes it: a symlink).
+        std::os::unix::fs::symlink("journal.log", d.path().join("journal.log.lock")).unwrap();
+        let t0 = Instant::now();
+        j.create_study("s", Direction::Minimize).unwrap();
+        assert!(t0.elapsed() >= Duration::from_millis(300));
+        let left: Vec<_> = std::fs::read_dir(d.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.contains(".lock"))
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
+    }
+
+    #[test]
+    fn worker_ids_look_like_optunas() {
+        let (a, b) = (uuid4(), uuid4());
+        assert_ne!(a, b);
+        assert_eq!(a.len(), 36);
+        assert_eq!(&a[14..15], "4");
+    }
+}
