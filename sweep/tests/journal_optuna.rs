@@ -293,7 +293,7 @@ fn optuna_and_we_write_one_file_at_once() {
     let path = dir.path().join("journal.log");
     let j = Journal::open(&path).unwrap();
     let s = j.create_study("race", Direction::Minimize).unwrap();
-    let mut py = Command::new(python())
+    let py = Command::new(python())
         .arg(SCRIPT)
         .args(["append", path.to_str().unwrap(), "race", "50", "0.02"])
         .stdout(Stdio::null())
