@@ -32,7 +32,16 @@
 //! if a holder stalls past the grace period (a waiter then breaks it); our
 //! critical section is one read, one write and one fsync, and, should the
 //! lock be broken anyway, the id we return is computed from the offset our
-//! line actually landed at, not from what we read before writing.
+//! line actually landed at, not from what we read before writing. The file
+//! is opened only once the lock is held, so on NFS close-to-open
+//! consistency gives us every line written under earlier holds. Optuna's
+//! other lock, `JournalFileOpenLock`, uses the same `<journal>.lock` name
+//! (a plain file made with O_EXCL), so it excludes us, and we it, as well.
+//!
+//! Each `Journal` keeps its replay and reads only what was appended since
+//! its last call (journals are append-only; a file replaced by another,
+//! i.e. another inode, is replayed from the start), so an append costs one
+//! fsync, not a replay of the whole sweep.
 //!
 //! Torn lines: a writer killed mid-write leaves a last line with no newline
 //! (or a last line that is not JSON). Replay ignores it, as Optuna does; the
@@ -55,6 +64,7 @@ use std::fs::{File, OpenOptions};
 use std::hash::{BuildHasher, Hasher};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Optuna's JournalOperation.
@@ -149,6 +159,36 @@ pub struct Journal {
     lock_target: PathBuf,
     worker_id: String,
     grace: Duration,
+    /// The replay so far, so that each call reads only what was appended
+    /// since (a whole replay per append made a long sweep quadratic).
+    cache: Mutex<Option<Cache>>,
+}
+
+/// The replay of a journal file's first `offset` bytes, all whole lines. It
+/// stays valid while the file (same device and inode) only grows: writers
+/// only append, and a cut only removes a torn tail, which is never in here.
+#[derive(Debug, Default)]
+struct Cache {
+    file: (u64, u64),
+    offset: u64,
+    lines: usize,
+    state: Replay,
+}
+
+impl Cache {
+    /// Replays the whole lines of `bytes` (what follows `offset`); returns
+    /// the torn tail after them.
+    fn extend<'b>(&mut self, bytes: &'b [u8], path: &Path) -> Result<&'b [u8]> {
+        let scan = scan(bytes, path, self.lines)?;
+        for (line, record) in &scan.records {
+            self.state
+                .apply(record)
+                .map_err(|e| anyhow!("{}:{line}: {e}", path.display()))?;
+        }
+        self.offset += scan.whole as u64;
+        self.lines += scan.records.len();
+        Ok(&bytes[scan.whole..])
+    }
 }
 
 impl Journal {
@@ -177,6 +217,7 @@ impl Journal {
             lock_target: name.into(),
             worker_id: format!("{}-{}", uuid4(), std::process::id()),
             grace: DEFAULT_LOCK_GRACE,
+            cache: Mutex::new(None),
             path,
         })
     }
@@ -196,21 +237,21 @@ impl Journal {
     /// file has none). Errors: a bad record (naming its line), or a study
     /// that is not single-objective.
     pub fn load(&self, name: &str) -> Result<Option<Study>> {
-        let state = self.read_state()?;
-        state
-            .study_id(name)
-            .map(|id| {
-                state
-                    .study(id)
-                    .with_context(|| self.path.display().to_string())
-            })
-            .transpose()
+        self.read(|state| {
+            state
+                .study_id(name)
+                .map(|id| {
+                    state
+                        .study(id)
+                        .with_context(|| self.path.display().to_string())
+                })
+                .transpose()
+        })
     }
 
     /// The names of the journal's live studies, in order of creation.
     pub fn study_names(&self) -> Result<Vec<String>> {
-        let state = self.read_state()?;
-        Ok(state.studies.values().map(|s| s.name.clone()).collect())
+        self.read(|state| Ok(state.studies.values().map(|s| s.name.clone()).collect()))
     }
 
     /// Creates the study `name`, or returns the id of the one of that name
@@ -431,11 +472,42 @@ impl Journal {
         .context("serializing a journal record")
     }
 
-    fn read_state(&self) -> Result<Replay> {
-        let bytes = std::fs::read(&self.path)
-            .with_context(|| format!("reading the journal {}", self.path.display()))?;
-        let scan = scan(&bytes, &self.path)?;
-        Replay::of(&scan.records, &self.path)
+    /// The journal replayed, without the lock (a line being written is a
+    /// torn tail, ignored).
+    fn read<R>(&self, f: impl FnOnce(&Replay) -> Result<R>) -> Result<R> {
+        let mut file = File::open(&self.path)
+            .with_context(|| format!("opening the journal {}", self.path.display()))?;
+        let (cache, _) = self.replay(&mut file)?;
+        let out = f(&cache.state);
+        self.keep(cache);
+        out
+    }
+
+    /// The cached replay brought up to the end of `file`, and the torn tail.
+    fn replay(&self, file: &mut File) -> Result<(Cache, Vec<u8>)> {
+        use std::os::unix::fs::MetadataExt;
+        let shown = self.path.display();
+        let meta = file
+            .metadata()
+            .with_context(|| format!("stat of the journal {shown}"))?;
+        let id = (meta.dev(), meta.ino());
+        let taken = self.cache.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let mut cache = taken
+            .filter(|c| c.file == id && c.offset <= meta.len())
+            .unwrap_or_else(|| Cache {
+                file: id,
+                ..Cache::default()
+            });
+        let mut rest = Vec::new();
+        file.seek(SeekFrom::Start(cache.offset))
+            .and_then(|_| file.read_to_end(&mut rest))
+            .with_context(|| format!("reading the journal {shown}"))?;
+        let torn = cache.extend(&rest, &self.path)?.to_vec();
+        Ok((cache, torn))
+    }
+
+    fn keep(&self, cache: Cache) {
+        *self.cache.lock().unwrap_or_else(|e| e.into_inner()) = Some(cache);
     }
 
     /// Under the lock: cuts a torn tail, replays, asks `decide` for the line
@@ -470,16 +542,14 @@ impl Journal {
             .append(true)
             .open(&self.path)
             .with_context(|| format!("opening the journal {shown}"))?;
-        let mut bytes = Vec::new();
-        file.read_to_end(&mut bytes)
-            .with_context(|| format!("reading the journal {shown}"))?;
-        let scan = scan(&bytes, &self.path)?;
-        if scan.whole < bytes.len() {
-            self.cut(&file, &bytes, scan.whole)?;
+        let (mut cache, torn) = self.replay(&mut file)?;
+        if !torn.is_empty() {
+            self.cut(&file, &torn, cache.offset)?;
         }
-        let mut state = Replay::of(&scan.records, &self.path)?;
-        let Some(line) = decide(&state)? else {
-            return result(&state);
+        let Some(line) = decide(&cache.state)? else {
+            let out = result(&cache.state);
+            self.keep(cache);
+            return out;
         };
         let mut buf = line.into_bytes();
         buf.push(b'\n');
@@ -501,11 +571,8 @@ impl Journal {
         file.sync_all().with_context(|| {
             format!("fsync of the journal {shown} failed: the last record may not be on disk")
         })?;
-        if start == scan.whole as u64 {
-            let record = parse_record(&buf[..buf.len() - 1]).map_err(|e| anyhow!(e))?;
-            state
-                .apply(&record)
-                .map_err(|e| anyhow!("{shown}: our own record: {e}"))?;
+        if start == cache.offset {
+            cache.extend(&buf, &self.path)?;
         } else {
             // Someone wrote between our read and our write (a broken lock):
             // replay what is really before and at our line.
@@ -513,18 +580,26 @@ impl Journal {
             file.seek(SeekFrom::Start(0))
                 .and_then(|_| file.read_exact(&mut bytes))
                 .with_context(|| format!("re-reading the journal {shown}"))?;
-            state = Replay::of(&scan_whole(&bytes, &self.path)?, &self.path)?;
+            cache = Cache {
+                file: cache.file,
+                ..Cache::default()
+            };
+            if !cache.extend(&bytes, &self.path)?.is_empty() {
+                bail!("{shown}: a torn line before our record at byte {start}");
+            }
         }
-        result(&state)
+        let out = result(&cache.state);
+        self.keep(cache);
+        out
     }
 
     /// Cuts the torn tail at `whole`, keeping its bytes in `<journal>.torn`.
-    fn cut(&self, file: &File, bytes: &[u8], whole: usize) -> Result<()> {
+    fn cut(&self, file: &File, tail: &[u8], whole: u64) -> Result<()> {
         let shown = self.path.display();
         let mut torn = self.path.clone().into_os_string();
         torn.push(".torn");
         let torn = PathBuf::from(torn);
-        let mut kept = bytes[whole..].to_vec();
+        let mut kept = tail.to_vec();
         if kept.last() != Some(&b'\n') {
             kept.push(b'\n');
         }
@@ -534,12 +609,12 @@ impl Journal {
             .open(&torn)
             .and_then(|mut f| f.write_all(&kept).and_then(|()| f.sync_all()))
             .with_context(|| format!("saving the torn tail of {shown} to {}", torn.display()))?;
-        file.set_len(whole as u64)
+        file.set_len(whole)
             .and_then(|()| file.sync_all())
             .with_context(|| format!("cutting the torn tail of {shown}"))?;
         eprintln!(
             "warning: {shown}: cut a torn last line ({} bytes, kept in {})",
-            bytes.len() - whole,
+            tail.len(),
             torn.display()
         );
         Ok(())
@@ -835,16 +910,6 @@ struct TrialEntry {
 }
 
 impl Replay {
-    fn of(records: &[(usize, Map<String, Value>)], path: &Path) -> Result<Replay> {
-        let mut state = Replay::default();
-        for (line, record) in records {
-            state
-                .apply(record)
-                .map_err(|e| anyhow!("{}:{line}: {e}", path.display()))?;
-        }
-        Ok(state)
-    }
-
     fn study_id(&self, name: &str) -> Option<StudyId> {
         self.studies
             .iter()
@@ -1338,11 +1403,11 @@ struct Scan {
 
 /// Splits the journal into records; a last line with no newline, or a last
 /// line that is not JSON, is torn (ignored); any other bad line is an error.
-fn scan(bytes: &[u8], path: &Path) -> Result<Scan> {
+fn scan(bytes: &[u8], path: &Path, lines_before: usize) -> Result<Scan> {
     let mut records = Vec::new();
     let mut whole = 0;
     let mut start = 0;
-    let mut line_no = 0;
+    let mut line_no = lines_before;
     while let Some(nl) = bytes[start..].iter().position(|&b| b == b'\n') {
         line_no += 1;
         let end = start + nl + 1;
@@ -1368,27 +1433,6 @@ fn scan(bytes: &[u8], path: &Path) -> Result<Scan> {
         start = end;
     }
     Ok(Scan { records, whole })
-}
-
-/// A prefix that must be all whole lines (re-read after our own write).
-fn scan_whole(bytes: &[u8], path: &Path) -> Result<Vec<(usize, Map<String, Value>)>> {
-    let s = scan(bytes, path)?;
-    if s.whole != bytes.len() {
-        bail!(
-            "{}: a torn line before our record at byte {}",
-            path.display(),
-            s.whole
-        );
-    }
-    Ok(s.records)
-}
-
-fn parse_record(line: &[u8]) -> Result<Map<String, Value>, String> {
-    match parse_json(line) {
-        Ok(Value::Object(m)) => Ok(m),
-        Ok(_) => Err("not a JSON object".into()),
-        Err(e) => Err(e.to_string()),
-    }
 }
 
 fn short(s: &str) -> String {
@@ -1952,6 +1996,34 @@ mod tests {
                 step: None
             }
         );
+    }
+
+    #[test]
+    fn the_cached_replay_follows_other_writers_and_a_replaced_file() {
+        let (d, a) = journal_with(&[]);
+        let b = Journal::open(a.path()).unwrap();
+        let s = a.create_study("s", Direction::Minimize).unwrap();
+        for i in 0..3 {
+            let (mine, other) = if i % 2 == 0 { (&a, &b) } else { (&b, &a) };
+            let r = mine.create_running_trial(s, &record(0.01)).unwrap();
+            assert_eq!(r.number, 2 * i);
+            assert_eq!(
+                other.create_running_trial(s, &record(0.02)).unwrap().number,
+                2 * i + 1
+            );
+        }
+        assert_eq!(a.load("s").unwrap().unwrap().trials.len(), 6);
+        // A new file in its place (another inode) is replayed from scratch.
+        let fresh = d.path().join("fresh.log");
+        std::fs::write(&fresh, format!("{STUDY}\n{}\n", trial(0))).unwrap();
+        std::fs::rename(&fresh, a.path()).unwrap();
+        assert_eq!(a.load("s").unwrap().unwrap().trials.len(), 1);
+        // Line numbers go on from the cached part.
+        let mut f = OpenOptions::new().append(true).open(a.path()).unwrap();
+        f.write_all(b"{\"op_code\":99,\"worker_id\":\"w\"}\n")
+            .unwrap();
+        let e = format!("{:#}", a.load("s").unwrap_err());
+        assert!(e.contains("journal.log:3: unknown op_code 99"), "{e}");
     }
 
     #[test]
