@@ -14,6 +14,7 @@
 //! - `journal`: Optuna's journal records: replay, append + fsync under its
 //!   lock, torn-tail repair.
 
+pub mod journal;
 pub mod pruner;
 pub mod sampler;
 pub mod space;

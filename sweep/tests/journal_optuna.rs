@@ -1,0 +1,431 @@
+//! The journal against real Optuna (tests/journal_optuna.py): Optuna loads
+//! what we write, we replay what Optuna writes, both write one file at once,
+//! a torn tail is cut, NaN is refused. Needs the project's Python with
+//! optuna (`just setup`); without it these tests fail rather than skip.
+
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant, SystemTime};
+use sweep::journal::{Journal, Outcome, Study, TrialRecord, TrialRef};
+use sweep::trial::{Choice, Direction, Distribution, ParamValue, TrialState};
+
+const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/journal_optuna.py");
+
+/// `$VIRTUAL_ENV/bin/python`, else `python3`; it must import optuna.
+fn python() -> PathBuf {
+    let py = std::env::var_os("VIRTUAL_ENV")
+        .map(|v| Path::new(&v).join("bin/python"))
+        .filter(|p| p.exists())
+        .unwrap_or_else(|| "python3".into());
+    let ok = Command::new(&py)
+        .args(["-c", "import optuna"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        ok,
+        "{} cannot import optuna: run `just setup` (these tests need real Optuna)",
+        py.display()
+    );
+    py
+}
+
+fn optuna(args: &[&str]) -> Value {
+    let out = Command::new(python())
+        .arg(SCRIPT)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "optuna {args:?} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn optuna_load(path: &Path, study: &str) -> Value {
+    optuna(&["load", path.to_str().unwrap(), study])
+}
+
+/// Our replay in the shape journal_optuna.py prints Optuna's.
+fn as_optuna_prints(s: &Study) -> Value {
+    let choice = |c: &Choice| serde_json::to_value(c).unwrap();
+    let param = |p: &ParamValue| match p {
+        ParamValue::Float(f) => json!(f),
+        ParamValue::Int(i) => json!(i),
+        ParamValue::Choice(c) => choice(c),
+    };
+    let dist = |d: &Distribution| match d {
+        Distribution::Float {
+            low,
+            high,
+            log,
+            step,
+        } => json!({"name": "FloatDistribution",
+                    "attributes": {"step": step, "low": low, "high": high, "log": log}}),
+        Distribution::Int {
+            low,
+            high,
+            log,
+            step,
+        } => json!({"name": "IntDistribution",
+                    "attributes": {"log": log, "step": step, "low": low, "high": high}}),
+        Distribution::Categorical { choices } => json!({"name": "CategoricalDistribution",
+            "attributes": {"choices": choices.iter().map(choice).collect::<Vec<_>>()}}),
+    };
+    let when = |t: &Option<String>| t.as_ref().map(|t| json!(["datetime", t]));
+    let trials: Vec<Value> = s
+        .trials
+        .iter()
+        .map(|t| {
+            json!({
+                "number": t.number,
+                "state": t.state.as_str(),
+                "params": t.params.iter().map(|(k, v)| (k.clone(), param(v))).collect::<serde_json::Map<_, _>>(),
+                "distributions": t.distributions.iter().map(|(k, d)| (k.clone(), dist(d))).collect::<serde_json::Map<_, _>>(),
+                "value": t.value,
+                "intermediate_values": t.intermediate.iter().map(|(k, v)| (k.to_string(), json!(v))).collect::<serde_json::Map<_, _>>(),
+                "user_attrs": t.user_attrs,
+                "datetime_start": when(&t.datetime_start),
+                "datetime_complete": when(&t.datetime_complete),
+            })
+        })
+        .collect();
+    json!({
+        "direction": match s.direction { Direction::Minimize => "MINIMIZE", Direction::Maximize => "MAXIMIZE" },
+        "user_attrs": s.user_attrs,
+        "trials": trials,
+    })
+}
+
+fn space() -> BTreeMap<String, Distribution> {
+    [
+        (
+            "lr",
+            Distribution::Float {
+                low: 1e-5,
+                high: 1e-1,
+                log: true,
+                step: None,
+            },
+        ),
+        (
+            "dropout",
+            Distribution::Float {
+                low: 0.0,
+                high: 0.5,
+                log: false,
+                step: Some(0.1),
+            },
+        ),
+        (
+            "layers",
+            Distribution::Int {
+                low: 1,
+                high: 4,
+                log: false,
+                step: 1,
+            },
+        ),
+        (
+            "batch",
+            Distribution::Int {
+                low: 16,
+                high: 128,
+                log: true,
+                step: 1,
+            },
+        ),
+        (
+            "use_bn",
+            Distribution::Categorical {
+                choices: vec![Choice::Bool(true), Choice::Bool(false)],
+            },
+        ),
+        (
+            "opt",
+            Distribution::Categorical {
+                choices: vec![
+                    Choice::Str("adam".into()),
+                    Choice::Str("sgd".into()),
+                    Choice::Null,
+                    Choice::Int(3),
+                    Choice::Float(0.5),
+                ],
+            },
+        ),
+    ]
+    .into_iter()
+    .map(|(k, d)| (k.to_owned(), d))
+    .collect()
+}
+
+fn record(i: u64) -> TrialRecord {
+    let opt = [
+        Choice::Str("adam".into()),
+        Choice::Str("sgd".into()),
+        Choice::Null,
+        Choice::Int(3),
+        Choice::Float(0.5),
+    ][i as usize % 5]
+        .clone();
+    TrialRecord {
+        params: [
+            ("lr", ParamValue::Float(1e-4 * (i + 1) as f64)),
+            ("dropout", ParamValue::Float(0.1 * (i % 6) as f64)),
+            ("layers", ParamValue::Int(1 + (i % 4) as i64)),
+            ("batch", ParamValue::Int(16 << (i % 3))),
+            ("use_bn", ParamValue::Choice(Choice::Bool(i % 2 == 0))),
+            ("opt", ParamValue::Choice(opt)),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect(),
+        distributions: space(),
+        intermediate: BTreeMap::new(),
+        user_attrs: [
+            ("run_dir".to_owned(), json!(format!("runs/{i}"))),
+            ("epochs".to_owned(), json!(3)),
+            ("peak_mem_gb".to_owned(), json!(3.25)),
+            ("note".to_owned(), Value::Null),
+        ]
+        .into(),
+        started: Some(SystemTime::UNIX_EPOCH + Duration::from_micros(1_700_000_000_000_001 + i)),
+    }
+}
+
+/// (a) Optuna loads what we wrote: every state, every kind of parameter,
+/// intermediate values, user attributes, timestamps.
+#[test]
+fn optuna_loads_what_we_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("journal.log");
+    let j = Journal::open(&path).unwrap();
+    let s = j.create_study("sweep-a", Direction::Minimize).unwrap();
+    j.set_study_user_attr(s, "config", &json!("configs/base.yaml"))
+        .unwrap();
+
+    let mut done = record(0);
+    done.intermediate = [(0, 1.5), (1, 1.25)].into();
+    j.create_finished_trial(s, &done, Outcome::Complete(0.75))
+        .unwrap();
+
+    let pruned = j.create_running_trial(s, &record(1)).unwrap();
+    j.set_intermediate(pruned.id, 0, 2.5).unwrap();
+    j.set_intermediate(pruned.id, 1, 2.25).unwrap();
+    j.set_user_attr(pruned.id, "pruned_at", &json!(1)).unwrap();
+    j.finish_trial(pruned.id, Outcome::Pruned).unwrap();
+
+    let mut failed = record(2);
+    failed
+        .user_attrs
+        .insert("error".into(), json!("CUDA out of memory"));
+    j.create_finished_trial(s, &failed, Outcome::Fail).unwrap();
+
+    let running = j.create_running_trial(s, &record(3)).unwrap();
+    j.set_intermediate(running.id, 0, 4.0).unwrap();
+
+    let mut early = record(4);
+    early.intermediate = [(0, 9.0)].into();
+    j.create_finished_trial(s, &early, Outcome::Pruned).unwrap();
+
+    let later = j.create_running_trial(s, &record(5)).unwrap();
+    j.finish_trial(later.id, Outcome::Complete(0.5)).unwrap();
+
+    let ours = j.load("sweep-a").unwrap().unwrap();
+    let states: Vec<_> = ours.trials.iter().map(|t| t.state).collect();
+    use TrialState::*;
+    assert_eq!(states, [Complete, Pruned, Fail, Running, Pruned, Complete]);
+    let values: Vec<_> = ours.trials.iter().map(|t| t.value).collect();
+    assert_eq!(
+        values,
+        [Some(0.75), Some(2.25), None, None, Some(9.0), Some(0.5)]
+    );
+    for (i, t) in ours.trials.iter().enumerate() {
+        assert_eq!(t.params, record(i as u64).params, "trial {i}");
+        assert_eq!(t.number, i as u64);
+    }
+    assert_eq!(ours.trials[1].user_attrs["pruned_at"], json!(1));
+    assert_eq!(
+        ours.trials[0].datetime_start.as_deref(),
+        Some("2023-11-14T22:13:20.000001")
+    );
+
+    assert_eq!(optuna_load(&path, "sweep-a"), as_optuna_prints(&ours));
+}
+
+/// (b) We replay what Optuna wrote (two studies, enqueued and waiting
+/// trials, pruned and failed ones) exactly as Optuna loads it.
+#[test]
+fn we_replay_what_optuna_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("journal.log");
+    let printed = optuna(&["write", path.to_str().unwrap(), "main"]);
+    let j = Journal::open(&path).unwrap();
+    let ours = j.load("main").unwrap().unwrap();
+    assert_eq!(as_optuna_prints(&ours), printed);
+    assert_eq!(j.study_names().unwrap(), ["other", "main"]);
+    let states: Vec<_> = ours.trials.iter().map(|t| t.state.as_str()).collect();
+    assert_eq!(
+        states,
+        ["COMPLETE", "COMPLETE", "PRUNED", "FAIL", "COMPLETE", "COMPLETE", "WAITING"]
+    );
+    // Ids count the other study's two trials.
+    assert_eq!(ours.trial_ids[0].0, 2);
+    // And we can go on with Optuna's study.
+    let t = j
+        .create_running_trial(ours.id, &TrialRecord::default())
+        .unwrap();
+    assert_eq!(t.number, 7);
+    j.finish_trial(t.id, Outcome::Complete(0.1)).unwrap();
+    let loaded = optuna_load(&path, "main");
+    assert_eq!(loaded["trials"][7]["value"], json!(0.1));
+}
+
+/// (c) Optuna and our writer add 50 trials each to one file at once: 100
+/// distinct numbers, each of our trials where we were told it is.
+#[test]
+fn optuna_and_we_write_one_file_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("journal.log");
+    let j = Journal::open(&path).unwrap();
+    let s = j.create_study("race", Direction::Minimize).unwrap();
+    let py = Command::new(python())
+        .arg(SCRIPT)
+        .args(["append", path.to_str().unwrap(), "race", "50", "0.02"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Start once Optuna is writing, and pace ourselves like it, so that
+    // the two writers' records interleave.
+    let t0 = Instant::now();
+    while j.load("race").unwrap().unwrap().trials.is_empty() {
+        assert!(t0.elapsed() < Duration::from_secs(60), "optuna never wrote");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let lr = |i: u64| TrialRecord {
+        params: [("lr".to_owned(), ParamValue::Float(1e-4 * (i + 1) as f64))].into(),
+        distributions: [("lr".to_owned(), space()["lr"].clone())].into(),
+        user_attrs: [("writer".to_owned(), json!("rust"))].into(),
+        ..TrialRecord::default()
+    };
+    let mut ours: Vec<(u64, TrialRef)> = Vec::new();
+    for i in 0..50 {
+        let t = if i % 2 == 0 {
+            let t = j.create_running_trial(s, &lr(i)).unwrap();
+            j.set_intermediate(t.id, 0, i as f64).unwrap();
+            j.finish_trial(t.id, Outcome::Complete(i as f64)).unwrap();
+            t
+        } else {
+            let mut r = lr(i);
+            r.intermediate.insert(0, i as f64);
+            j.create_finished_trial(s, &r, Outcome::Complete(i as f64))
+                .unwrap()
+        };
+        ours.push((i, t));
+        std::thread::sleep(Duration::from_millis(15));
+    }
+    let out = py.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "optuna's writer failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let study = j.load("race").unwrap().unwrap();
+    assert_eq!(study.trials.len(), 100);
+    let numbers: std::collections::BTreeSet<u64> = study.trials.iter().map(|t| t.number).collect();
+    assert_eq!(numbers, (0..100).collect());
+    assert!(study.trials.iter().all(|t| t.state == TrialState::Complete));
+    for (i, r) in &ours {
+        let t = &study.trials[r.number as usize];
+        assert_eq!(study.trial_ids[r.number as usize], r.id);
+        assert_eq!(t.user_attrs["writer"], json!("rust"));
+        assert_eq!(t.value, Some(*i as f64));
+        assert_eq!(t.intermediate[&0], *i as f64);
+    }
+    let writers: Vec<_> = study
+        .trials
+        .iter()
+        .map(|t| t.user_attrs["writer"].as_str().unwrap())
+        .collect();
+    assert_eq!(writers.iter().filter(|w| **w == "optuna").count(), 50);
+    let turns = writers.windows(2).filter(|w| w[0] != w[1]).count();
+    eprintln!("writers took turns {turns} times");
+    assert!(turns >= 10, "the two writers did not overlap: {writers:?}");
+    assert_eq!(optuna_load(&path, "race"), as_optuna_prints(&study));
+    assert!(!dir.path().join("journal.log.lock").exists());
+}
+
+/// (d) A torn last line (a writer killed mid-line) is ignored, then cut by
+/// our next append; Optuna loads every whole trial before and after.
+#[test]
+fn a_torn_tail_is_cut_and_optuna_still_loads() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("journal.log");
+    let j = Journal::open(&path).unwrap();
+    let s = j.create_study("torn", Direction::Maximize).unwrap();
+    for i in 0..3 {
+        j.create_finished_trial(s, &record(i), Outcome::Complete(i as f64))
+            .unwrap();
+    }
+    let whole = std::fs::read(&path).unwrap();
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .unwrap();
+    f.write_all(br#"{"op_code":4,"worker_id":"killed","study_id":0,"datetime_st"#)
+        .unwrap();
+    drop(f);
+    assert_eq!(j.load("torn").unwrap().unwrap().trials.len(), 3);
+    assert_eq!(
+        optuna_load(&path, "torn")["trials"]
+            .as_array()
+            .unwrap()
+            .len(),
+        3
+    );
+
+    let t = j
+        .create_finished_trial(s, &record(3), Outcome::Complete(3.0))
+        .unwrap();
+    assert_eq!(t.number, 3);
+    let after = std::fs::read(&path).unwrap();
+    assert!(after.starts_with(&whole) && after.ends_with(b"\n"));
+    assert_eq!(after.split(|b| *b == b'\n').count() - 1, 5);
+    let loaded = optuna_load(&path, "torn");
+    assert_eq!(loaded, as_optuna_prints(&j.load("torn").unwrap().unwrap()));
+    assert_eq!(loaded["trials"].as_array().unwrap().len(), 4);
+    assert_eq!(loaded["direction"], "MAXIMIZE");
+}
+
+/// (e) A non-finite objective is refused (nothing written); the caller
+/// records the trial as FAIL, which Optuna loads.
+#[test]
+fn nan_is_refused_and_recorded_as_fail() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("journal.log");
+    let j = Journal::open(&path).unwrap();
+    let s = j.create_study("nan", Direction::Minimize).unwrap();
+    let before = std::fs::read(&path).unwrap();
+    let e = j
+        .create_finished_trial(s, &record(0), Outcome::Complete(f64::NAN))
+        .unwrap_err();
+    assert!(format!("{e:#}").contains("FAIL"), "{e:#}");
+    let t = j.create_running_trial(s, &record(0)).unwrap();
+    let mid = std::fs::read(&path).unwrap();
+    assert!(j.set_intermediate(t.id, 0, f64::INFINITY).is_err());
+    assert!(j.finish_trial(t.id, Outcome::Complete(f64::NAN)).is_err());
+    assert_eq!(std::fs::read(&path).unwrap(), mid);
+    assert!(mid.len() > before.len());
+    j.finish_trial(t.id, Outcome::Fail).unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(!text.contains("NaN") && !text.contains("Infinity"));
+    let loaded = optuna_load(&path, "nan");
+    assert_eq!(loaded["trials"][0]["state"], "FAIL");
+    assert_eq!(loaded["trials"][0]["value"], Value::Null);
+}
