@@ -22,6 +22,10 @@ pub enum Class {
     CudaError,
     NonFiniteLoss,
     Killed,
+    /// A sweep's trial that ran past `--trial-timeout`.
+    Timeout,
+    /// A sweep's trial whose driver stopped (Ctrl-C) or died while it ran.
+    Interrupted,
     Other,
 }
 
@@ -34,6 +38,8 @@ impl Class {
             Class::CudaError => "cuda-error",
             Class::NonFiniteLoss => "non-finite-loss",
             Class::Killed => "killed",
+            Class::Timeout => "timeout",
+            Class::Interrupted => "interrupted",
             Class::Other => "other",
         }
     }

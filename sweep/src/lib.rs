@@ -12,10 +12,20 @@
 //! - `pruner`: median | hyperband: (this trial's curve, the others') -> go on
 //!   or stop;
 //! - `journal`: Optuna's journal records: replay, append + fsync under its
-//!   lock, torn-tail repair.
+//!   lock, torn-tail repair;
+//! - `placement`: the estimate × free memory -> trials at once, per GPU;
+//! - `driver`: spawns `train` per trial in its own process group, reads
+//!   its summary.yaml and metrics.csv, writes the journal (the only I/O
+//!   loop); `--resume`;
+//! - `report`: journal -> table, csv, json, yaml, best config, plot.
 
+pub mod cli;
+pub mod driver;
 pub mod journal;
+pub mod placement;
+mod plot;
 pub mod pruner;
+pub mod report;
 pub mod sampler;
 pub mod space;
 pub mod trial;

@@ -32,6 +32,16 @@ pub enum Method {
 }
 
 impl Method {
+    /// W&B's method names, and "tpe" for bayes.
+    pub fn parse(name: &str) -> anyhow::Result<Method> {
+        Ok(match name {
+            "grid" => Method::Grid,
+            "random" => Method::Random,
+            "bayes" | "tpe" => Method::Bayes,
+            other => anyhow::bail!("unknown sweep method {other:?} (grid, random, bayes or tpe)"),
+        })
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Method::Grid => "grid",
@@ -240,6 +250,21 @@ fn child(parent: &str, key: &str) -> String {
 }
 
 impl Space {
+    /// What the sampler draws from: the sampled parameters in the file's
+    /// order, and the fixed values.
+    pub fn search_space(&self) -> crate::sampler::SearchSpace {
+        let mut s = crate::sampler::SearchSpace::default();
+        for (name, p) in &self.params {
+            match p {
+                Param::Fixed(v) => {
+                    s.fixed.insert(name.clone(), v.clone());
+                }
+                Param::Sampled(d) => s.params.push((name.clone(), d.clone())),
+            }
+        }
+        s
+    }
+
     /// Reads a space file and checks it against `base` (the config every
     /// trial starts from): each parameter must be a config key, and each
     /// value a distribution can produce at its ends (min, max, every one of
@@ -406,10 +431,8 @@ impl Reader<'_> {
                     self.name
                 ))
             }
-            Some(v) => match v.as_str() {
-                Some("grid") => Method::Grid,
-                Some("random") => Method::Random,
-                Some("bayes") => Method::Bayes,
+            Some(v) => match v.as_str().map(Method::parse) {
+                Some(Ok(m)) => m,
                 _ => {
                     return Err(self.err(
                         "method",

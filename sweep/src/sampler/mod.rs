@@ -59,25 +59,9 @@ pub trait Sampler {
     ) -> Result<BTreeMap<String, ParamValue>>;
 }
 
-/// The sampler a sweep names (W&B's `method`: grid, random, bayes = TPE).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Method {
-    Grid,
-    Random,
-    Tpe,
-}
-
-impl Method {
-    /// W&B's method names, plus "tpe".
-    pub fn parse(name: &str) -> Result<Method> {
-        Ok(match name {
-            "grid" => Method::Grid,
-            "random" => Method::Random,
-            "bayes" | "tpe" => Method::Tpe,
-            other => bail!("unknown sweep method {other:?} (grid, random, bayes or tpe)"),
-        })
-    }
-}
+/// The sampler a sweep names is the space's `method` (grid, random, bayes =
+/// Optuna's TPE): one type, in `space`.
+pub use crate::space::Method;
 
 /// A sampler for `method`; the grid is built (and a continuous parameter
 /// refused) here, so a bad space fails before any trial runs.
@@ -86,7 +70,7 @@ pub fn build(method: Method, space: &SearchSpace, seed: u64) -> Result<Box<dyn S
     Ok(match method {
         Method::Grid => Box::new(GridSampler::new(space)?),
         Method::Random => Box::new(RandomSampler::new(seed)),
-        Method::Tpe => Box::new(TpeSampler::new(seed)),
+        Method::Bayes => Box::new(TpeSampler::new(seed)),
     })
 }
 

@@ -15,7 +15,11 @@
 //!   error in a layer's forward is;
 //! - `cuda-graph`: that step fails with the "static input data pointer
 //!   changed" error of seed 001;
-//! - `nan`: that step's loss is NaN.
+//! - `nan`: that step's loss is NaN;
+//! - `abort`: SIGABRT just before that step (a crash with no summary, as a
+//!   C++ assertion or a segfault leaves);
+//! - `hang`: that step never ends (a deadlocked collective, a stuck
+//!   driver), for a sweep's `--trial-timeout`.
 //!
 //! `none` disables them (a fallback config can set it in its `environment`).
 
@@ -31,6 +35,8 @@ pub enum Kind {
     Alloc,
     CudaGraph,
     Nan,
+    Abort,
+    Hang,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -84,6 +90,8 @@ impl Faults {
                     "alloc" => Kind::Alloc,
                     "cuda-graph" => Kind::CudaGraph,
                     "nan" => Kind::Nan,
+                    "abort" => Kind::Abort,
+                    "hang" => Kind::Hang,
                     _ => return None,
                 };
                 let (e, s) = at.split_once(':')?;
@@ -94,7 +102,7 @@ impl Faults {
                 })
             });
             list.push(parsed.ok_or_else(|| {
-                common::bad_input!("{VAR}={v}: expected KIND@EPOCH:STEP[,...] with KIND one of sigkill, oom, oom-always, alloc, cuda-graph, nan")
+                common::bad_input!("{VAR}={v}: expected KIND@EPOCH:STEP[,...] with KIND one of sigkill, oom, oom-always, alloc, cuda-graph, nan, abort, hang")
             })?);
         }
         Ok(Faults {
@@ -109,8 +117,18 @@ impl Faults {
             .any(|f| f.kind == kind && (f.epoch, f.step) == (epoch, step))
     }
 
-    /// Before a step: SIGKILL when asked.
+    /// Before a step: SIGKILL, SIGABRT or a hang when asked.
     pub fn before_step(&self, epoch: u32, step: u64) {
+        if self.at(Kind::Abort, epoch, step) {
+            eprintln!("train: {VAR}: SIGABRT before epoch {epoch} step {step}");
+            std::process::abort();
+        }
+        if self.at(Kind::Hang, epoch, step) {
+            eprintln!("train: {VAR}: hanging at epoch {epoch} step {step}");
+            loop {
+                std::thread::sleep(std::time::Duration::from_secs(3600));
+            }
+        }
         if self.at(Kind::Sigkill, epoch, step) {
             eprintln!("train: {VAR}: SIGKILL before epoch {epoch} step {step}");
             // SAFETY: raise has no preconditions; SIGKILL ends the process.

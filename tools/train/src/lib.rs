@@ -84,6 +84,9 @@ enum Command {
     /// Check the config's data (shapes, dtypes, NaN/inf, labels) and print
     /// the class balance, without training.
     CheckData(check_data::Args),
+    /// A hyper-parameter search, each trial a train process, every result
+    /// in an Optuna journal (README, "Sweeps").
+    Sweep(sweep::cli::Args),
 }
 
 /// The whole of `train`'s binary.
@@ -103,6 +106,11 @@ pub fn main() -> ExitCode {
             (Some(Command::Info(args)), _, _) => info::run(args),
             (Some(Command::Bench(args)), _, _) => bench::run(args),
             (Some(Command::CheckData(args)), _, _) => check_data::run(args),
+            (Some(Command::Sweep(args)), _, _) => {
+                let me = std::env::current_exe()
+                    .map_err(|e| anyhow::anyhow!("cannot find train's own executable: {e}"))?;
+                sweep::driver::run(args, &me)
+            }
             (None, Some(dir), _) => run::resume(dir, &opts),
             (None, None, Some(cfg)) => run::start(cfg, &cli.fallback, cli.out.clone(), &opts),
             (None, None, None) => unreachable!("clap requires --config or --resume"),

@@ -1,0 +1,56 @@
+//! `train sweep`'s command line (train forwards it here).
+
+use std::path::PathBuf;
+
+#[derive(clap::Args, Debug, Clone)]
+#[command(
+    after_help = "Exit codes: 0 the sweep ran to its end (some trials may have failed: see \
+                  --report), 1 it stopped after --max-consecutive-failures, 2 bad input or usage, \
+                  4 the tool broke, 130 stopped by Ctrl-C or SIGTERM (continue with --resume)."
+)]
+pub struct Args {
+    /// The base config every trial starts from.
+    #[arg(long, value_name = "CFG", required_unless_present_any = ["resume", "status", "report"])]
+    pub config: Option<PathBuf>,
+    /// The search space (W&B sweep YAML).
+    #[arg(long, value_name = "SPACE", required_unless_present_any = ["resume", "status", "report"])]
+    pub space: Option<PathBuf>,
+    /// The sweep's directory: journal.log, sweep.yaml, trials/NNNN/.
+    #[arg(long, value_name = "DIR", required_unless_present_any = ["resume", "status", "report"])]
+    pub out: Option<PathBuf>,
+    /// Trials at once: `auto` (as many as fit, from the estimate and
+    /// memdiag's free memory) or a number.
+    #[arg(long, value_name = "auto|K", default_value = "auto")]
+    pub parallel: String,
+    /// Trials in all [default: the space's run_cap, or the grid's size].
+    #[arg(long, value_name = "N")]
+    pub trials: Option<u64>,
+    /// The sampler's seed: trial i's random draws depend on (seed, i) only.
+    #[arg(long, value_name = "S", default_value_t = 0)]
+    pub seed: u64,
+    /// Stop a trial that runs longer than this (seconds); it is a failed
+    /// trial of class `timeout`.
+    #[arg(long, value_name = "SECONDS")]
+    pub trial_timeout: Option<f64>,
+    /// Stop the sweep after this many failed trials in a row.
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub max_consecutive_failures: u32,
+    /// Prune with Optuna's MedianPruner (the space's early_terminate gives
+    /// W&B's hyperband instead).
+    #[arg(long, value_name = "median", value_parser = ["median"])]
+    pub pruner: Option<String>,
+    /// Continue the sweep in DIR after Ctrl-C, a crash or kill -9.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["config", "space", "out", "status", "report"])]
+    pub resume: Option<PathBuf>,
+    /// What is running, done and failed, and the best so far.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["config", "space", "out", "report"])]
+    pub status: Option<PathBuf>,
+    /// The trials as a table (or --format csv|json|yaml), failures by
+    /// class, the best trial's config (DIR/best_config.yaml) and a plot
+    /// (DIR/objective.png).
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["config", "space", "out"])]
+    pub report: Option<PathBuf>,
+    /// --report's format [default: table on a terminal, yaml otherwise].
+    #[arg(long, value_enum)]
+    pub format: Option<common::format::Format>,
+}

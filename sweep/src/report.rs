@@ -1,0 +1,428 @@
+//! `train sweep --report` and `--status`, from the journal alone: the
+//! trials table (table, csv, json, yaml), failures grouped by class with the
+//! parameter values they share (seed 004's post-run analysis), the best
+//! trial's config as a ready config file, and a plot of the objective per
+//! trial with the best so far.
+
+use crate::driver::{self, read_settings, JOURNAL};
+use crate::journal::{Journal, Study};
+use crate::space::Space;
+use crate::trial::{Direction, ParamValue, Trial, TrialState};
+use common::format::Format;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::Path;
+use std::time::Duration;
+
+/// `--report --format json|yaml` (sweep-report/v1).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SweepReport {
+    pub schema: String,
+    pub study: String,
+    /// The metrics.csv column trials are ranked by, and its goal.
+    pub metric: String,
+    pub goal: String,
+    pub counts: BTreeMap<String, u64>,
+    pub best: Option<Row>,
+    pub trials: Vec<Row>,
+    pub failures: Vec<FailureGroup>,
+}
+
+/// One trial (`--report --format csv` is these, one per line).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Row {
+    pub number: u64,
+    pub state: String,
+    pub error_class: Option<String>,
+    pub params: BTreeMap<String, Value>,
+    /// The objective: the best value of the metric over the trial's epochs
+    /// (a pruned trial's is its last reported value).
+    pub value: Option<f64>,
+    /// The metric per epoch.
+    pub intermediate: BTreeMap<u64, f64>,
+    pub epochs: Option<u64>,
+    pub seconds: Option<f64>,
+    pub peak_memory_mib: Option<f64>,
+    pub error_message: Option<String>,
+    pub retried_from: Option<u64>,
+}
+
+/// Failed trials of one class, and the parameter values all of them share.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FailureGroup {
+    pub class: String,
+    pub count: u64,
+    pub trials: Vec<u64>,
+    pub shared: BTreeMap<String, Value>,
+}
+
+impl common::wire::Versioned for SweepReport {
+    const SCHEMA: &'static str = "sweep-report/v1";
+    fn example() -> Self {
+        let row = Row {
+            number: 3,
+            state: "FAIL".into(),
+            error_class: Some("out-of-memory".into()),
+            params: [("batch_size".to_string(), Value::from(64))].into(),
+            value: Some(0.12),
+            intermediate: [(1, 0.2), (2, 0.12)].into(),
+            epochs: Some(2),
+            seconds: Some(4.5),
+            peak_memory_mib: Some(900.0),
+            error_message: Some("out of memory at epoch 1 step 1 ...".into()),
+            retried_from: Some(1),
+        };
+        SweepReport {
+            schema: Self::SCHEMA.into(),
+            study: "sweep".into(),
+            metric: "val_loss".into(),
+            goal: "minimize".into(),
+            counts: [("COMPLETE".to_string(), 1)].into(),
+            best: Some(row.clone()),
+            trials: vec![row],
+            failures: vec![FailureGroup {
+                class: "out-of-memory".into(),
+                count: 1,
+                trials: vec![3],
+                shared: [("batch_size".to_string(), Value::from(64))].into(),
+            }],
+        }
+    }
+}
+
+fn param_json(v: &ParamValue) -> Value {
+    serde_json::to_value(v.to_yaml()).unwrap_or(Value::Null)
+}
+
+fn row(t: &Trial) -> Row {
+    let num = |k: &str| t.user_attrs.get(k).and_then(Value::as_f64);
+    let text = |k: &str| {
+        t.user_attrs
+            .get(k)
+            .and_then(Value::as_str)
+            .map(String::from)
+    };
+    Row {
+        number: t.number,
+        state: t.state.as_str().into(),
+        error_class: text("error_class"),
+        params: t
+            .params
+            .iter()
+            .map(|(k, v)| (k.clone(), param_json(v)))
+            .collect(),
+        value: t.value,
+        intermediate: t.intermediate.clone(),
+        epochs: t.user_attrs.get("epochs").and_then(Value::as_u64),
+        seconds: num("seconds"),
+        peak_memory_mib: num("peak_memory_mib"),
+        error_message: text("error_message"),
+        retried_from: t.user_attrs.get("retried_from").and_then(Value::as_u64),
+    }
+}
+
+fn load(dir: &Path) -> anyhow::Result<(driver::Settings, Space, Study)> {
+    let settings = read_settings(dir)?;
+    let space = Space::parse(
+        &common::input::Input {
+            name: settings.space_name.clone(),
+            text: settings.space_text.clone(),
+        },
+        &settings.base,
+    )?
+    .space;
+    let journal = Journal::open(dir.join(JOURNAL))?;
+    let study = journal.load(&settings.study_name)?.ok_or_else(|| {
+        common::bad_input!(
+            "{}: no study {:?} in it",
+            journal.path().display(),
+            settings.study_name
+        )
+    })?;
+    Ok((settings, space, study))
+}
+
+/// The best COMPLETE trial in the study's direction.
+pub fn best(study: &Study) -> Option<&Trial> {
+    study
+        .trials
+        .iter()
+        .filter(|t| t.state == TrialState::Complete)
+        .filter_map(|t| t.value.map(|v| (t, v)))
+        .reduce(|a, b| {
+            if study.direction.better(b.1, a.1) {
+                b
+            } else {
+                a
+            }
+        })
+        .map(|(t, _)| t)
+}
+
+fn counts(study: &Study) -> BTreeMap<String, u64> {
+    let mut c = BTreeMap::new();
+    for t in &study.trials {
+        *c.entry(t.state.as_str().to_string()).or_default() += 1;
+    }
+    c
+}
+
+fn failures(study: &Study) -> Vec<FailureGroup> {
+    let mut groups: BTreeMap<String, Vec<&Trial>> = BTreeMap::new();
+    for t in study.trials.iter().filter(|t| t.state == TrialState::Fail) {
+        let class = t
+            .user_attrs
+            .get("error_class")
+            .and_then(Value::as_str)
+            .unwrap_or("other");
+        groups.entry(class.to_string()).or_default().push(t);
+    }
+    groups
+        .into_iter()
+        .map(|(class, ts)| {
+            let first = &ts[0].params;
+            let shared = first
+                .iter()
+                .filter(|(k, v)| ts.iter().all(|t| t.params.get(*k) == Some(*v)))
+                .map(|(k, v)| (k.clone(), param_json(v)))
+                .collect();
+            FailureGroup {
+                class,
+                count: ts.len() as u64,
+                trials: ts.iter().map(|t| t.number).collect(),
+                shared,
+            }
+        })
+        .collect()
+}
+
+/// The line the driver prints at its end.
+pub fn print_summary(study: &Study, space: &Space, took: Duration) {
+    let c = counts(study);
+    let list: Vec<String> = c
+        .iter()
+        .map(|(s, n)| format!("{n} {}", s.to_lowercase()))
+        .collect();
+    let best = best(study).map_or("no complete trial".to_string(), |t| {
+        format!(
+            "best: trial {} with {} {:.6}",
+            t.number,
+            space.metric.name,
+            t.value.unwrap_or(f64::NAN)
+        )
+    });
+    eprintln!(
+        "train sweep: {} trials ({}) in {:.1} s; {best}",
+        study.trials.len(),
+        list.join(", "),
+        took.as_secs_f64()
+    );
+}
+
+/// `--status DIR`.
+pub fn status(dir: &Path) -> anyhow::Result<u8> {
+    let (settings, space, study) = load(dir)?;
+    let mut out = std::io::stdout().lock();
+    let c = counts(&study);
+    let list: Vec<String> = c.iter().map(|(s, n)| format!("{s} {n}")).collect();
+    writeln!(
+        out,
+        "{} · {} · {} {} · {} trials: {}",
+        dir.display(),
+        space.method.as_str(),
+        space.metric.name,
+        goal(study.direction),
+        study.trials.len(),
+        list.join(", ")
+    )?;
+    for t in study
+        .trials
+        .iter()
+        .filter(|t| t.state == TrialState::Running)
+    {
+        let last = t.intermediate.iter().next_back();
+        writeln!(
+            out,
+            "running: trial {} ({}), {}",
+            t.number,
+            settings.study_name,
+            last.map_or("no epoch yet".to_string(), |(e, v)| format!(
+                "epoch {e}: {} {v:.6}",
+                space.metric.name
+            ))
+        )?;
+    }
+    match best(&study) {
+        Some(t) => writeln!(
+            out,
+            "best so far: trial {} with {} {:.6} ({})",
+            t.number,
+            space.metric.name,
+            t.value.unwrap_or(f64::NAN),
+            params_text(t)
+        )?,
+        None => writeln!(out, "best so far: no complete trial yet")?,
+    }
+    out.flush()?;
+    Ok(common::exit::OK)
+}
+
+fn goal(d: Direction) -> &'static str {
+    match d {
+        Direction::Minimize => "minimize",
+        Direction::Maximize => "maximize",
+    }
+}
+
+fn params_text(t: &Trial) -> String {
+    t.params
+        .iter()
+        .map(|(k, v)| format!("{k}={}", param_json(v)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// `--report DIR`: the table on stdout; best_config.yaml and objective.png
+/// written beside the journal.
+pub fn report(dir: &Path, format: Option<Format>) -> anyhow::Result<u8> {
+    let (settings, space, study) = load(dir)?;
+    let rows: Vec<Row> = study.trials.iter().map(row).collect();
+    let best_trial = best(&study);
+    if let Some(t) = best_trial {
+        let config = space.apply(&settings.base, &t.params)?;
+        let text = format!(
+            "# The best trial of the sweep in {}: trial {}, {} {:.6}\n{}",
+            dir.display(),
+            t.number,
+            space.metric.name,
+            t.value.unwrap_or(f64::NAN),
+            config.to_yaml()
+        );
+        common::files::write_atomic(&dir.join("best_config.yaml"), text.as_bytes())?;
+    }
+    if let Err(e) = crate::plot::objective(&dir.join("objective.png"), &study, &space.metric.name) {
+        eprintln!("train sweep: objective.png not drawn: {e:#}");
+    }
+    let report = SweepReport {
+        schema: <SweepReport as common::wire::Versioned>::SCHEMA.into(),
+        study: settings.study_name.clone(),
+        metric: space.metric.name.clone(),
+        goal: goal(study.direction).into(),
+        counts: counts(&study),
+        best: best_trial.map(row),
+        trials: rows,
+        failures: failures(&study),
+    };
+    let mut out = std::io::stdout().lock();
+    Format::resolve(format).write(&report, &mut out, write_table, write_csv)?;
+    out.flush()?;
+    Ok(common::exit::OK)
+}
+
+fn param_names(r: &SweepReport) -> Vec<String> {
+    let mut names: Vec<String> = r
+        .trials
+        .iter()
+        .flat_map(|t| t.params.keys().cloned())
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+fn cell(v: Option<&Value>) -> String {
+    match v {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(s)) => s.clone(),
+        Some(v) => v.to_string(),
+    }
+}
+
+fn write_csv(r: &SweepReport, w: &mut dyn Write) -> anyhow::Result<()> {
+    let names = param_names(r);
+    let mut csv = csv::Writer::from_writer(w);
+    let mut header: Vec<String> = ["number", "state", "error_class"]
+        .map(String::from)
+        .to_vec();
+    header.extend(names.iter().cloned());
+    header.extend(["value", "epochs", "seconds", "peak_memory_mib"].map(String::from));
+    csv.write_record(&header)?;
+    for t in &r.trials {
+        let mut rec = vec![
+            t.number.to_string(),
+            t.state.clone(),
+            t.error_class.clone().unwrap_or_default(),
+        ];
+        rec.extend(names.iter().map(|n| cell(t.params.get(n))));
+        let f = |v: Option<f64>| v.map(|v| v.to_string()).unwrap_or_default();
+        rec.extend([
+            f(t.value),
+            t.epochs.map(|e| e.to_string()).unwrap_or_default(),
+            f(t.seconds),
+            f(t.peak_memory_mib),
+        ]);
+        csv.write_record(&rec)?;
+    }
+    csv.flush()?;
+    Ok(())
+}
+
+fn write_table(r: &SweepReport, w: &mut dyn Write) -> anyhow::Result<()> {
+    use comfy_table::{presets::UTF8_FULL_CONDENSED, ContentArrangement, Table};
+    let names = param_names(r);
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED)
+        .set_content_arrangement(ContentArrangement::Dynamic)
+        .set_width(140);
+    let mut header: Vec<String> = vec!["#".into(), "state".into()];
+    header.extend(names.iter().cloned());
+    header.extend([
+        r.metric.clone(),
+        "epochs".into(),
+        "s".into(),
+        "error".into(),
+    ]);
+    t.set_header(header);
+    for row in &r.trials {
+        let mut cells = vec![row.number.to_string(), row.state.clone()];
+        cells.extend(names.iter().map(|n| cell(row.params.get(n))));
+        cells.extend([
+            row.value.map(|v| format!("{v:.6}")).unwrap_or_default(),
+            row.epochs.map(|e| e.to_string()).unwrap_or_default(),
+            row.seconds.map(|s| format!("{s:.1}")).unwrap_or_default(),
+            row.error_class.clone().unwrap_or_default(),
+        ]);
+        t.add_row(cells);
+    }
+    writeln!(w, "{t}")?;
+    let counts: Vec<String> = r.counts.iter().map(|(s, n)| format!("{s} {n}")).collect();
+    writeln!(w, "{} trials: {}", r.trials.len(), counts.join(", "))?;
+    match &r.best {
+        Some(b) => writeln!(
+            w,
+            "best: trial {} with {} {:.6} (config: best_config.yaml)",
+            b.number,
+            r.metric,
+            b.value.unwrap_or(f64::NAN)
+        )?,
+        None => writeln!(w, "best: no complete trial")?,
+    }
+    for g in &r.failures {
+        let shared: Vec<String> = g.shared.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        writeln!(
+            w,
+            "failed, {}: {} trial(s) {:?}{}",
+            g.class,
+            g.count,
+            g.trials,
+            if shared.is_empty() {
+                String::new()
+            } else {
+                format!("; all had {}", shared.join(", "))
+            }
+        )?;
+    }
+    Ok(())
+}
