@@ -32,8 +32,10 @@ pub const SETTINGS: &str = "sweep.yaml";
 pub const MESSAGE_CHARS: usize = 500;
 /// Exit code after Ctrl-C or SIGTERM, as train's.
 pub const STOPPED: u8 = 130;
-/// How long a stopped trial gets to write its summary before SIGKILL.
+/// How long a stopped trial gets to write its summary before SIGKILL (a
+/// step on a GPU can take seconds); one past its timeout has had its time.
 const GRACE: Duration = Duration::from_secs(20);
+const TIMEOUT_GRACE: Duration = Duration::from_secs(5);
 const POLL: Duration = Duration::from_millis(200);
 
 /// sweep.yaml (sweep-settings/v1): what the sweep was started with, so that
@@ -136,9 +138,15 @@ pub fn run(args: &Args, train: &Path) -> anyhow::Result<u8> {
     for w in &plan.why {
         eprintln!("train sweep: placement: {w}");
     }
-
+    // Everything is checked: now the sweep's directory.
     std::fs::create_dir_all(dir.join("trials"))
         .map_err(|e| bad_input!("{}: cannot create: {e}", dir.display()))?;
+    if !resuming {
+        common::files::write_atomic(
+            &dir.join(SETTINGS),
+            serde_yaml::to_string(&settings)?.as_bytes(),
+        )?;
+    }
     let journal = Journal::open(dir.join(JOURNAL))?;
     let study_id = journal.create_study(&settings.study_name, space.metric.goal)?;
     let mut driver = Driver {
@@ -196,14 +204,6 @@ fn new_settings(args: &Args, dir: &Path) -> anyhow::Result<Settings> {
             "--trial-timeout: expected a positive number of seconds, found {t}"
         ));
     }
-    // The space is checked before anything is written.
-    Space::parse(
-        &common::input::Input {
-            name: settings.space_name.clone(),
-            text: settings.space_text.clone(),
-        },
-        &settings.base,
-    )?;
     std::fs::create_dir_all(dir)
         .map_err(|e| bad_input!("{}: cannot create: {e}", dir.display()))?;
     common::files::write_atomic(
@@ -277,44 +277,12 @@ fn gpus(train: &Path) -> Vec<placement::Gpu> {
         .collect()
 }
 
-/// cfgcheck's estimate of the space's worst combination: every parameter at
-/// each end of its range (every choice of a categorical), within a bound.
+/// cfgcheck's estimate of the space's worst combination.
 fn worst_peak_mib(space: &Space, base: &Config) -> u64 {
-    use crate::trial::Distribution;
-    let mut combos: Vec<BTreeMap<String, ParamValue>> = vec![BTreeMap::new()];
-    for (name, p) in &space.params {
-        let ends: Vec<ParamValue> = match p {
-            Param::Fixed(v) => vec![v.clone()],
-            Param::Sampled(Distribution::Float { low, high, .. }) => {
-                vec![ParamValue::Float(*low), ParamValue::Float(*high)]
-            }
-            Param::Sampled(Distribution::Int { low, high, .. }) => {
-                vec![ParamValue::Int(*low), ParamValue::Int(*high)]
-            }
-            Param::Sampled(Distribution::Categorical { choices }) => choices
-                .iter()
-                .take(16)
-                .map(|c| ParamValue::Choice(c.clone()))
-                .collect(),
-        };
-        if combos.len() * ends.len() > 4096 {
-            continue;
-        }
-        combos = combos
-            .iter()
-            .flat_map(|c| {
-                ends.iter().map(move |v| {
-                    let mut c = c.clone();
-                    c.insert(name.clone(), v.clone());
-                    c
-                })
-            })
-            .collect();
-    }
-    combos
+    space
+        .corners(base)
         .iter()
-        .filter_map(|values| space.apply(base, values).ok())
-        .map(|c| common::estimate::estimate(&c).peak_mib())
+        .map(|(_, c)| common::estimate::estimate(c).peak_mib())
         .max()
         .unwrap_or_else(|| common::estimate::estimate(base).peak_mib())
 }
@@ -655,8 +623,13 @@ impl Driver {
                     signal_group(&r.child, libc::SIGTERM);
                 }
             }
-            if let Some((_, since)) = &r.ending {
-                if since.elapsed() > GRACE {
+            if let Some((why, since)) = &r.ending {
+                let grace = if *why == Ending::Timeout {
+                    TIMEOUT_GRACE
+                } else {
+                    GRACE
+                };
+                if since.elapsed() > grace {
                     signal_group(&r.child, libc::SIGKILL);
                 }
             }

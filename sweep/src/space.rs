@@ -250,6 +250,66 @@ fn child(parent: &str, key: &str) -> String {
 }
 
 impl Space {
+    /// The configs at the space's corners, labelled `key=value, ...`: every
+    /// parameter at each end of its range (each choice of a categorical, up
+    /// to 16), combinations up to 4096 (a parameter past that is left at its
+    /// first end). Combinations the schema refuses are left out. What the
+    /// memory checks size for: the worst case is among them, as the
+    /// estimate grows with each parameter.
+    pub fn corners(&self, base: &Config) -> Vec<(String, Config)> {
+        let mut combos: Vec<BTreeMap<String, ParamValue>> = vec![BTreeMap::new()];
+        for (name, p) in &self.params {
+            let ends: Vec<ParamValue> = match p {
+                Param::Fixed(v) => vec![v.clone()],
+                Param::Sampled(Distribution::Float { low, high, .. }) => {
+                    vec![ParamValue::Float(*low), ParamValue::Float(*high)]
+                }
+                Param::Sampled(Distribution::Int { low, high, .. }) => {
+                    vec![ParamValue::Int(*low), ParamValue::Int(*high)]
+                }
+                Param::Sampled(Distribution::Categorical { choices }) => choices
+                    .iter()
+                    .take(16)
+                    .map(|c| ParamValue::Choice(c.clone()))
+                    .collect(),
+            };
+            let ends = if combos.len() * ends.len() > 4096 {
+                ends[..1].to_vec()
+            } else {
+                ends
+            };
+            combos = combos
+                .iter()
+                .flat_map(|c| {
+                    ends.iter().map(move |v| {
+                        let mut c = c.clone();
+                        c.insert(name.clone(), v.clone());
+                        c
+                    })
+                })
+                .collect();
+        }
+        combos
+            .into_iter()
+            .filter_map(|values| {
+                let label: Vec<String> = values
+                    .iter()
+                    .map(|(k, v)| {
+                        format!(
+                            "{k}={}",
+                            serde_yaml::to_string(&v.to_yaml())
+                                .unwrap_or_default()
+                                .trim()
+                        )
+                    })
+                    .collect();
+                self.apply(base, &values)
+                    .ok()
+                    .map(|c| (label.join(", "), c))
+            })
+            .collect()
+    }
+
     /// What the sampler draws from: the sampled parameters in the file's
     /// order, and the fixed values.
     pub fn search_space(&self) -> crate::sampler::SearchSpace {

@@ -262,10 +262,30 @@ fn default_train() -> PathBuf {
 
 const MAX_VARIANTS: usize = 10_000;
 
-/// space/v1: `parameters: {key: [values...]}` (dotted keys for nested
-/// ones); every combination applied to the config.
+/// The configs to size memory for: a sweep space (W&B sweep YAML, the one
+/// space format of the toolkit: train sweep's) at its corners, or the older
+/// space/v1 (`parameters: {key: [values...]}`), read as a deprecated alias
+/// with every combination.
 fn space_variants(base: &Config, path: &Path) -> anyhow::Result<Vec<(String, Config)>> {
     let input = input::read(path)?;
+    if wire::check_schema(&input.name, &input.text, Space::SCHEMA).is_err() {
+        let parsed = sweep::space::Space::parse(&input, base)?;
+        for w in &parsed.warnings {
+            eprintln!("verify-fixes: {}: {w}", input.name);
+        }
+        let corners = parsed.space.corners(base);
+        if corners.is_empty() {
+            return Err(bad_input!(
+                "{}: no combination of the space's ends is a valid config",
+                input.name
+            ));
+        }
+        return Ok(corners);
+    }
+    eprintln!(
+        "verify-fixes: {}: space/v1 is deprecated: write the space as a sweep space (README, \"Sweeps\"), which train sweep reads too",
+        input.name
+    );
     let name = &input.name;
     let space = wire::parse::<Space>(name, &input.text)?;
     let params = &space.parameters;

@@ -336,3 +336,39 @@ fn bad_input_exits_2() {
         String::from_utf8_lossy(&out.stderr).contains("`parameters.batchsize`: not a config key")
     );
 }
+
+#[test]
+fn a_sweep_space_is_sized_at_its_worst_corner() {
+    // The toolkit's one space format (train sweep's W&B YAML): the memory
+    // check takes the worst of the space's corners.
+    let dir = tempfile::tempdir().unwrap();
+    let small = dir.path().join("small.yaml");
+    std::fs::write(&small, "batch_size: 8\nimage_size: 128\nepochs: 5\n").unwrap();
+    let space = dir.path().join("space.yaml");
+    std::fs::write(
+        &space,
+        "method: random\nmetric: {name: val_loss, goal: minimize}\nrun_cap: 10\nparameters:\n  \
+         batch_size: {min: 8, max: 1024}\n  learning_rate: {distribution: log_uniform_values, min: 0.0001, max: 0.01}\n",
+    )
+    .unwrap();
+    let (out, v) = verify(
+        &[
+            "--config",
+            small.to_str().unwrap(),
+            "--gpu",
+            "configs/gpus/t4.yaml",
+            "--space",
+            space.to_str().unwrap(),
+            "--skip",
+            "smoke",
+            "--skip",
+            "data",
+        ],
+        &[],
+        dir.path(),
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let (s, saw) = status(&v, "memory");
+    assert_eq!(s, "fail");
+    assert!(saw.contains("worst case: batch_size=1024"), "{saw}");
+}

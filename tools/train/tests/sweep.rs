@@ -1,0 +1,296 @@
+//! `train sweep` as a user runs it, with real trials (tiny CPU configs),
+//! failures injected through TRAINGUARD_FAULT in the space itself, and the
+//! journal read back by a real Optuna (installed by `just setup`).
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use testkit::write;
+
+const BIN: &str = env!("CARGO_BIN_EXE_train");
+
+const BASE: &str = "\
+batch_size: 32
+temporal_frames: 2
+epochs: 2
+learning_rate: 0.003
+image_size: 8
+scalar_features: 2
+data: {synthetic_train_examples: 64, synthetic_val_examples: 32}
+architecture: {channels: [4], embed_dim: 8, attention_heads: 2}
+";
+
+fn sweep(args: &[&str]) -> Output {
+    Command::new(BIN)
+        .arg("sweep")
+        .args(args)
+        .env_remove("TRAINGUARD_FAULT")
+        .output()
+        .unwrap()
+}
+
+fn python() -> PathBuf {
+    std::env::var_os("VIRTUAL_ENV")
+        .map(|v| PathBuf::from(v).join("bin/python"))
+        .filter(|p| p.exists())
+        .unwrap_or_else(|| PathBuf::from("python3"))
+}
+
+/// Every trial as Optuna sees it: number, state, params, value,
+/// intermediate values, user attributes.
+fn optuna_trials(dir: &Path, study: &str) -> Value {
+    let script = r#"
+import json, sys
+try:
+    import optuna
+except ImportError:
+    sys.exit("optuna is not installed: run `just setup`")
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(sys.argv[1]))
+s = optuna.load_study(study_name=sys.argv[2], storage=storage)
+print(json.dumps([{"number": t.number, "state": t.state.name, "params": t.params,
+    "value": t.value, "intermediate": {str(k): v for k, v in t.intermediate_values.items()},
+    "user_attrs": t.user_attrs} for t in s.trials]))
+"#;
+    let out = Command::new(python())
+        .args(["-c", script])
+        .arg(dir.join("journal.log"))
+        .arg(study)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "Optuna could not load the journal: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn report_json(dir: &Path) -> Value {
+    let out = sweep(&["--report", dir.to_str().unwrap(), "--format", "json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Optuna and `--report --format json` agree on every trial.
+fn assert_optuna_agrees(dir: &Path, study: &str) -> Value {
+    let optuna = optuna_trials(dir, study);
+    let report = report_json(dir);
+    let ours = report["trials"].as_array().unwrap();
+    let theirs = optuna.as_array().unwrap();
+    assert_eq!(ours.len(), theirs.len());
+    for (a, b) in ours.iter().zip(theirs) {
+        assert_eq!(a["number"], b["number"]);
+        assert_eq!(a["state"], b["state"], "trial {}", a["number"]);
+        assert_eq!(a["params"], b["params"], "trial {}", a["number"]);
+        assert_eq!(a["value"], b["value"], "trial {}", a["number"]);
+        assert_eq!(
+            a["intermediate"], b["intermediate"],
+            "trial {}",
+            a["number"]
+        );
+        assert_eq!(
+            a["error_class"],
+            b["user_attrs"]
+                .get("error_class")
+                .cloned()
+                .unwrap_or(Value::Null),
+            "trial {}",
+            a["number"]
+        );
+    }
+    report
+}
+
+#[test]
+fn twenty_trials_with_crashes_end_in_their_states_and_optuna_agrees() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let base = write(d, "base.yaml", BASE);
+    // Per learning rate: a good trial, SIGABRT, an OOM at every
+    // micro-batch, a loss non-finite 3 steps in a row, and a hang.
+    let space = write(
+        d,
+        "space.yaml",
+        "method: grid\nmetric: {name: val_loss, goal: minimize}\nparameters:\n  \
+         learning_rate: {values: [0.001, 0.002, 0.003, 0.004]}\n  \
+         environment.TRAINGUARD_FAULT:\n    values: [none, \"abort@1:1\", \"oom-always@1:1\", \
+         \"nan@1:1,nan@1:2,nan@2:1\", \"hang@1:1\"]\n",
+    );
+    let out = d.join("sweep");
+    let run = sweep(&[
+        "--config",
+        base.to_str().unwrap(),
+        "--space",
+        space.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--parallel",
+        "2",
+        "--trial-timeout",
+        "6",
+    ]);
+    let stderr = String::from_utf8_lossy(&run.stderr).to_string();
+    assert_eq!(run.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("TRIAL 19 - Configuration:"), "{stderr}");
+    let report = assert_optuna_agrees(&out, "sweep");
+    let trials = report["trials"].as_array().unwrap();
+    assert_eq!(trials.len(), 20);
+    for t in trials {
+        let fault = t["params"]["environment.TRAINGUARD_FAULT"]
+            .as_str()
+            .unwrap();
+        let (state, class) = match fault {
+            "none" => ("COMPLETE", Value::Null),
+            "abort@1:1" => ("FAIL", Value::from("killed")),
+            "oom-always@1:1" => ("FAIL", Value::from("out-of-memory")),
+            "hang@1:1" => ("FAIL", Value::from("timeout")),
+            _ => ("FAIL", Value::from("non-finite-loss")),
+        };
+        assert_eq!(t["state"], state, "{t}");
+        assert_eq!(t["error_class"], class, "{t}");
+        if state == "COMPLETE" {
+            // The objective is the best epoch's metric, reported per epoch.
+            let inter = t["intermediate"].as_object().unwrap();
+            assert_eq!(inter.len(), 2, "{t}");
+            let best = inter
+                .values()
+                .map(|v| v.as_f64().unwrap())
+                .fold(f64::INFINITY, f64::min);
+            assert_eq!(t["value"].as_f64(), Some(best));
+        } else {
+            assert!(t["error_message"]
+                .as_str()
+                .is_some_and(|m| !m.is_empty() && m.chars().count() <= 500));
+        }
+    }
+    let failures = report["failures"].as_array().unwrap();
+    let killed = failures.iter().find(|g| g["class"] == "killed").unwrap();
+    assert_eq!(killed["count"], 4);
+    assert_eq!(
+        killed["shared"]["environment.TRAINGUARD_FAULT"],
+        "abort@1:1"
+    );
+    assert!(out.join("best_config.yaml").exists());
+    assert!(std::fs::read(out.join("objective.png"))
+        .unwrap()
+        .starts_with(b"\x89PNG"));
+}
+
+#[test]
+fn a_driver_killed_mid_sweep_resumes_and_every_trial_ends_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let base = write(d, "base.yaml", &BASE.replace("epochs: 2", "epochs: 6"));
+    let space = write(
+        d,
+        "space.yaml",
+        "method: random\nmetric: {name: val_loss, goal: minimize}\nrun_cap: 6\nparameters:\n  \
+         learning_rate: {distribution: log_uniform_values, min: 0.0001, max: 0.01}\n",
+    );
+    let out = d.join("sweep");
+    let mut driver = Command::new(BIN)
+        .args(["sweep", "--config"])
+        .arg(&base)
+        .arg("--space")
+        .arg(&space)
+        .arg("--out")
+        .arg(&out)
+        .args(["--parallel", "2", "--seed", "7"])
+        .env_remove("TRAINGUARD_FAULT")
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Kill -9 the driver while trials 2 and 3 run.
+    let started = std::time::Instant::now();
+    while !out.join("trials/0003/pid").exists() {
+        assert!(
+            driver.try_wait().unwrap().is_none(),
+            "the sweep ended early"
+        );
+        assert!(started.elapsed().as_secs() < 300, "trial 3 never started");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    driver.kill().unwrap();
+    driver.wait().unwrap();
+    // A writer killed mid-line: a torn last record.
+    let mut journal = std::fs::OpenOptions::new()
+        .append(true)
+        .open(out.join("journal.log"))
+        .unwrap();
+    std::io::Write::write_all(
+        &mut journal,
+        b"{\"op_code\": 7, \"worker_id\": \"x\", \"tri",
+    )
+    .unwrap();
+    drop(journal);
+    let resumed = sweep(&["--resume", out.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&resumed.stderr).to_string();
+    assert_eq!(resumed.status.code(), Some(0), "{stderr}");
+    let report = assert_optuna_agrees(&out, "sweep");
+    let trials = report["trials"].as_array().unwrap();
+    // Numbers 0..n, each once; nothing left running.
+    for (i, t) in trials.iter().enumerate() {
+        assert_eq!(t["number"].as_u64(), Some(i as u64));
+        assert_ne!(t["state"], "RUNNING", "{t}");
+    }
+    let interrupted: Vec<&Value> = trials
+        .iter()
+        .filter(|t| t["error_class"] == "interrupted")
+        .collect();
+    assert!(!interrupted.is_empty(), "{report}");
+    for t in &interrupted {
+        let retry = trials
+            .iter()
+            .find(|r| r["retried_from"] == t["number"])
+            .unwrap_or_else(|| panic!("no retry of {t}"));
+        assert_eq!(retry["params"], t["params"]);
+        assert_eq!(retry["state"], "COMPLETE");
+    }
+    // The sweep's 6 trials, each finished once, besides the interrupted.
+    assert_eq!(trials.len() - interrupted.len(), 6);
+    assert!(trials
+        .iter()
+        .filter(|t| t["error_class"] != "interrupted")
+        .all(|t| t["state"] == "COMPLETE"));
+}
+
+#[test]
+fn bad_spaces_are_refused_before_any_trial_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let base = write(d, "base.yaml", BASE);
+    for (text, says) in [
+        (
+            "method: random\nmetric: {name: val_loss, goal: minimize}\nrun_cap: 2\nparameters:\n  learnig_rate: {values: [0.1]}\n",
+            "learning_rate",
+        ),
+        (
+            "method: random\nmetric: {name: val_loss, goal: minimize}\nrun_cap: 2\nparameters:\n  learning_rate: {distribution: log_uniform, min: -9, max: -2}\n",
+            "log_uniform_values",
+        ),
+        (
+            "method: random\nmetric: {name: val_loss, goal: minimize}\nparameters:\n  learning_rate: {min: 0.001, max: 0.01}\n",
+            "run_cap",
+        ),
+    ] {
+        let space = write(d, "space.yaml", text);
+        let out = d.join("never");
+        let run = sweep(&[
+            "--config",
+            base.to_str().unwrap(),
+            "--space",
+            space.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        let stderr = String::from_utf8_lossy(&run.stderr).to_string();
+        assert_eq!(run.status.code(), Some(2), "{text}: {stderr}");
+        assert!(stderr.contains("space.yaml") && stderr.contains(says), "{stderr}");
+        assert!(!out.exists(), "nothing is written for a refused space: {stderr}");
+    }
+}
