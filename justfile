@@ -50,7 +50,11 @@ demo: setup build
     "$bin/train" --config configs/demo_cpu.yaml --out runs/demo
     step 'cat runs/demo/summary.yaml'
     cat runs/demo/summary.yaml
-    printf '\nNot built yet: sweeps (see README, "Status").\n' >&2
+    step 'train sweep --config configs/sweeps/demo_base.yaml --space configs/sweeps/demo_faults.yaml --out runs/demo-sweep'
+    rm -rf runs/demo-sweep
+    "$bin/train" sweep --config configs/sweeps/demo_base.yaml --space configs/sweeps/demo_faults.yaml --out runs/demo-sweep
+    step 'train sweep --report runs/demo-sweep'
+    "$bin/train" sweep --report runs/demo-sweep --format table
 
 # Build every tool in release mode
 [group('use')]
