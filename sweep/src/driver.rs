@@ -204,12 +204,6 @@ fn new_settings(args: &Args, dir: &Path) -> anyhow::Result<Settings> {
             "--trial-timeout: expected a positive number of seconds, found {t}"
         ));
     }
-    std::fs::create_dir_all(dir)
-        .map_err(|e| bad_input!("{}: cannot create: {e}", dir.display()))?;
-    common::files::write_atomic(
-        &dir.join(SETTINGS),
-        serde_yaml::to_string(&settings)?.as_bytes(),
-    )?;
     Ok(settings)
 }
 

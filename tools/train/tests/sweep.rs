@@ -294,3 +294,46 @@ fn bad_spaces_are_refused_before_any_trial_runs() {
         assert!(!out.exists(), "nothing is written for a refused space: {stderr}");
     }
 }
+
+#[test]
+fn the_median_pruner_stops_a_trial_worse_than_the_completed_ones() {
+    // Five good learning rates complete; the sixth barely learns, so at its
+    // first epochs it is worse than their median: SIGTERM, train stops
+    // before its next step, and the trial is PRUNED with its curve.
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let base = write(d, "base.yaml", &BASE.replace("epochs: 2", "epochs: 12"));
+    let space = write(
+        d,
+        "space.yaml",
+        "method: grid\nmetric: {name: val_loss, goal: minimize}\nparameters:\n  \
+         learning_rate: {values: [0.003, 0.0031, 0.0032, 0.0033, 0.0034, 0.0000001]}\n",
+    );
+    let out = d.join("sweep");
+    let run = sweep(&[
+        "--config",
+        base.to_str().unwrap(),
+        "--space",
+        space.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--parallel",
+        "1",
+        "--pruner",
+        "median",
+    ]);
+    let stderr = String::from_utf8_lossy(&run.stderr).to_string();
+    assert_eq!(run.status.code(), Some(0), "{stderr}");
+    let report = assert_optuna_agrees(&out, "sweep");
+    let trials = report["trials"].as_array().unwrap();
+    assert!(
+        trials[..5].iter().all(|t| t["state"] == "COMPLETE"),
+        "{report}"
+    );
+    let last = &trials[5];
+    assert_eq!(last["state"], "PRUNED", "{stderr}");
+    let epochs = last["intermediate"].as_object().unwrap().len();
+    assert!((1..12).contains(&epochs), "{last}");
+    let summary = std::fs::read_to_string(out.join("trials/0005/run/summary.yaml")).unwrap();
+    assert!(summary.contains("status: stopped"), "{summary}");
+}
