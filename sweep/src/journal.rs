@@ -755,64 +755,10 @@ fn to_internal(dist: &Distribution, value: &ParamValue) -> Result<Value> {
     }
 }
 
-/// The rules of Optuna's distribution constructors, plus finiteness.
+/// The rules of Optuna's distribution constructors, plus finiteness
+/// (`Distribution::check`, shared with the samplers).
 fn check_distribution(dist: &Distribution) -> Result<()> {
-    match dist {
-        Distribution::Float {
-            low,
-            high,
-            log,
-            step,
-        } => {
-            finite(*low, "low")?;
-            finite(*high, "high")?;
-            if let Some(s) = step {
-                finite(*s, "step")?;
-                if *log {
-                    bail!("step is not supported with log");
-                }
-                if *s <= 0.0 {
-                    bail!("step {s} is not > 0");
-                }
-            }
-            if low > high {
-                bail!("low {low} > high {high}");
-            }
-            if *log && *low <= 0.0 {
-                bail!("low {low} is not > 0 with log");
-            }
-        }
-        Distribution::Int {
-            low,
-            high,
-            log,
-            step,
-        } => {
-            if *log && *step != 1 {
-                bail!("step {step} with log (must be 1)");
-            }
-            if low > high {
-                bail!("low {low} > high {high}");
-            }
-            if *log && *low < 1 {
-                bail!("low {low} is not >= 1 with log");
-            }
-            if *step <= 0 {
-                bail!("step {step} is not > 0");
-            }
-        }
-        Distribution::Categorical { choices } => {
-            if choices.is_empty() {
-                bail!("no choices");
-            }
-            for c in choices {
-                if let Choice::Float(f) = c {
-                    finite(*f, "a choice")?;
-                }
-            }
-        }
-    }
-    Ok(())
+    dist.check().map_err(|e| anyhow!("{e}"))
 }
 
 /// `optuna.distributions.distribution_to_json`: Python's `json.dumps` with

@@ -41,6 +41,76 @@ pub enum Distribution {
     },
 }
 
+impl Distribution {
+    /// The rules of Optuna's distribution constructors, plus finiteness:
+    /// what the journal refuses to write and the samplers to draw from.
+    pub fn check(&self) -> Result<(), String> {
+        fn finite(v: f64, what: &str) -> Result<(), String> {
+            if v.is_finite() {
+                Ok(())
+            } else {
+                Err(format!("{what} is {v}, not a finite number"))
+            }
+        }
+        match self {
+            Distribution::Float {
+                low,
+                high,
+                log,
+                step,
+            } => {
+                finite(*low, "low")?;
+                finite(*high, "high")?;
+                if let Some(s) = step {
+                    finite(*s, "step")?;
+                    if *log {
+                        return Err("step is not supported with log".to_string());
+                    }
+                    if *s <= 0.0 {
+                        return Err(format!("step {s} is not > 0"));
+                    }
+                }
+                if low > high {
+                    return Err(format!("low {low} > high {high}"));
+                }
+                if *log && *low <= 0.0 {
+                    return Err(format!("low {low} is not > 0 with log"));
+                }
+            }
+            Distribution::Int {
+                low,
+                high,
+                log,
+                step,
+            } => {
+                if *log && *step != 1 {
+                    return Err(format!("step {step} with log (must be 1)"));
+                }
+                if low > high {
+                    return Err(format!("low {low} > high {high}"));
+                }
+                if *log && *low < 1 {
+                    return Err(format!("low {low} is not >= 1 with log"));
+                }
+                if *step <= 0 {
+                    return Err(format!("step {step} is not > 0"));
+                }
+            }
+            Distribution::Categorical { choices } => {
+                if choices.is_empty() {
+                    return Err("no choices".to_string());
+                }
+                for c in choices {
+                    if let Choice::Float(f) = c {
+                        finite(*f, "a choice")?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 /// A parameter's value as a user (and a config) sees it: Optuna's
 /// "external representation".
 #[derive(Clone, Debug, PartialEq)]

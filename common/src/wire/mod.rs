@@ -124,6 +124,49 @@ pub fn field_names(v: &serde_json::Value, out: &mut std::collections::BTreeSet<S
     }
 }
 
+/// What README's "File formats" section (with its "Config" section, where a
+/// resolved config's keys are documented) does not name of format `T`: its
+/// schema, and each field of its example, as whole words. The tests of every
+/// crate with formats call it (common's and sweep's).
+pub fn undocumented<T: Versioned>(readme: &str) -> Vec<String> {
+    undocumented_in(
+        readme,
+        T::SCHEMA,
+        &serde_json::to_value(T::example()).expect("examples serialise"),
+    )
+}
+
+/// `undocumented` for a schema and its example as JSON (an entry of `all`).
+pub fn undocumented_in(readme: &str, schema: &str, example: &serde_json::Value) -> Vec<String> {
+    fn section(readme: &str, title: &str) -> String {
+        let Some(start) = readme.find(&format!("\n## {title}\n")) else {
+            return String::new();
+        };
+        let rest = &readme[start + 1..];
+        let end = rest[3..].find("\n## ").map_or(rest.len(), |i| i + 3);
+        rest[..end].to_string()
+    }
+    fn names_word(text: &str, word: &str) -> bool {
+        let part = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
+        text.match_indices(word).any(|(i, _)| {
+            !part(text[..i].chars().next_back()) && !part(text[i + word.len()..].chars().next())
+        })
+    }
+    let text = section(readme, "File formats") + &section(readme, "Config");
+    let mut missing = Vec::new();
+    if !text.contains(schema) {
+        missing.push(format!("schema {schema}"));
+    }
+    let mut fields = std::collections::BTreeSet::new();
+    field_names(example, &mut fields);
+    for f in fields {
+        if !names_word(&text, &f) {
+            missing.push(format!("{schema}: field `{f}`"));
+        }
+    }
+    missing
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -78,51 +78,7 @@ pub fn build(method: Method, space: &SearchSpace, seed: u64) -> Result<Box<dyn S
 /// infinite bounds, low > high, log with low <= 0, log with a step, a
 /// non-positive step, no choices.
 pub fn check_distribution(name: &str, d: &Distribution) -> Result<()> {
-    match d {
-        Distribution::Float {
-            low,
-            high,
-            log,
-            step,
-        } => {
-            if !low.is_finite() || !high.is_finite() || low > high {
-                bail!("{name}: float range [{low}, {high}] is empty or not finite");
-            }
-            if *log && *low <= 0.0 {
-                bail!("{name}: a log-scale range needs low > 0, got {low}");
-            }
-            if let Some(s) = step {
-                if *log {
-                    bail!("{name}: a float parameter cannot have both log and a step");
-                }
-                if !s.is_finite() || *s <= 0.0 {
-                    bail!("{name}: step must be > 0, got {s}");
-                }
-            }
-        }
-        Distribution::Int {
-            low,
-            high,
-            log,
-            step,
-        } => {
-            if low > high {
-                bail!("{name}: int range [{low}, {high}] is empty");
-            }
-            if *step <= 0 {
-                bail!("{name}: step must be > 0, got {step}");
-            }
-            if *log && (*low < 1 || *step != 1) {
-                bail!("{name}: a log-scale int range needs low >= 1 and step 1");
-            }
-        }
-        Distribution::Categorical { choices } => {
-            if choices.is_empty() {
-                bail!("{name}: a categorical parameter needs at least one choice");
-            }
-        }
-    }
-    Ok(())
+    d.check().map_err(|e| anyhow::anyhow!("{name}: {e}"))
 }
 
 /// The largest grid point low + k·step not above high: Optuna lowers `high`
