@@ -340,9 +340,10 @@ impl Driver {
             .with_context(|| format!("{}: the study is gone", self.journal.path().display()))
     }
 
-    /// After a driver that died: end the live children of trials still
-    /// RUNNING (found by the process group in their pid file), record those
-    /// trials as interrupted, and queue them to run again.
+    /// After a driver that died or was stopped: end the live children of
+    /// trials still RUNNING (found by the process group in their pid file)
+    /// and record those trials as interrupted; then queue every trial whose
+    /// runs were all interrupted to run again with the same parameters.
     fn recover(&mut self) -> anyhow::Result<()> {
         let study = self.study()?;
         for (t, id) in study.trials.iter().zip(&study.trial_ids) {
@@ -370,12 +371,33 @@ impl Driver {
                 ),
             )?;
             self.journal.finish_trial(*id, Outcome::Fail)?;
-            let from = t
-                .user_attrs
+        }
+        // A trial and its re-runs share a root: the first one's number.
+        let study = self.study()?;
+        let root = |t: &Trial| {
+            t.user_attrs
                 .get("retried_from")
                 .and_then(Value::as_u64)
-                .unwrap_or(t.number);
-            self.retries.push_back((t.params.clone(), from));
+                .unwrap_or(t.number)
+        };
+        let interrupted = |t: &Trial| {
+            t.state == TrialState::Fail && attr_str(t, "error_class") == Some("interrupted")
+        };
+        for t in &study.trials {
+            let r = root(t);
+            if r == t.number
+                && study
+                    .trials
+                    .iter()
+                    .filter(|x| root(x) == r)
+                    .all(interrupted)
+            {
+                // The journal holds the sampled values; the fixed ones are
+                // the space's.
+                let mut values = self.space.search_space().fixed;
+                values.extend(t.params.clone());
+                self.retries.push_back((values, r));
+            }
         }
         Ok(())
     }

@@ -337,3 +337,65 @@ fn the_median_pruner_stops_a_trial_worse_than_the_completed_ones() {
     let summary = std::fs::read_to_string(out.join("trials/0005/run/summary.yaml")).unwrap();
     assert!(summary.contains("status: stopped"), "{summary}");
 }
+
+#[test]
+fn ctrl_c_stops_the_sweep_and_resume_runs_the_interrupted_trials_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let base = write(d, "base.yaml", BASE);
+    // A fixed value too: a re-run must get it as the first run did.
+    let space = write(
+        d,
+        "space.yaml",
+        "method: random\nmetric: {name: val_loss, goal: minimize}\nrun_cap: 3\nparameters:\n  \
+         epochs: {value: 8}\n  learning_rate: {distribution: log_uniform_values, min: 0.0001, max: 0.01}\n",
+    );
+    let out = d.join("sweep");
+    let driver = Command::new(BIN)
+        .args(["sweep", "--config"])
+        .arg(&base)
+        .arg("--space")
+        .arg(&space)
+        .arg("--out")
+        .arg(&out)
+        .args(["--parallel", "1"])
+        .env_remove("TRAINGUARD_FAULT")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while !out.join("trials/0000/run/metrics.csv").exists() {
+        assert!(started.elapsed().as_secs() < 120, "trial 0 never started");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    // SAFETY: kill(2) with the pid of a child we own.
+    unsafe {
+        libc::kill(driver.id() as i32, libc::SIGINT);
+    }
+    let stopped = driver.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&stopped.stderr).to_string();
+    assert_eq!(stopped.status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("--resume"), "{stderr}");
+    let report = report_json(&out);
+    let first = &report["trials"][0];
+    assert_eq!(first["state"], "FAIL", "{report}");
+    assert_eq!(first["error_class"], "interrupted", "{report}");
+    let resumed = sweep(&["--resume", out.to_str().unwrap()]);
+    assert_eq!(
+        resumed.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&resumed.stderr)
+    );
+    let report = assert_optuna_agrees(&out, "sweep");
+    let trials = report["trials"].as_array().unwrap();
+    let again = trials
+        .iter()
+        .find(|t| t["retried_from"] == 0)
+        .unwrap_or_else(|| panic!("trial 0 was not run again: {report}"));
+    assert_eq!(again["params"], first["params"]);
+    assert_eq!(again["state"], "COMPLETE");
+    assert_eq!(again["epochs"], 8, "the fixed value came back: {again}");
+    let complete = trials.iter().filter(|t| t["state"] == "COMPLETE").count();
+    assert_eq!(complete, 3, "{report}");
+}
