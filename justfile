@@ -12,6 +12,8 @@ torch_version := "2.11.0"
 cuda_crt_version := "13.0.88"
 # The Optuna the sweep's tests check the journal, TPE and the pruners against.
 optuna_version := "4.9.0"
+# optuna-dashboard, whose API the sweep's tests read our journal through.
+dashboard_version := "0.21.0"
 
 # torch-sys asks `python` on PATH (VIRTUAL_ENV set) for libtorch's paths.
 export VIRTUAL_ENV := torch_env
@@ -111,9 +113,9 @@ setup:
     }
     # Optuna, a real client for the sweep's tests (its journal, TPE, pruners).
     optuna() {
-        "$py" -c 'import optuna, sys; sys.exit(optuna.__version__ != "{{ optuna_version }}")' 2>/dev/null && return 0
-        echo "setup: installing optuna=={{ optuna_version }} into $env_dir (the sweep's tests read our journal with it)" >&2
-        "$py" -m pip install --quiet "optuna=={{ optuna_version }}"
+        "$py" -c 'import optuna, optuna_dashboard, sys; sys.exit(optuna.__version__ != "{{ optuna_version }}" or optuna_dashboard.__version__ != "{{ dashboard_version }}")' 2>/dev/null && return 0
+        echo "setup: installing optuna=={{ optuna_version }} and optuna-dashboard=={{ dashboard_version }} into $env_dir (the sweep's tests read our journal with them)" >&2
+        "$py" -m pip install --quiet "optuna=={{ optuna_version }}" "optuna-dashboard=={{ dashboard_version }}"
     }
     if [ -n "${TORCH_ENV:-}" ]; then
         if ! have; then

@@ -66,6 +66,45 @@ print(json.dumps([{"number": t.number, "state": t.state.name, "params": t.params
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
+/// What optuna-dashboard's own API serves for the journal (its WSGI app,
+/// called in-process: the same code `optuna-dashboard DIR/journal.log`
+/// serves): the study's trial states and best trial numbers.
+fn dashboard_sees(dir: &Path) -> Value {
+    let script = r#"
+import io, json, sys
+try:
+    from optuna_dashboard._app import create_app
+    from optuna_dashboard._storage_url import get_storage
+except ImportError:
+    sys.exit("optuna-dashboard is not installed: run `just setup`")
+app = create_app(get_storage(sys.argv[1]))
+def get(path):
+    seen = {}
+    def start(status, headers, exc_info=None):
+        seen["status"] = status
+    env = {"REQUEST_METHOD": "GET", "PATH_INFO": path, "QUERY_STRING": "", "SERVER_NAME": "localhost",
+           "SERVER_PORT": "80", "wsgi.input": io.BytesIO(b""), "wsgi.url_scheme": "http", "wsgi.errors": sys.stderr}
+    body = b"".join(app(env, start))
+    assert seen["status"].startswith("200"), (path, seen["status"], body[:500])
+    return json.loads(body)
+studies = get("/api/studies")["study_summaries"]
+study = get(f"/api/studies/{studies[0]['study_id']}")
+print(json.dumps({"name": studies[0]["study_name"], "states": [t["state"] for t in study["trials"]],
+                  "best": [t["number"] for t in study["best_trials"]]}))
+"#;
+    let out = Command::new(python())
+        .args(["-c", script])
+        .arg(dir.join("journal.log"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "optuna-dashboard could not read the journal: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 fn report_json(dir: &Path) -> Value {
     let out = sweep(&["--report", dir.to_str().unwrap(), "--format", "json"]);
     assert!(
@@ -168,6 +207,24 @@ fn twenty_trials_with_crashes_end_in_their_states_and_optuna_agrees() {
                 .is_some_and(|m| !m.is_empty() && m.chars().count() <= 500));
         }
     }
+    // optuna-dashboard serves the same study.
+    let dash = dashboard_sees(&out);
+    assert_eq!(dash["name"], "sweep");
+    let states: Vec<&str> = dash["states"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap())
+        .collect();
+    let ours: Vec<String> = trials
+        .iter()
+        .map(|t| {
+            let s = t["state"].as_str().unwrap().to_lowercase();
+            s[..1].to_uppercase() + &s[1..]
+        })
+        .collect();
+    assert_eq!(states, ours);
+    assert_eq!(dash["best"][0], report["best"]["number"]);
     let failures = report["failures"].as_array().unwrap();
     let killed = failures.iter().find(|g| g["class"] == "killed").unwrap();
     assert_eq!(killed["count"], 4);
