@@ -728,7 +728,12 @@ impl Driver {
                 ],
             )
         };
-        let (outcome, more) = match (&r.ending, &summary) {
+        // A trial that finished as it was being stopped counts as finished.
+        let finished = summary
+            .as_ref()
+            .is_some_and(|s| s.status == RunStatus::Finished);
+        let ending = if finished { None } else { r.ending.as_ref() };
+        let (outcome, more) = match (ending, &summary) {
             (Some((Ending::Pruned(why), _)), _) => (
                 Outcome::Pruned,
                 vec![("prune_reason", Value::from(why.clone()))],

@@ -150,8 +150,8 @@ pub fn run(args: &Args) -> anyhow::Result<u8> {
             .sum(),
         config,
         device: crate::run::device_name(device),
-        peak_allocated_mib: peak.map(|m| m.peak_allocated as f64 / (1024.0 * 1024.0)),
-        peak_reserved_mib: peak.map(|m| m.peak_reserved as f64 / (1024.0 * 1024.0)),
+        peak_allocated_mib: peak.map(|m| crate::shim::mib(m.peak_allocated)),
+        peak_reserved_mib: peak.map(|m| crate::shim::mib(m.peak_reserved)),
     };
     let mut out = std::io::stdout().lock();
     writeln!(out, "{}", serde_json::to_string(&report)?)?;

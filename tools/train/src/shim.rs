@@ -32,6 +32,11 @@ pub struct MemoryStats {
     pub ooms: i64,
 }
 
+/// An allocator figure (bytes, as c10 counts them) in MiB.
+pub fn mib(bytes: i64) -> f64 {
+    common::estimate::mib_f64(bytes.max(0) as u64)
+}
+
 fn call(f: impl FnOnce(*mut c_char, usize) -> c_int) -> Result<(), String> {
     let mut buf = [0 as c_char; 512];
     let rc = f(buf.as_mut_ptr(), buf.len());

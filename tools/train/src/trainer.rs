@@ -60,8 +60,6 @@ fn first_line(s: &str) -> &str {
     s.lines().next().unwrap_or(s)
 }
 
-const MIB: f64 = 1024.0 * 1024.0;
-
 pub struct Trainer {
     pub config: Config,
     pub device: Device,
@@ -435,8 +433,8 @@ impl Trainer {
                 step: step_no,
                 old_micro_batch: micro as u32,
                 new_micro_batch: new,
-                allocated_mib: stats.map(|m| m.allocated as f64 / MIB),
-                reserved_mib: stats.map(|m| m.reserved as f64 / MIB),
+                allocated_mib: stats.map(|m| shim::mib(m.allocated)),
+                reserved_mib: stats.map(|m| shim::mib(m.reserved)),
                 message: first_line(&message).to_string(),
             };
             events.emit(&Event::OomRecovered(&event))?;
@@ -536,7 +534,7 @@ impl Trainer {
     fn read_memory(&mut self) -> (Option<f64>, Option<f64>) {
         match shim::memory_stats(self.device) {
             Ok(m) => {
-                let (a, r) = (m.peak_allocated as f64 / MIB, m.peak_reserved as f64 / MIB);
+                let (a, r) = (shim::mib(m.peak_allocated), shim::mib(m.peak_reserved));
                 let p = &mut self.peak;
                 p.allocated_mib = Some(p.allocated_mib.map_or(a, |x| x.max(a)));
                 p.reserved_mib = Some(p.reserved_mib.map_or(r, |x| x.max(r)));
