@@ -329,7 +329,7 @@ fn drawn(study: &Study) -> u64 {
         .count() as u64
 }
 
-fn trial_dir(dir: &Path, number: u64) -> PathBuf {
+pub(crate) fn trial_dir(dir: &Path, number: u64) -> PathBuf {
     dir.join("trials").join(format!("{number:04}"))
 }
 
@@ -871,7 +871,7 @@ fn signal_group(child: &Child, sig: i32) {
 
 /// The pid in a trial's pid file, if that process lives and is the train of
 /// that trial (its command line names the trial's directory).
-fn live_trial_pid(dir: &Path) -> Option<i32> {
+pub(crate) fn live_trial_pid(dir: &Path) -> Option<i32> {
     let pid: i32 = std::fs::read_to_string(dir.join("pid"))
         .ok()?
         .trim()

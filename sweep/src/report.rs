@@ -223,7 +223,7 @@ pub fn print_summary(study: &Study, space: &Space, took: Duration) {
 
 /// `--status DIR`.
 pub fn status(dir: &Path) -> anyhow::Result<u8> {
-    let (settings, space, study) = load(dir)?;
+    let (_, space, study) = load(dir)?;
     let mut out = std::io::stdout().lock();
     let c = counts(&study);
     let list: Vec<String> = c.iter().map(|(s, n)| format!("{s} {n}")).collect();
@@ -243,16 +243,18 @@ pub fn status(dir: &Path) -> anyhow::Result<u8> {
         .filter(|t| t.state == TrialState::Running)
     {
         let last = t.intermediate.iter().next_back();
-        writeln!(
-            out,
-            "running: trial {} ({}), {}",
-            t.number,
-            settings.study_name,
-            last.map_or("no epoch yet".to_string(), |(e, v)| format!(
-                "epoch {e}: {} {v:.6}",
-                space.metric.name
-            ))
-        )?;
+        let progress = last.map_or("no epoch yet".to_string(), |(e, v)| {
+            format!("epoch {e}: {} {v:.6}", space.metric.name)
+        });
+        match driver::live_trial_pid(&driver::trial_dir(dir, t.number)) {
+            Some(pid) => writeln!(out, "running: trial {} (pid {pid}), {progress}", t.number)?,
+            None => writeln!(
+                out,
+                "trial {} is RUNNING in the journal but no process runs it (its driver died?): `train sweep --resume {}` runs it again",
+                t.number,
+                dir.display()
+            )?,
+        }
     }
     match best(&study) {
         Some(t) => writeln!(

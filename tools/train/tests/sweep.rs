@@ -274,6 +274,14 @@ fn a_driver_killed_mid_sweep_resumes_and_every_trial_ends_once() {
     }
     driver.kill().unwrap();
     driver.wait().unwrap();
+    // --status says what still runs, or that nothing does any more.
+    let status = sweep(&["--status", out.to_str().unwrap()]);
+    let said = String::from_utf8_lossy(&status.stdout).to_string();
+    assert!(
+        said.contains("running: trial 3 (pid ")
+            || said.contains("trial 3 is RUNNING in the journal but no process runs it"),
+        "{said}"
+    );
     // A writer killed mid-line: a torn last record.
     let mut journal = std::fs::OpenOptions::new()
         .append(true)
