@@ -353,7 +353,11 @@ impl Space {
         };
         let entries = r.entries(top, "")?;
         let space = match top.get("schema") {
-            Some(Value::String(s)) if s == "space/v1" => r.legacy(&entries)?,
+            Some(Value::String(s))
+                if s.as_str() == <common::wire::space::Space as common::wire::Versioned>::SCHEMA =>
+            {
+                r.legacy(&entries)?
+            }
             Some(other) => {
                 return Err(r.err(
                     "schema",
