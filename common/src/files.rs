@@ -19,6 +19,12 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     })
 }
 
+/// Writes `value` as YAML to `path` atomically (summary.yaml, chain.yaml,
+/// sweep.yaml, ...).
+pub fn write_yaml(path: &Path, value: &impl serde::Serialize) -> anyhow::Result<()> {
+    write_atomic(path, serde_yaml::to_string(value)?.as_bytes())
+}
+
 /// Has `write` fill a temp file beside `path` (for writers that want a path,
 /// such as an image encoder), then fsyncs it, renames it over `path` and
 /// fsyncs the directory. The temp file keeps `path`'s extension, so writers

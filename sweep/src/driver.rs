@@ -82,6 +82,19 @@ impl common::wire::Versioned for Settings {
     }
 }
 
+impl Settings {
+    /// The sweep's space, parsed from the text it was started with.
+    pub fn space(&self) -> anyhow::Result<crate::space::Parsed> {
+        Space::parse(
+            &common::input::Input {
+                name: self.space_name.clone(),
+                text: self.space_text.clone(),
+            },
+            &self.base,
+        )
+    }
+}
+
 /// Set by Ctrl-C or SIGTERM: stop the trials and end.
 static STOP: AtomicBool = AtomicBool::new(false);
 
@@ -101,13 +114,7 @@ pub fn run(args: &Args, train: &Path) -> anyhow::Result<u8> {
         }
     };
     let base = settings.base.clone();
-    let parsed = Space::parse(
-        &common::input::Input {
-            name: settings.space_name.clone(),
-            text: settings.space_text.clone(),
-        },
-        &base,
-    )?;
+    let parsed = settings.space()?;
     for w in &parsed.warnings {
         eprintln!("train sweep: {}: {w}", settings.space_name);
     }
@@ -142,10 +149,7 @@ pub fn run(args: &Args, train: &Path) -> anyhow::Result<u8> {
     std::fs::create_dir_all(dir.join("trials"))
         .map_err(|e| bad_input!("{}: cannot create: {e}", dir.display()))?;
     if !resuming {
-        common::files::write_atomic(
-            &dir.join(SETTINGS),
-            serde_yaml::to_string(&settings)?.as_bytes(),
-        )?;
+        common::files::write_yaml(&dir.join(SETTINGS), &settings)?;
     }
     let journal = Journal::open(dir.join(JOURNAL))?;
     let study_id = journal.create_study(&settings.study_name, space.metric.goal)?;
@@ -156,6 +160,7 @@ pub fn run(args: &Args, train: &Path) -> anyhow::Result<u8> {
         study_id,
         settings,
         space,
+        search,
         sampler,
         pruner,
         slots: plan.slots,
@@ -307,6 +312,8 @@ struct Driver {
     study_id: StudyId,
     settings: Settings,
     space: Space,
+    /// What the sampler draws from (the space's sampled and fixed values).
+    search: sampler::SearchSpace,
     sampler: Box<dyn Sampler>,
     pruner: Option<Box<dyn Pruner>>,
     slots: Vec<Slot>,
@@ -394,7 +401,7 @@ impl Driver {
             {
                 // The journal holds the sampled values; the fixed ones are
                 // the space's.
-                let mut values = self.space.search_space().fixed;
+                let mut values = self.search.fixed.clone();
                 values.extend(t.params.clone());
                 self.retries.push_back((values, r));
             }
@@ -500,12 +507,7 @@ impl Driver {
                     }
                     let values = self
                         .sampler
-                        .sample(
-                            &self.space.search_space(),
-                            &study.trials,
-                            self.space.metric.goal,
-                            index,
-                        )
+                        .sample(&self.search, &study.trials, self.space.metric.goal, index)
                         .map_err(|e| bad_input!("{}: {e:#}", self.settings.space_name))?;
                     (values, None)
                 }

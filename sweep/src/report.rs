@@ -125,14 +125,7 @@ fn row(t: &Trial) -> Row {
 
 fn load(dir: &Path) -> anyhow::Result<(driver::Settings, Space, Study)> {
     let settings = read_settings(dir)?;
-    let space = Space::parse(
-        &common::input::Input {
-            name: settings.space_name.clone(),
-            text: settings.space_text.clone(),
-        },
-        &settings.base,
-    )?
-    .space;
+    let space = settings.space()?.space;
     let journal = Journal::open(dir.join(JOURNAL))?;
     let study = journal.load(&settings.study_name)?.ok_or_else(|| {
         common::bad_input!(

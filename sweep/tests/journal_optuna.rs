@@ -6,7 +6,7 @@
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 use sweep::journal::{Journal, Outcome, Study, TrialRecord, TrialRef};
@@ -14,26 +14,8 @@ use sweep::trial::{Choice, Direction, Distribution, ParamValue, TrialState};
 
 const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/journal_optuna.py");
 
-/// `$VIRTUAL_ENV/bin/python`, else `python3`; it must import optuna.
-fn python() -> PathBuf {
-    let py = std::env::var_os("VIRTUAL_ENV")
-        .map(|v| Path::new(&v).join("bin/python"))
-        .filter(|p| p.exists())
-        .unwrap_or_else(|| "python3".into());
-    let ok = Command::new(&py)
-        .args(["-c", "import optuna"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(
-        ok,
-        "{} cannot import optuna: run `just setup` (these tests need real Optuna)",
-        py.display()
-    );
-    py
-}
-
 fn optuna(args: &[&str]) -> Value {
-    let out = Command::new(python())
+    let out = Command::new(testkit::python())
         .arg(SCRIPT)
         .args(args)
         .output()
@@ -293,7 +275,7 @@ fn optuna_and_we_write_one_file_at_once() {
     let path = dir.path().join("journal.log");
     let j = Journal::open(&path).unwrap();
     let s = j.create_study("race", Direction::Minimize).unwrap();
-    let py = Command::new(python())
+    let py = Command::new(testkit::python())
         .arg(SCRIPT)
         .args(["append", path.to_str().unwrap(), "race", "50", "0.02"])
         .stdout(Stdio::null())

@@ -9,7 +9,6 @@
 
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use sweep::pruner::{PercentilePruner, Pruner};
 use sweep::trial::{Direction, Trial, TrialState};
@@ -140,13 +139,6 @@ fn curve_json(c: &BTreeMap<u64, f64>) -> serde_json::Value {
         .into()
 }
 
-fn python() -> PathBuf {
-    std::env::var_os("VIRTUAL_ENV")
-        .map(|v| PathBuf::from(v).join("bin/python"))
-        .filter(|p| p.exists())
-        .unwrap_or_else(|| PathBuf::from("python3"))
-}
-
 struct Case {
     pruner: PercentilePruner,
     direction: Direction,
@@ -225,7 +217,7 @@ fn percentile_pruner_decides_as_optuna() {
         })
         .collect();
 
-    let py = python();
+    let py = testkit::python();
     let mut child = Command::new(&py)
         .args(["-c", ORACLE])
         .stdin(Stdio::piped())

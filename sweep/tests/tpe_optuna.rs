@@ -6,27 +6,21 @@
 
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::process::Command;
 use sweep::sampler::{default_gamma, default_weights, split_trials, ParzenEstimator, ParzenParams};
 use sweep::trial::{Choice, Direction, Distribution, Trial, TrialState};
 
-fn python() -> PathBuf {
-    if let Some(venv) = std::env::var_os("VIRTUAL_ENV") {
-        let p = PathBuf::from(venv).join("bin/python");
-        if p.exists() {
-            return p;
-        }
-    }
-    PathBuf::from("python3")
-}
-
 fn optuna_reference() -> Value {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/tpe_optuna.py");
-    let out = Command::new(python())
+    let out = Command::new(testkit::python())
         .arg(script)
         .output()
-        .unwrap_or_else(|e| panic!("cannot run {}: {e}; run just setup", python().display()));
+        .unwrap_or_else(|e| {
+            panic!(
+                "cannot run {}: {e}; run just setup",
+                testkit::python().display()
+            )
+        });
     assert!(
         out.status.success(),
         "tpe_optuna.py failed (optuna missing? run just setup):\n{}",

@@ -60,6 +60,40 @@ pub fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     path
 }
 
+/// The Python whose Optuna the tests check our journal, samplers and
+/// pruners against: `$VIRTUAL_ENV/bin/python` (what the justfile exports),
+/// else `python3`. Fails, saying to run `just setup`, when it cannot import
+/// optuna: these tests need the real one, never a skip.
+pub fn python() -> PathBuf {
+    let py = std::env::var_os("VIRTUAL_ENV")
+        .map(|v| Path::new(&v).join("bin/python"))
+        .filter(|p| p.exists())
+        .unwrap_or_else(|| "python3".into());
+    let ok = Command::new(&py)
+        .args(["-c", "import optuna"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        ok,
+        "{} cannot import optuna: run `just setup` (these tests need real Optuna)",
+        py.display()
+    );
+    py
+}
+
+/// Polls `ready` every 20 ms until it says true; fails naming `what` after
+/// `secs` seconds. `ready` may assert too (a child that must still run).
+pub fn wait_until(what: &str, secs: u64, mut ready: impl FnMut() -> bool) {
+    let started = std::time::Instant::now();
+    while !ready() {
+        assert!(
+            started.elapsed().as_secs() < secs,
+            "{what}: not within {secs} s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 /// Bytes read as YAML.
 pub fn yaml(bytes: &[u8]) -> serde_yaml::Value {
     serde_yaml::from_slice(bytes)

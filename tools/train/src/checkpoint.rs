@@ -88,26 +88,13 @@ pub fn epoch_in(dir: &Path) -> anyhow::Result<Option<u32>> {
     let name = path.display().to_string();
     let mut f =
         std::fs::File::open(&path).map_err(|e| common::bad_input!("{name}: cannot read: {e}"))?;
-    let mut len = [0u8; 8];
-    std::io::Read::read_exact(&mut f, &mut len)
-        .map_err(|_| common::bad_input!("{name}: shorter than a safetensors header"))?;
-    let n = u64::from_le_bytes(len);
-    if n > 100 << 20 {
-        return Err(common::bad_input!(
-            "{name}: not a safetensors file (header length {n})"
-        ));
-    }
-    let mut header = vec![0u8; n as usize];
-    std::io::Read::read_exact(&mut f, &mut header)
-        .map_err(|_| common::bad_input!("{name}: truncated safetensors header"))?;
-    #[derive(serde::Deserialize)]
-    struct Header {
-        #[serde(rename = "__metadata__", default)]
-        metadata: HashMap<String, String>,
-    }
-    let h: Header = serde_json::from_slice(&header)
-        .map_err(|e| common::bad_input!("{name}: not a safetensors header: {e}"))?;
-    Ok(Some(CheckpointMeta::from_map(&name, &h.metadata)?.epoch))
+    let (_, mut header) = tensor_bytes::safetensors_header(&mut f, &name)?;
+    let metadata: HashMap<String, String> = match header.remove("__metadata__") {
+        Some(m) => serde_json::from_value(m)
+            .map_err(|e| common::bad_input!("{name}: `__metadata__`: {e}"))?,
+        None => HashMap::new(),
+    };
+    Ok(Some(CheckpointMeta::from_map(&name, &metadata)?.epoch))
 }
 
 /// The run directory's checkpoint files: the last epoch's full state, and

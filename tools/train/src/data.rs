@@ -160,25 +160,12 @@ impl SafetensorsFile {
         let name = path.display().to_string();
         let mut file =
             std::fs::File::open(path).map_err(|e| bad_input!("{name}: cannot open: {e}"))?;
-        let mut len = [0u8; 8];
-        file.read_exact(&mut len)
-            .map_err(|_| bad_input!("{name}: not a safetensors file (shorter than its header)"))?;
-        let header_len = u64::from_le_bytes(len);
-        if header_len > 100 << 20 {
-            return Err(bad_input!(
-                "{name}: not a safetensors file (header length {header_len})"
-            ));
-        }
-        let mut header = vec![0u8; header_len as usize];
-        file.read_exact(&mut header)
-            .map_err(|_| bad_input!("{name}: truncated safetensors header"))?;
-        let mut infos: HashMap<String, serde_json::Value> = serde_json::from_slice(&header)
-            .map_err(|e| bad_input!("{name}: not a safetensors header: {e}"))?;
+        let (body, mut infos) = crate::tensor_bytes::safetensors_header(&mut file, &name)?;
         infos.remove("__metadata__");
         Ok(SafetensorsFile {
             name,
             file,
-            body: 8 + header_len,
+            body,
             infos,
         })
     }

@@ -132,10 +132,6 @@ fn default_out(config_path: &Path) -> PathBuf {
     PathBuf::from("runs").join(format!("{stem}-{}", time.trim_end_matches('Z')))
 }
 
-fn write_yaml(path: &Path, value: &impl serde::Serialize) -> anyhow::Result<()> {
-    common::files::write_atomic(path, serde_yaml::to_string(value)?.as_bytes())
-}
-
 /// A fresh run of `config_path` into `out`, with fallback configs.
 pub fn start(
     config_path: &Path,
@@ -160,7 +156,7 @@ pub fn start(
     }
     std::fs::create_dir_all(&out)
         .map_err(|e| bad_input!("{}: cannot create: {e}", out.display()))?;
-    write_yaml(&out.join("config.yaml"), &configs[0].config)?;
+    common::files::write_yaml(&out.join("config.yaml"), &configs[0].config)?;
     let chain = ChainState {
         schema: ChainState::SCHEMA.into(),
         configs,
@@ -170,7 +166,7 @@ pub fn start(
         seconds_before: 0.0,
     };
     if chain.configs.len() > 1 {
-        write_yaml(&out.join(CHAIN), &chain)?;
+        common::files::write_yaml(&out.join(CHAIN), &chain)?;
     }
     go_chain(chain, out, opts)
 }
@@ -236,7 +232,6 @@ fn go_chain(mut chain: ChainState, out: PathBuf, opts: &Options) -> anyhow::Resu
         tch::set_num_threads(n);
     }
     let device = pick_device(opts.device)?;
-    let has_chain = chain.configs.len() > 1;
     loop {
         let i = chain.current;
         let ChainConfig { name, config } = chain.configs[i].clone();
@@ -249,7 +244,7 @@ fn go_chain(mut chain: ChainState, out: PathBuf, opts: &Options) -> anyhow::Resu
             // The previous config's checkpoint: carry what fits.
             (Some(e), Some(from)) if e == from => {
                 carried = Some(trainer.carry_from_checkpoint()?);
-                write_yaml(&out.join("config.yaml"), &config)?;
+                common::files::write_yaml(&out.join("config.yaml"), &config)?;
             }
             // This config's own checkpoint: an exact resume.
             (Some(_), _) => {
@@ -324,16 +319,15 @@ fn go_chain(mut chain: ChainState, out: PathBuf, opts: &Options) -> anyhow::Resu
             chain.carry_from_epoch = crate::checkpoint::epoch_in(&out)?;
             if next.config.environment != config.environment {
                 chain.seconds_before += started.elapsed().as_secs_f64();
-                write_yaml(&out.join(CHAIN), &chain)?;
+                common::files::write_yaml(&out.join(CHAIN), &chain)?;
                 events.emit(&Event::FreshProcess {
                     next: &next.name,
                     why: "its environment differs, and the allocator and CUDA read theirs once",
                 })?;
                 return Err(reexec(&out, opts));
             }
-            if has_chain {
-                write_yaml(&out.join(CHAIN), &chain)?;
-            }
+            // A next config exists: this is a chain, and chain.yaml follows it.
+            common::files::write_yaml(&out.join(CHAIN), &chain)?;
             continue;
         }
         events.emit(&Event::Ended(&End {

@@ -3,7 +3,7 @@
 //! journal read back by a real Optuna (installed by `just setup`).
 
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 use testkit::write;
 
@@ -29,13 +29,6 @@ fn sweep(args: &[&str]) -> Output {
         .unwrap()
 }
 
-fn python() -> PathBuf {
-    std::env::var_os("VIRTUAL_ENV")
-        .map(|v| PathBuf::from(v).join("bin/python"))
-        .filter(|p| p.exists())
-        .unwrap_or_else(|| PathBuf::from("python3"))
-}
-
 /// Every trial as Optuna sees it: number, state, params, value,
 /// intermediate values, user attributes.
 fn optuna_trials(dir: &Path, study: &str) -> Value {
@@ -52,7 +45,7 @@ print(json.dumps([{"number": t.number, "state": t.state.name, "params": t.params
     "value": t.value, "intermediate": {str(k): v for k, v in t.intermediate_values.items()},
     "user_attrs": t.user_attrs} for t in s.trials]))
 "#;
-    let out = Command::new(python())
+    let out = Command::new(testkit::python())
         .args(["-c", script])
         .arg(dir.join("journal.log"))
         .arg(study)
@@ -92,7 +85,7 @@ study = get(f"/api/studies/{studies[0]['study_id']}")
 print(json.dumps({"name": studies[0]["study_name"], "states": [t["state"] for t in study["trials"]],
                   "best": [t["number"] for t in study["best_trials"]]}))
 "#;
-    let out = Command::new(python())
+    let out = Command::new(testkit::python())
         .args(["-c", script])
         .arg(dir.join("journal.log"))
         .output()
@@ -263,15 +256,13 @@ fn a_driver_killed_mid_sweep_resumes_and_every_trial_ends_once() {
         .spawn()
         .unwrap();
     // Kill -9 the driver while trials 2 and 3 run.
-    let started = std::time::Instant::now();
-    while !out.join("trials/0003/pid").exists() {
+    testkit::wait_until("trial 3 starting", 300, || {
         assert!(
             driver.try_wait().unwrap().is_none(),
             "the sweep ended early"
         );
-        assert!(started.elapsed().as_secs() < 300, "trial 3 never started");
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+        out.join("trials/0003/pid").exists()
+    });
     driver.kill().unwrap();
     driver.wait().unwrap();
     // --status says what still runs, or that nothing does any more.
@@ -428,11 +419,9 @@ fn ctrl_c_stops_the_sweep_and_resume_runs_the_interrupted_trials_again() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let started = std::time::Instant::now();
-    while !out.join("trials/0000/run/metrics.csv").exists() {
-        assert!(started.elapsed().as_secs() < 120, "trial 0 never started");
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    testkit::wait_until("trial 0 starting", 120, || {
+        out.join("trials/0000/run/metrics.csv").exists()
+    });
     // SAFETY: kill(2) with the pid of a child we own.
     unsafe {
         libc::kill(driver.id() as i32, libc::SIGINT);

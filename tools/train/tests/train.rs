@@ -938,18 +938,11 @@ fn a_chain_killed_in_its_second_config_resumes_in_it() {
         .spawn()
         .unwrap();
     // Kill -9 once B (the fresh process, same pid) has finished epoch 3.
-    let started = std::time::Instant::now();
-    loop {
-        let rows = std::fs::read_to_string(out.join("metrics.csv"))
-            .map(|t| t.lines().filter(|l| l.starts_with("3,")).count())
-            .unwrap_or(0);
-        if rows > 0 {
-            break;
-        }
+    testkit::wait_until("B reaching epoch 3", 300, || {
         assert!(child.try_wait().unwrap().is_none(), "train ended early");
-        assert!(started.elapsed().as_secs() < 300, "B never reached epoch 3");
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+        std::fs::read_to_string(out.join("metrics.csv"))
+            .is_ok_and(|t| t.lines().any(|l| l.starts_with("3,")))
+    });
     child.kill().unwrap();
     child.wait().unwrap();
     assert!(!out.join("summary.yaml").exists());
@@ -997,11 +990,9 @@ fn sigterm_stops_between_steps_with_a_summary_and_resume_finishes() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let started = std::time::Instant::now();
-    while !out.join("checkpoint.safetensors").exists() {
-        assert!(started.elapsed().as_secs() < 120, "no checkpoint written");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    testkit::wait_until("a checkpoint", 120, || {
+        out.join("checkpoint.safetensors").exists()
+    });
     // SAFETY: kill(2) with the pid of a child we own.
     unsafe {
         libc::kill(child.id() as i32, libc::SIGTERM);

@@ -83,10 +83,7 @@ impl Listener for Summary {
                     not_applied: self.not_applied.clone(),
                     last,
                 };
-                common::files::write_atomic(
-                    &self.path,
-                    serde_yaml::to_string(&summary)?.as_bytes(),
-                )?;
+                common::files::write_yaml(&self.path, &summary)?;
             }
             _ => {}
         }
