@@ -43,3 +43,34 @@ pub fn target_report(gpu: Option<&Path>) -> anyhow::Result<Option<Report>> {
     }
     Ok(Some(Report::parse(&input)?))
 }
+
+/// This machine's host name (the kernel's), as memdiag reports it and a
+/// sweep records which machine runs a trial.
+pub fn name() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+}
+
+/// When process `pid` started, in clock ticks since boot (field 22 of
+/// /proc/PID/stat): with the pid, it names one process even after the pid
+/// is reused. None if there is no such process.
+pub fn process_start(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) is in parentheses and may hold spaces.
+    let after = &stat[stat.rfind(')')? + 1..];
+    after.split_whitespace().nth(19)?.parse().ok()
+}
+
+#[cfg(test)]
+mod process_tests {
+    #[test]
+    fn this_process_has_a_start_time_and_a_dead_pid_has_none() {
+        let me = std::process::id();
+        let start = super::process_start(me).unwrap();
+        assert_eq!(super::process_start(me), Some(start));
+        assert_eq!(super::process_start(u32::MAX - 1), None);
+        assert!(super::name().is_some());
+    }
+}

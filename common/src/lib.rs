@@ -4,7 +4,8 @@
 //! - `exit`, `cli`: exit codes, the error that carries one, and the wrapper
 //!   every `main` goes through (an error with no code exits 4);
 //! - `format`: `--format` (table, YAML, JSON, CSV) and the one writer for it;
-//! - `input`, `host`: reading files and stdin; host RAM and the target GPU's report;
+//! - `input`, `host`: reading files and stdin; host RAM, host name, a
+//!   process's start time and the target GPU's report;
 //! - `wire`: every file format a tool writes or reads (cfgcheck/v1,
 //!   cfgcheck-explain/v1, verify-fixes/v1, space/v1, train-info/v1,
 //!   train-data/v1), with `report` (memdiag/v1) and `tiers` (tiers/v1);

@@ -6,17 +6,18 @@ use std::path::PathBuf;
 #[command(
     after_help = "Exit codes: 0 the sweep ran to its end (some trials may have failed: see \
                   --report), 1 it stopped after --max-consecutive-failures, 2 bad input or usage, \
-                  4 the tool broke, 130 stopped by Ctrl-C or SIGTERM (continue with --resume)."
+                  4 the tool broke, 130 stopped by Ctrl-C or SIGTERM (continue with --resume). \
+                  With --slurm: 0 submitted (or nothing left to run)."
 )]
 pub struct Args {
     /// The base config every trial starts from.
-    #[arg(long, value_name = "CFG", required_unless_present_any = ["resume", "status", "report"])]
+    #[arg(long, value_name = "CFG", required_unless_present_any = ["resume", "status", "report", "worker"])]
     pub config: Option<PathBuf>,
     /// The search space (W&B sweep YAML).
-    #[arg(long, value_name = "SPACE", required_unless_present_any = ["resume", "status", "report"])]
+    #[arg(long, value_name = "SPACE", required_unless_present_any = ["resume", "status", "report", "worker"])]
     pub space: Option<PathBuf>,
     /// The sweep's directory: journal.log, sweep.yaml, trials/NNNN/.
-    #[arg(long, value_name = "DIR", required_unless_present_any = ["resume", "status", "report"])]
+    #[arg(long, value_name = "DIR", required_unless_present_any = ["resume", "status", "report", "worker"])]
     pub out: Option<PathBuf>,
     /// Trials at once: `auto` (as many as fit, from the estimate and
     /// memdiag's free memory) or a number.
@@ -39,18 +40,57 @@ pub struct Args {
     /// W&B's hyperband instead).
     #[arg(long, value_name = "median", value_parser = ["median"])]
     pub pruner: Option<String>,
-    /// Continue the sweep in DIR after Ctrl-C, a crash or kill -9.
-    #[arg(long, value_name = "DIR", conflicts_with_all = ["config", "space", "out", "status", "report"])]
+    /// Continue the sweep in DIR after Ctrl-C, a crash or kill -9: trials
+    /// whose worker is gone run again (with --slurm: in new workers).
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["config", "space", "out", "status", "report", "worker"])]
     pub resume: Option<PathBuf>,
+    /// Join the sweep in DIR as one more worker: claim the next trial from
+    /// its journal, run it, repeat until none is left (what each Slurm array
+    /// task runs; workers on several machines share DIR).
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["config", "space", "out", "status", "report", "slurm"])]
+    pub worker: Option<PathBuf>,
+    /// Run the trials as a Slurm job array of workers: write the sbatch
+    /// script to DIR/slurm/, print it, and submit it.
+    #[arg(long, conflicts_with_all = ["status", "report"])]
+    pub slurm: bool,
+    /// Array tasks (workers) [default: one per trial left].
+    #[arg(long, value_name = "K", requires = "slurm", value_parser = clap::value_parser!(u64).range(1..))]
+    pub array: Option<u64>,
+    /// sbatch --partition.
+    #[arg(long, value_name = "P", requires = "slurm")]
+    pub partition: Option<String>,
+    /// sbatch --gpus-per-task.
+    #[arg(long, value_name = "G", requires = "slurm")]
+    pub gpus_per_task: Option<u32>,
+    /// sbatch --cpus-per-task.
+    #[arg(long, value_name = "C", requires = "slurm")]
+    pub cpus_per_task: Option<u32>,
+    /// sbatch --time (a task's time limit; a trial it cuts short runs again).
+    #[arg(long, value_name = "T", requires = "slurm")]
+    pub time: Option<String>,
+    /// Write and print the script without submitting it.
+    #[arg(long, requires = "slurm")]
+    pub dry_run: bool,
     /// What is running, done and failed, and the best so far.
-    #[arg(long, value_name = "DIR", conflicts_with_all = ["config", "space", "out", "report"])]
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["config", "space", "out", "report", "worker"])]
     pub status: Option<PathBuf>,
     /// The trials as a table (or --format csv|json|yaml), failures by
     /// class, the best trial's config (DIR/best_config.yaml) and a plot
     /// (DIR/objective.png).
-    #[arg(long, value_name = "DIR", conflicts_with_all = ["config", "space", "out"])]
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["config", "space", "out", "worker"])]
     pub report: Option<PathBuf>,
     /// --report's format [default: table on a terminal, yaml otherwise].
     #[arg(long, value_enum)]
     pub format: Option<common::format::Format>,
+}
+
+impl Args {
+    pub fn slurm_options(&self) -> crate::slurm::Options {
+        crate::slurm::Options {
+            partition: self.partition.clone(),
+            gpus_per_task: self.gpus_per_task,
+            cpus_per_task: self.cpus_per_task,
+            time: self.time.clone(),
+        }
+    }
 }

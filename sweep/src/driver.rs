@@ -6,7 +6,8 @@
 //! be killed at any moment and `--resume`d.
 
 use crate::cli::Args;
-use crate::journal::{Journal, Outcome, Study, StudyId, TrialId, TrialRecord};
+use crate::journal::{Journal, Outcome, Study, StudyId, TrialId, TrialRecord, TrialRef};
+use crate::owner::{self, Liveness, Owner};
 use crate::placement::{self, Slot};
 use crate::pruner::{Decision, PercentilePruner, Pruner};
 use crate::sampler::{self, Sampler};
@@ -19,7 +20,7 @@ use common::failures::Class;
 use common::wire::train::{EpochRow, RunStatus, TrainSummary};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -98,6 +99,17 @@ impl Settings {
 /// Set by Ctrl-C or SIGTERM: stop the trials and end.
 static STOP: AtomicBool = AtomicBool::new(false);
 
+/// How this process joins the sweep.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Mode {
+    /// A new sweep.
+    New,
+    /// `--resume`: trials whose worker is gone run again.
+    Resume,
+    /// `--worker`: one more worker on a sweep that exists.
+    Worker,
+}
+
 /// `train sweep ...`: `train` is the binary each trial runs.
 pub fn run(args: &Args, train: &Path) -> anyhow::Result<u8> {
     if let Some(dir) = &args.status {
@@ -106,11 +118,12 @@ pub fn run(args: &Args, train: &Path) -> anyhow::Result<u8> {
     if let Some(dir) = &args.report {
         return crate::report::report(dir, args.format);
     }
-    let (dir, settings, resuming) = match &args.resume {
-        Some(dir) => (dir.clone(), read_settings(dir)?, true),
-        None => {
+    let (dir, settings, mode) = match (&args.resume, &args.worker) {
+        (Some(dir), _) => (dir.clone(), read_settings(dir)?, Mode::Resume),
+        (None, Some(dir)) => (dir.clone(), read_settings(dir)?, Mode::Worker),
+        (None, None) => {
             let dir = args.out.clone().expect("clap requires --out");
-            (dir.clone(), new_settings(args, &dir)?, false)
+            (dir.clone(), new_settings(args, &dir)?, Mode::New)
         }
     };
     let base = settings.base.clone();
@@ -134,21 +147,36 @@ pub fn run(args: &Args, train: &Path) -> anyhow::Result<u8> {
             bad_input!("--parallel: expected auto or a positive number, found {k:?}")
         })?),
     };
-    let plan = placement::plan(
-        &gpus(train),
-        worst_peak_mib(&space, &base),
-        common::estimate::DEFAULT_MARGIN,
-        parallel,
-        std::thread::available_parallelism().map_or(1, |n| n.get()),
-    )
-    .map_err(|e| bad_input!("{e}"))?;
+    let slurm_options = args.slurm_options();
+    if args.slurm {
+        crate::slurm::check(&slurm_options)?;
+    }
+    // Under Slurm, Slurm placed this worker: it runs where it was put.
+    let in_slurm = mode == Mode::Worker && crate::slurm::task_from_env().is_some();
+    let plan = if args.slurm {
+        placement::Plan {
+            slots: Vec::new(),
+            why: Vec::new(),
+        }
+    } else if in_slurm {
+        slurm_plan(parallel)
+    } else {
+        placement::plan(
+            &gpus(train),
+            worst_peak_mib(&space, &base),
+            common::estimate::DEFAULT_MARGIN,
+            parallel,
+            std::thread::available_parallelism().map_or(1, |n| n.get()),
+        )
+        .map_err(|e| bad_input!("{e}"))?
+    };
     for w in &plan.why {
         eprintln!("train sweep: placement: {w}");
     }
     // Everything is checked: now the sweep's directory.
     std::fs::create_dir_all(dir.join("trials"))
         .map_err(|e| bad_input!("{}: cannot create: {e}", dir.display()))?;
-    if !resuming {
+    if mode == Mode::New {
         common::files::write_yaml(&dir.join(SETTINGS), &settings)?;
     }
     let journal = Journal::open(dir.join(JOURNAL))?;
@@ -164,14 +192,44 @@ pub fn run(args: &Args, train: &Path) -> anyhow::Result<u8> {
         sampler,
         pruner,
         slots: plan.slots,
+        inherit_gpus: in_slurm && std::env::var_os("CUDA_VISIBLE_DEVICES").is_some(),
         running: Vec::new(),
-        retries: VecDeque::new(),
     };
-    if resuming {
+    if mode == Mode::Resume {
         driver.recover()?;
+    }
+    if args.slurm {
+        return driver.submit(cap, args, &slurm_options);
     }
     let _ = ctrlc::set_handler(|| STOP.store(true, Ordering::SeqCst));
     driver.drive(cap)
+}
+
+/// A worker in a Slurm task: `--parallel` trials at once (default one) on
+/// the cores and GPUs Slurm gave the task.
+fn slurm_plan(parallel: Option<u32>) -> placement::Plan {
+    let k = parallel.unwrap_or(1).max(1);
+    let cpus = crate::slurm::cpus_from_env()
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let threads = (cpus / k as usize).max(1) as i32;
+    let gpus = std::env::var("CUDA_VISIBLE_DEVICES").ok();
+    placement::Plan {
+        slots: vec![
+            Slot {
+                gpu: None,
+                threads: Some(threads),
+            };
+            k as usize
+        ],
+        why: vec![format!(
+            "Slurm task {}: {k} trial(s) at a time, {threads} libtorch thread(s) each of the {cpus} core(s) Slurm gave it, {}",
+            crate::slurm::task_from_env().unwrap_or_default(),
+            match gpus {
+                Some(g) => format!("on its GPUs (CUDA_VISIBLE_DEVICES={g})"),
+                None => "no GPU (Slurm set no CUDA_VISIBLE_DEVICES)".into(),
+            }
+        )],
+    }
 }
 
 fn new_settings(args: &Args, dir: &Path) -> anyhow::Result<Settings> {
@@ -317,9 +375,9 @@ struct Driver {
     sampler: Box<dyn Sampler>,
     pruner: Option<Box<dyn Pruner>>,
     slots: Vec<Slot>,
+    /// Slurm chose this worker's GPUs: trials inherit CUDA_VISIBLE_DEVICES.
+    inherit_gpus: bool,
     running: Vec<Running>,
-    /// Parameters of interrupted trials to run again, and their numbers.
-    retries: VecDeque<(BTreeMap<String, ParamValue>, u64)>,
 }
 
 fn attr_str<'a>(t: &'a Trial, key: &str) -> Option<&'a str> {
@@ -336,6 +394,31 @@ fn drawn(study: &Study) -> u64 {
         .count() as u64
 }
 
+/// The first numbers of trials whose every run was interrupted (a trial
+/// and its re-runs share that root); a re-run RUNNING or finished otherwise
+/// takes its root off the list.
+fn interrupted_roots(study: &Study) -> Vec<u64> {
+    let root = |t: &Trial| {
+        t.user_attrs
+            .get("retried_from")
+            .and_then(Value::as_u64)
+            .unwrap_or(t.number)
+    };
+    let interrupted = |t: &Trial| {
+        t.state == TrialState::Fail && attr_str(t, "error_class") == Some("interrupted")
+    };
+    let mut settled: BTreeMap<u64, bool> = BTreeMap::new();
+    for t in &study.trials {
+        let all = settled.entry(root(t)).or_insert(true);
+        *all &= interrupted(t);
+    }
+    settled
+        .into_iter()
+        .filter(|(_, all)| *all)
+        .map(|(r, _)| r)
+        .collect()
+}
+
 pub(crate) fn trial_dir(dir: &Path, number: u64) -> PathBuf {
     dir.join("trials").join(format!("{number:04}"))
 }
@@ -347,24 +430,60 @@ impl Driver {
             .with_context(|| format!("{}: the study is gone", self.journal.path().display()))
     }
 
-    /// After a driver that died or was stopped: end the live children of
-    /// trials still RUNNING (found by the process group in their pid file)
-    /// and record those trials as interrupted; then queue every trial whose
-    /// runs were all interrupted to run again with the same parameters.
+    /// After a driver or worker that died or was stopped: each trial still
+    /// RUNNING whose worker is gone (its process on this host, its Slurm
+    /// task in squeue) is recorded as interrupted, after its leftover train
+    /// on this host is ended; trials whose worker lives are left to it.
+    /// Interrupted trials then run again with the same parameters: workers
+    /// claim them before new ones (`next_trial`).
     fn recover(&mut self) -> anyhow::Result<()> {
         let study = self.study()?;
-        for (t, id) in study.trials.iter().zip(&study.trial_ids) {
-            if t.state != TrialState::Running {
-                continue;
-            }
+        let running: Vec<(&Trial, &TrialId)> = study
+            .trials
+            .iter()
+            .zip(&study.trial_ids)
+            .filter(|(t, _)| t.state == TrialState::Running)
+            .collect();
+        let in_slurm = running
+            .iter()
+            .any(|(t, _)| Owner::of(t).is_some_and(|o| o.slurm_job.is_some()));
+        let queue = if in_slurm {
+            crate::slurm::Queue::query()
+        } else {
+            Err("not asked".into())
+        };
+        let here = common::host::name().unwrap_or_default();
+        for (t, id) in running {
+            let why = match owner::liveness(t, &queue) {
+                Liveness::Live(where_) => {
+                    eprintln!(
+                        "train sweep: trial {} still runs ({where_}): left to it",
+                        t.number
+                    );
+                    continue;
+                }
+                Liveness::Unknown(why) => {
+                    eprintln!(
+                        "train sweep: trial {} is RUNNING and {why}: left RUNNING (`train sweep --resume` on that host settles it)",
+                        t.number
+                    );
+                    continue;
+                }
+                Liveness::Gone(why) => why,
+            };
             let dir = trial_dir(&self.dir, t.number);
-            if let Some(pid) = live_trial_pid(&dir) {
+            let on_this_host = Owner::of(t).is_none_or(|o| o.host == here);
+            if let Some(pid) = live_trial_pid(&dir).filter(|_| on_this_host) {
                 eprintln!(
-                    "train sweep: trial {} still runs (pid {pid}) from the driver that died: ending its process group",
+                    "train sweep: trial {} still runs (pid {pid}) from a worker that ended: ending its process group",
                     t.number
                 );
                 end_group(pid);
             }
+            eprintln!(
+                "train sweep: trial {} was RUNNING and {why}: interrupted; it runs again",
+                t.number
+            );
             self.journal.set_user_attr(
                 *id,
                 "error_class",
@@ -373,40 +492,114 @@ impl Driver {
             self.journal.set_user_attr(
                 *id,
                 "error_message",
-                &Value::from(
-                    "the sweep's driver ended while the trial ran; it runs again as a new trial",
-                ),
+                &Value::from(format!(
+                    "the sweep's worker ended while the trial ran ({why}); it runs again as a new trial"
+                )),
             )?;
             self.journal.finish_trial(*id, Outcome::Fail)?;
         }
-        // A trial and its re-runs share a root: the first one's number.
-        let study = self.study()?;
-        let root = |t: &Trial| {
-            t.user_attrs
-                .get("retried_from")
-                .and_then(Value::as_u64)
-                .unwrap_or(t.number)
-        };
-        let interrupted = |t: &Trial| {
-            t.state == TrialState::Fail && attr_str(t, "error_class") == Some("interrupted")
-        };
-        for t in &study.trials {
-            let r = root(t);
-            if r == t.number
-                && study
-                    .trials
-                    .iter()
-                    .filter(|x| root(x) == r)
-                    .all(interrupted)
-            {
-                // The journal holds the sampled values; the fixed ones are
-                // the space's.
-                let mut values = self.search.fixed.clone();
-                values.extend(t.params.clone());
-                self.retries.push_back((values, r));
-            }
-        }
         Ok(())
+    }
+
+    /// What to run next, decided on the journal as it stands under its lock:
+    /// a trial whose every run was interrupted runs again (its parameters,
+    /// `retried_from` its first number), else the sampler's next draw while
+    /// the sweep has trials left. None: nothing left to claim.
+    fn next_trial(
+        &self,
+        study: &Study,
+        cap: u64,
+    ) -> anyhow::Result<Option<(BTreeMap<String, ParamValue>, Option<u64>)>> {
+        if let Some(root) = interrupted_roots(study).first() {
+            // The journal holds the sampled values; the fixed ones are the
+            // space's.
+            let mut values = self.search.fixed.clone();
+            values.extend(study.trials[*root as usize].params.clone());
+            return Ok(Some((values, Some(*root))));
+        }
+        let index = drawn(study);
+        if index >= cap {
+            return Ok(None);
+        }
+        let values = self
+            .sampler
+            .sample(&self.search, &study.trials, self.space.metric.goal, index)
+            .map_err(|e| bad_input!("{}: {e:#}", self.settings.space_name))?;
+        Ok(Some((values, None)))
+    }
+
+    /// The journal record of a trial with these values.
+    fn record(
+        &self,
+        values: &BTreeMap<String, ParamValue>,
+        retried_from: Option<u64>,
+    ) -> TrialRecord {
+        let sampled = |n: &str| {
+            self.space
+                .params
+                .iter()
+                .any(|(m, p)| m == n && matches!(p, Param::Sampled(_)))
+        };
+        let mut record = TrialRecord {
+            distributions: self
+                .space
+                .params
+                .iter()
+                .filter_map(|(n, p)| match p {
+                    Param::Sampled(d) if values.contains_key(n) => Some((n.clone(), d.clone())),
+                    _ => None,
+                })
+                .collect(),
+            params: values
+                .iter()
+                .filter(|(n, _)| sampled(n))
+                .map(|(n, v)| (n.clone(), v.clone()))
+                .collect(),
+            ..TrialRecord::default()
+        };
+        record
+            .user_attrs
+            .insert(owner::ATTR.into(), Owner::this().to_json());
+        if let Some(from) = retried_from {
+            record
+                .user_attrs
+                .insert("retried_from".into(), Value::from(from));
+        }
+        record
+    }
+
+    /// `--slurm`: submits workers for the trials left (none: says so).
+    fn submit(&self, cap: u64, args: &Args, options: &crate::slurm::Options) -> anyhow::Result<u8> {
+        let study = self.study()?;
+        let left = cap.saturating_sub(drawn(&study)) + interrupted_roots(&study).len() as u64;
+        if left == 0 {
+            eprintln!(
+                "train sweep: nothing left to run in {}: {} trials, none interrupted; no job submitted",
+                self.dir.display(),
+                study.trials.len()
+            );
+            return Ok(common::exit::OK);
+        }
+        let saved = crate::slurm::SlurmJobs::read(&self.dir)?
+            .map(|j| j.options)
+            .unwrap_or_default();
+        let options = saved.merged(options);
+        let workers = args.array.unwrap_or(left).min(left);
+        eprintln!(
+            "train sweep: {left} trial(s) left: {workers} Slurm worker(s), each claims trials from {} until none is left",
+            self.journal.path().display()
+        );
+        let train = std::fs::canonicalize(&self.train).unwrap_or(self.train.clone());
+        let dir = std::fs::canonicalize(&self.dir).unwrap_or(self.dir.clone());
+        crate::slurm::submit_workers(
+            &dir,
+            &train,
+            &self.settings.study_name,
+            &options,
+            workers,
+            args.dry_run,
+        )?;
+        Ok(common::exit::OK)
     }
 
     fn drive(&mut self, cap: u64) -> anyhow::Result<u8> {
@@ -429,13 +622,10 @@ impl Driver {
                 }
             }
             self.watch(&study)?;
-            if stopping.is_none() {
-                self.launch(cap)?;
-            }
+            let exhausted = stopping.is_none() && self.launch(cap)?;
             if self.running.is_empty() {
                 let study = self.study()?;
-                let retry_pending = !self.retries.is_empty();
-                if stopping.is_some() || (drawn(&study) >= cap && !retry_pending) {
+                if stopping.is_some() || exhausted {
                     crate::report::print_summary(&study, &self.space, started.elapsed());
                     return Ok(match stopping {
                         Some((code, why)) => {
@@ -493,28 +683,42 @@ impl Driver {
         ))
     }
 
-    /// Starts trials in free slots: re-runs of interrupted ones first, then
-    /// new ones while the sweep has trials left.
-    fn launch(&mut self, cap: u64) -> anyhow::Result<()> {
+    /// Starts trials in free slots, each claimed from the journal (other
+    /// workers may share it). True: nothing is left to claim.
+    fn launch(&mut self, cap: u64) -> anyhow::Result<bool> {
         while let Some(slot) = self.free_slot() {
-            let study = self.study()?;
-            let (values, retried_from) = match self.retries.pop_front() {
-                Some((values, from)) => (values, Some(from)),
-                None => {
-                    let index = drawn(&study);
-                    if index >= cap {
-                        return Ok(());
-                    }
-                    let values = self
-                        .sampler
-                        .sample(&self.search, &study.trials, self.space.metric.goal, index)
-                        .map_err(|e| bad_input!("{}: {e:#}", self.settings.space_name))?;
-                    (values, None)
-                }
+            let mut chosen = None;
+            let made = self.journal.claim_trial(self.study_id, |study| {
+                let Some((values, from)) = self.next_trial(study, cap)? else {
+                    return Ok(None);
+                };
+                let mut record = self.record(&values, from);
+                // Under the lock the next number is the study's length.
+                let run = trial_dir(&self.dir, study.trials.len() as u64).join("run");
+                record
+                    .user_attrs
+                    .insert("run_dir".into(), Value::from(run.display().to_string()));
+                chosen = Some((values, from));
+                Ok(Some(record))
+            })?;
+            let (Some(made), Some((values, retried_from))) = (made, chosen) else {
+                return Ok(true);
             };
-            self.start(slot, values, retried_from)?;
+            self.start(slot, made, values, retried_from)?;
         }
-        Ok(())
+        Ok(false)
+    }
+
+    /// Where a slot's trial runs, for its block.
+    fn runs_on(&self, slot: usize) -> String {
+        match (self.slots[slot].gpu, self.inherit_gpus) {
+            (Some(g), _) => format!("GPU {g}"),
+            (None, true) => format!(
+                "the GPUs Slurm gave this task (CUDA_VISIBLE_DEVICES={})",
+                std::env::var("CUDA_VISIBLE_DEVICES").unwrap_or_default()
+            ),
+            (None, false) => "the CPU".into(),
+        }
     }
 
     fn free_slot(&self) -> Option<usize> {
@@ -524,45 +728,13 @@ impl Driver {
     fn start(
         &mut self,
         slot: usize,
+        made: TrialRef,
         values: BTreeMap<String, ParamValue>,
         retried_from: Option<u64>,
     ) -> anyhow::Result<()> {
         let config = self.space.apply(&self.settings.base, &values);
-        let mut record = TrialRecord {
-            distributions: self
-                .space
-                .params
-                .iter()
-                .filter_map(|(n, p)| match p {
-                    Param::Sampled(d) if values.contains_key(n) => Some((n.clone(), d.clone())),
-                    _ => None,
-                })
-                .collect(),
-            params: values
-                .iter()
-                .filter(|(n, _)| {
-                    self.space
-                        .params
-                        .iter()
-                        .any(|(m, p)| m == *n && matches!(p, Param::Sampled(_)))
-                })
-                .map(|(n, v)| (n.clone(), v.clone()))
-                .collect(),
-            ..TrialRecord::default()
-        };
-        if let Some(from) = retried_from {
-            record
-                .user_attrs
-                .insert("retried_from".into(), Value::from(from));
-        }
-        let made = self.journal.create_running_trial(self.study_id, &record)?;
         let dir = trial_dir(&self.dir, made.number);
         std::fs::create_dir_all(&dir)?;
-        self.journal.set_user_attr(
-            made.id,
-            "run_dir",
-            &Value::from(dir.join("run").display().to_string()),
-        )?;
         // A combination the schema refuses is a failed trial, not a crash.
         let config = match config {
             Ok(c) => c,
@@ -584,7 +756,7 @@ impl Driver {
             &config,
             &values,
             retried_from,
-            &self.slots[slot],
+            &self.runs_on(slot),
         );
         let log = std::fs::File::create(dir.join("train.log"))?;
         let mut cmd = Command::new(&self.train);
@@ -606,6 +778,7 @@ impl Driver {
             Some(g) => {
                 cmd.env("CUDA_VISIBLE_DEVICES", g.to_string());
             }
+            None if self.inherit_gpus => {}
             None if self.slots.iter().all(|s| s.gpu.is_none()) => {
                 cmd.args(["--device", "cpu"]);
             }
@@ -827,7 +1000,7 @@ fn print_block(
     c: &Config,
     values: &BTreeMap<String, ParamValue>,
     retried_from: Option<u64>,
-    slot: &Slot,
+    runs_on: &str,
 ) {
     let rule = "=".repeat(80);
     let channels: Vec<String> = c.channels().iter().map(u32::to_string).collect();
@@ -854,11 +1027,7 @@ fn print_block(
             lines.push(format!("  {k}: {}", text.trim()));
         }
     }
-    lines.push(format!(
-        "  Runs on: {}",
-        slot.gpu
-            .map_or("the CPU".to_string(), |g| format!("GPU {g}"))
-    ));
+    lines.push(format!("  Runs on: {runs_on}"));
     lines.push(rule);
     eprintln!("{}", lines.join("\n"));
 }

@@ -397,6 +397,40 @@ impl Journal {
         )
     }
 
+    /// Creates a RUNNING trial whose content `decide` computes from the
+    /// study as it stands under the lock (None: nothing to create). Workers
+    /// sharing the journal claim trials this way, so two of them never take
+    /// the same grid point, random index or interrupted trial.
+    pub fn claim_trial(
+        &self,
+        study: StudyId,
+        decide: impl FnOnce(&Study) -> Result<Option<TrialRecord>>,
+    ) -> Result<Option<TrialRef>> {
+        let wrote = std::cell::Cell::new(false);
+        self.append(
+            |replayed| {
+                replayed.live_study(study, &self.path)?;
+                let current = replayed
+                    .study(study)
+                    .with_context(|| self.path.display().to_string())?;
+                let Some(trial) = decide(&current)? else {
+                    return Ok(None);
+                };
+                self.check_distributions(replayed, study, &trial)?;
+                wrote.set(true);
+                self.trial_line(study, &trial, TrialState::Running, None)
+                    .map(Some)
+            },
+            |replayed| {
+                if wrote.get() {
+                    self.created(replayed, study).map(Some)
+                } else {
+                    Ok(None)
+                }
+            },
+        )
+    }
+
     fn create_trial(
         &self,
         study: StudyId,
@@ -404,6 +438,25 @@ impl Journal {
         state: TrialState,
         value: Option<f64>,
     ) -> Result<TrialRef> {
+        let line = self.trial_line(study, trial, state, value)?;
+        self.append(
+            |replayed| {
+                replayed.live_study(study, &self.path)?;
+                self.check_distributions(replayed, study, trial)?;
+                Ok(Some(line))
+            },
+            |replayed| self.created(replayed, study),
+        )
+    }
+
+    /// A CREATE_TRIAL record for `trial`.
+    fn trial_line(
+        &self,
+        study: StudyId,
+        trial: &TrialRecord,
+        state: TrialState,
+        value: Option<f64>,
+    ) -> Result<String> {
         let (params, distributions) = internal_params(trial)?;
         for (step, v) in &trial.intermediate {
             finite(*v, &format!("the intermediate value at step {step}"))?;
@@ -430,36 +483,43 @@ impl Journal {
                 .map(|(k, v)| (k.to_string(), *v))
                 .collect(),
         };
-        let line = self.line(CREATE_TRIAL, record)?;
-        self.append(
-            |replayed| {
-                replayed.live_study(study, &self.path)?;
-                for (name, dist) in &trial.distributions {
-                    if let Some(earlier) = replayed.distribution_in_study(study.0, name) {
-                        compatible(earlier, dist).map_err(|e| {
-                            anyhow!(
-                                "{}: parameter {name:?}: {e} (earlier trials have {earlier:?}, this one {dist:?})",
-                                self.path.display()
-                            )
-                        })?;
-                    }
-                }
-                Ok(Some(line))
-            },
-            |replayed| {
-                let id = replayed.last_created.ok_or_else(|| {
+        self.line(CREATE_TRIAL, record)
+    }
+
+    /// Optuna refuses a parameter whose distribution differs from the
+    /// study's earlier trials'.
+    fn check_distributions(
+        &self,
+        replayed: &Replay,
+        study: StudyId,
+        trial: &TrialRecord,
+    ) -> Result<()> {
+        for (name, dist) in &trial.distributions {
+            if let Some(earlier) = replayed.distribution_in_study(study.0, name) {
+                compatible(earlier, dist).map_err(|e| {
                     anyhow!(
-                        "{}: study {} was deleted while the trial was written",
-                        self.path.display(),
-                        study.0
+                        "{}: parameter {name:?}: {e} (earlier trials have {earlier:?}, this one {dist:?})",
+                        self.path.display()
                     )
                 })?;
-                Ok(TrialRef {
-                    id: TrialId(id),
-                    number: replayed.trials[id as usize].trial.number,
-                })
-            },
-        )
+            }
+        }
+        Ok(())
+    }
+
+    /// The trial the last CREATE_TRIAL made.
+    fn created(&self, replayed: &Replay, study: StudyId) -> Result<TrialRef> {
+        let id = replayed.last_created.ok_or_else(|| {
+            anyhow!(
+                "{}: study {} was deleted while the trial was written",
+                self.path.display(),
+                study.0
+            )
+        })?;
+        Ok(TrialRef {
+            id: TrialId(id),
+            number: replayed.trials[id as usize].trial.number,
+        })
     }
 
     /// One record as Optuna writes it: `{"op_code":..,"worker_id":..,...}`.
@@ -1597,7 +1657,7 @@ fn uuid4() -> String {
 
 /// Naive UTC ISO 8601 with microseconds, as Python's
 /// `datetime.isoformat(timespec="microseconds")` writes it.
-fn iso_utc(t: SystemTime) -> Result<String> {
+pub(crate) fn iso_utc(t: SystemTime) -> Result<String> {
     let d = t
         .duration_since(UNIX_EPOCH)
         .map_err(|_| anyhow!("a time before 1970"))?;
@@ -1661,6 +1721,52 @@ mod tests {
             .into(),
             ..TrialRecord::default()
         }
+    }
+
+    /// Four writers (each its own `Journal`, as separate worker processes
+    /// are) claim "the next unclaimed index" at once: each index once.
+    #[test]
+    fn claims_by_racing_writers_never_take_an_index_twice() {
+        let (dir, j) = journal_with(&[]);
+        let study = j.create_study("s", Direction::Minimize).unwrap();
+        let path = dir.path().join("journal.log");
+        let claimed: Vec<Vec<u64>> = std::thread::scope(|scope| {
+            let workers: Vec<_> = (0..4)
+                .map(|_| {
+                    let path = path.clone();
+                    scope.spawn(move || {
+                        let j = Journal::open(&path).unwrap();
+                        let mut mine = Vec::new();
+                        while let Some(t) = j
+                            .claim_trial(study, |s| {
+                                let next = s.trials.len() as u64;
+                                Ok((next < 40).then(|| {
+                                    let mut r = record(1e-3);
+                                    r.user_attrs.insert("index".into(), Value::from(next));
+                                    r
+                                }))
+                            })
+                            .unwrap()
+                        {
+                            mine.push(t.number);
+                        }
+                        mine
+                    })
+                })
+                .collect();
+            workers.into_iter().map(|w| w.join().unwrap()).collect()
+        });
+        let mut all: Vec<u64> = claimed.concat();
+        all.sort_unstable();
+        assert_eq!(all, (0..40).collect::<Vec<_>>());
+        let s = j.load("s").unwrap().unwrap();
+        for t in &s.trials {
+            assert_eq!(t.user_attrs["index"], Value::from(t.number));
+            assert_eq!(t.state, TrialState::Running);
+        }
+        // Nothing to claim: nothing written.
+        assert_eq!(j.claim_trial(study, |_| Ok(None)).unwrap(), None);
+        assert_eq!(j.load("s").unwrap().unwrap().trials.len(), 40);
     }
 
     #[test]

@@ -16,16 +16,20 @@
 //! - `placement`: the estimate × free memory -> trials at once, per GPU;
 //! - `driver`: spawns `train` per trial in its own process group, reads
 //!   its summary.yaml and metrics.csv, writes the journal (the only I/O
-//!   loop); `--resume`;
+//!   loop); `--resume`, `--worker`;
+//! - `owner`: which worker runs a trial, and whether it still does;
+//! - `slurm`: sbatch scripts of workers, MaxArraySize, squeue;
 //! - `report`: journal -> table, csv, json, yaml, best config, plot.
 
 pub mod cli;
 pub mod driver;
 pub mod journal;
+pub mod owner;
 pub mod placement;
 mod plot;
 pub mod pruner;
 pub mod report;
 pub mod sampler;
+pub mod slurm;
 pub mod space;
 pub mod trial;

@@ -6,6 +6,7 @@
 
 use crate::driver::{self, read_settings, JOURNAL};
 use crate::journal::{Journal, Study};
+use crate::owner::Liveness;
 use crate::space::Space;
 use crate::trial::{Direction, ParamValue, Trial, TrialState};
 use common::format::Format;
@@ -217,6 +218,11 @@ pub fn print_summary(study: &Study, space: &Space, took: Duration) {
 /// `--status DIR`.
 pub fn status(dir: &Path) -> anyhow::Result<u8> {
     let (_, space, study) = load(dir)?;
+    let jobs = crate::slurm::SlurmJobs::read(dir)?;
+    let queue = match &jobs {
+        Some(_) => crate::slurm::Queue::query(),
+        None => Err("the sweep has no Slurm job".into()),
+    };
     let mut out = std::io::stdout().lock();
     let c = counts(&study);
     let list: Vec<String> = c.iter().map(|(s, n)| format!("{s} {n}")).collect();
@@ -239,14 +245,31 @@ pub fn status(dir: &Path) -> anyhow::Result<u8> {
         let progress = last.map_or("no epoch yet".to_string(), |(e, v)| {
             format!("epoch {e}: {} {v:.6}", space.metric.name)
         });
-        match driver::live_trial_pid(&driver::trial_dir(dir, t.number)) {
-            Some(pid) => writeln!(out, "running: trial {} (pid {pid}), {progress}", t.number)?,
-            None => writeln!(
-                out,
-                "trial {} is RUNNING in the journal but no process runs it (its driver died?): `train sweep --resume {}` runs it again",
-                t.number,
-                dir.display()
-            )?,
+        match crate::owner::liveness(t, &queue) {
+            Liveness::Live(where_) => {
+                let pid = driver::live_trial_pid(&driver::trial_dir(dir, t.number))
+                    .map_or(String::new(), |p| format!(", train pid {p}"));
+                writeln!(
+                    out,
+                    "running: trial {} ({where_}{pid}), {progress}",
+                    t.number
+                )?
+            }
+            Liveness::Gone(why) => {
+                let leftover = driver::live_trial_pid(&driver::trial_dir(dir, t.number))
+                    .map_or(String::new(), |p| {
+                        format!(" (its train, pid {p}, still runs)")
+                    });
+                writeln!(
+                    out,
+                    "trial {} is RUNNING in the journal but {why}{leftover}: `train sweep --resume {}` runs it again",
+                    t.number,
+                    dir.display()
+                )?
+            }
+            Liveness::Unknown(why) => {
+                writeln!(out, "trial {} is RUNNING in the journal; {why}", t.number)?
+            }
         }
     }
     match best(&study) {
@@ -259,6 +282,29 @@ pub fn status(dir: &Path) -> anyhow::Result<u8> {
             params_text(t)
         )?,
         None => writeln!(out, "best so far: no complete trial yet")?,
+    }
+    if let Some(jobs) = &jobs {
+        let ids = jobs.job_ids();
+        match &queue {
+            Ok(q) => {
+                let listed: Vec<_> = q.of_jobs(&ids).collect();
+                if listed.is_empty() {
+                    writeln!(
+                        out,
+                        "slurm: squeue lists no task of job(s) {}",
+                        ids.join(", ")
+                    )?;
+                }
+                for e in listed {
+                    writeln!(
+                        out,
+                        "slurm: {} {} {} {}",
+                        e.key, e.state, e.time, e.where_or_why
+                    )?;
+                }
+            }
+            Err(why) => writeln!(out, "slurm: job(s) {}: {why}", ids.join(", "))?,
+        }
     }
     out.flush()?;
     Ok(common::exit::OK)

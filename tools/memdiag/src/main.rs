@@ -73,7 +73,7 @@ fn run(cli: &Cli) -> anyhow::Result<u8> {
         (None, Some(session)) => {
             let mut r = session.report();
             r.time = Some(humantime::format_rfc3339_seconds(SystemTime::now()).to_string());
-            r.host = hostname();
+            r.host = common::host::name();
             r
         }
         (None, None) => unreachable!("a session is opened whenever --from is absent"),
@@ -108,11 +108,4 @@ fn run(cli: &Cli) -> anyhow::Result<u8> {
     Format::resolve(cli.format).write(&report, &mut out, Report::write_table, Report::write_csv)?;
     out.flush()?;
     Ok(exit::OK)
-}
-
-fn hostname() -> Option<String> {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
 }
