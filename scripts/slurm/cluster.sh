@@ -134,14 +134,12 @@ stop_cluster() {
   # Anything left from jobs (e.g. if slurmctld was already dead).
   mapfile -t pids < <(cluster_job_pids "$dir")
   stop_pids "${pids[@]}"
-  pids=()
-  if pid=$(live_pid "$dir/slurmd.pid" slurmd); then pids+=("$pid"); fi
-  if pid=$(live_pid "$dir/slurmctld.pid" slurmctld); then pids+=("$pid"); fi
-  stop_pids "${pids[@]}"
-  # munged last: the slurm daemons talk to it while shutting down.
-  pids=()
-  if pid=$(live_pid "$dir/munged.pid" munged); then pids+=("$pid"); fi
-  stop_pids "${pids[@]}"
+  # One at a time, slurmd first: stopped together, slurmd sometimes waits
+  # ~10 s (MessageTimeout) for the vanished slurmctld. munged last: the slurm
+  # daemons talk to it while shutting down.
+  if pid=$(live_pid "$dir/slurmd.pid" slurmd); then stop_pids "$pid"; fi
+  if pid=$(live_pid "$dir/slurmctld.pid" slurmctld); then stop_pids "$pid"; fi
+  if pid=$(live_pid "$dir/munged.pid" munged); then stop_pids "$pid"; fi
 }
 
 tail_logs() {
@@ -243,6 +241,10 @@ cmd_up() {
 
   # From here on, a failure prints the logs and stops what we started.
   trap 'rc=$?; if ((rc != 0)); then log "up failed"; tail_logs "$dir"; stop_cluster "$dir"; log "logs kept in $dir; run: $PROG down $dir"; fi' EXIT
+  # Without these, a signal would kill bash without running the EXIT trap.
+  trap 'exit 129' HUP
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
 
   host=$(hostname -s)
   ctld_port=$(pick_ports)

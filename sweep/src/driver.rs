@@ -141,7 +141,12 @@ pub fn run(args: &Args, train: &Path) -> anyhow::Result<u8> {
         (None, Some(_)) => Some(Box::new(PercentilePruner::median())),
         (None, None) => None,
     };
-    let parallel = match settings.parallel.as_str() {
+    // A worker brings its own --parallel (its machine is its own).
+    let parallel_text = match mode {
+        Mode::Worker => args.parallel.as_str(),
+        _ => settings.parallel.as_str(),
+    };
+    let parallel = match parallel_text {
         "auto" => None,
         k => Some(k.parse::<u32>().ok().filter(|&k| k > 0).ok_or_else(|| {
             bad_input!("--parallel: expected auto or a positive number, found {k:?}")

@@ -452,3 +452,126 @@ fn ctrl_c_stops_the_sweep_and_resume_runs_the_interrupted_trials_again() {
     let complete = trials.iter().filter(|t| t["state"] == "COMPLETE").count();
     assert_eq!(complete, 3, "{report}");
 }
+
+/// The parent pid of process `pid` (field 4 of /proc/PID/stat).
+fn parent_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat[stat.rfind(')')? + 1..]
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+/// Two workers started by hand race for a 12-point grid; one is killed -9
+/// mid-trial; `--resume` while the other still runs ends the orphaned
+/// train, leaves the live worker's trial alone, and runs the interrupted
+/// trial again. Every grid point completes exactly once.
+#[test]
+fn two_workers_share_a_sweep_and_resume_reruns_only_the_dead_workers_trial() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let base = write(d, "base.yaml", &BASE.replace("epochs: 2", "epochs: 5"));
+    let space = write(
+        d,
+        "space.yaml",
+        "method: grid\nmetric: {name: val_loss, goal: minimize}\nparameters:\n  \
+         learning_rate: {values: [0.001, 0.002, 0.003, 0.004]}\n  dropout: {values: [0.0, 0.1, 0.2]}\n",
+    );
+    let out = d.join("sweep");
+    let o = out.to_str().unwrap();
+    // --slurm --dry-run sets the sweep up and writes the workers' script
+    // without Slurm.
+    let init = Command::new(BIN)
+        .args(["sweep", "--config"])
+        .arg(&base)
+        .arg("--space")
+        .arg(&space)
+        .args(["--out", o, "--slurm", "--dry-run", "--time", "10"])
+        .output()
+        .unwrap();
+    let script = String::from_utf8_lossy(&init.stdout).to_string();
+    assert_eq!(
+        init.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&init.stderr)
+    );
+    for line in ["#SBATCH --array=0-11", "#SBATCH --time=10"] {
+        assert!(script.lines().any(|l| l == line), "{line}: {script}");
+    }
+    assert!(script.contains("sweep --worker '"), "{script}");
+    assert!(out.join("slurm/workers-1.sbatch").exists());
+    let worker = || {
+        Command::new(BIN)
+            .args(["sweep", "--worker", o, "--parallel", "1"])
+            .env_remove("TRAINGUARD_FAULT")
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let (mut a, mut b) = (worker(), worker());
+    // Kill -9 worker A while one of its trials runs (the train whose parent
+    // it is).
+    testkit::wait_until("worker A running a trial", 300, || {
+        assert!(a.try_wait().unwrap().is_none(), "worker A ended early");
+        (0..12).any(|n| {
+            std::fs::read_to_string(out.join(format!("trials/{n:04}/pid")))
+                .ok()
+                .and_then(|p| p.trim().parse().ok())
+                .and_then(parent_of)
+                == Some(a.id())
+        })
+    });
+    a.kill().unwrap();
+    a.wait().unwrap();
+    let resumed = sweep(&["--resume", o, "--parallel", "1"]);
+    let stderr = String::from_utf8_lossy(&resumed.stderr).to_string();
+    assert_eq!(resumed.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains(&format!("its worker (pid {}) has ended", a.id())),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!("still runs (worker pid {} ", b.id())),
+        "worker B's trial should be left to it: {stderr}"
+    );
+    assert!(b.wait().unwrap().success());
+    let optuna = optuna_trials(&out, "sweep");
+    let trials = optuna.as_array().unwrap();
+    let pid_of = |t: &Value| t["user_attrs"]["worker"]["pid"].as_u64().unwrap();
+    let interrupted: Vec<&Value> = trials
+        .iter()
+        .filter(|t| t["user_attrs"]["error_class"] == "interrupted")
+        .collect();
+    assert_eq!(interrupted.len(), 1, "{optuna}");
+    assert_eq!(pid_of(interrupted[0]), u64::from(a.id()));
+    let mut points: Vec<String> = Vec::new();
+    for (i, t) in trials.iter().enumerate() {
+        assert_eq!(t["number"].as_u64(), Some(i as u64));
+        if t["user_attrs"]["error_class"] == "interrupted" {
+            continue;
+        }
+        assert_eq!(t["state"], "COMPLETE", "{t}");
+        points.push(t["params"].to_string());
+    }
+    points.sort();
+    let n = points.len();
+    points.dedup();
+    assert_eq!(
+        (n, points.len()),
+        (12, 12),
+        "each grid point once: {optuna}"
+    );
+    let by_b = trials
+        .iter()
+        .filter(|t| pid_of(t) == u64::from(b.id()))
+        .count();
+    assert!(by_b >= 1, "{optuna}");
+    let retry = trials
+        .iter()
+        .find(|t| t["user_attrs"]["retried_from"] == interrupted[0]["number"])
+        .expect("the interrupted trial ran again");
+    assert_eq!(retry["params"], interrupted[0]["params"]);
+    assert!(out.join("slurm.yaml").exists());
+}
