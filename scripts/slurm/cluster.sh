@@ -13,10 +13,12 @@
 set -euo pipefail
 
 PROG=${0##*/}
+# The daemons live in /usr/sbin, which a non-login PATH may lack.
+PATH=$PATH:/usr/sbin:/sbin
 NODE_CPUS=4          # more than this machine may have: see SlurmdParameters
 PART=debug
 BOOT_TIMEOUT=60      # seconds for the node to become idle
-STOP_TIMEOUT=10      # seconds between SIGTERM and SIGKILL in `down`
+STOP_TIMEOUT=10      # seconds between SIGTERM and SIGKILL for a daemon in `down`
 MARKER=.slurm-cluster-sh   # marks a dir as ours, so `down` may rm -rf it
 
 log() { printf '%s: %s\n' "$PROG" "$*" >&2; }
@@ -59,21 +61,26 @@ live_pid() {
   echo "$pid"
 }
 
-# SIGTERM the given pids, wait up to STOP_TIMEOUT, then SIGKILL survivors.
+# SIGTERM pids $2..., wait up to $1 seconds, then SIGKILL the survivors.
 stop_pids() {
-  local pid alive i
+  local secs=$1 pid i st
+  local -a alive
+  shift
   (($# > 0)) || return 0
   kill -TERM "$@" 2>/dev/null || true
-  for ((i = 0; i < STOP_TIMEOUT * 10; i++)); do
-    alive=0
+  for ((i = 0; i <= secs * 10; i++)); do
+    alive=()
     for pid in "$@"; do
-      if kill -0 "$pid" 2>/dev/null; then alive=1; fi
+      st=$(cat "/proc/$pid/stat" 2>/dev/null) || continue
+      st=${st##*) }
+      # A zombie (state Z) is dead already, waiting for its parent to reap it.
+      [[ ${st%% *} == Z ]] || alive+=("$pid")
     done
-    ((alive)) || return 0
+    ((${#alive[@]})) || return 0
     sleep 0.1
   done
-  log "SIGKILL to $* after ${STOP_TIMEOUT}s"
-  kill -KILL "$@" 2>/dev/null || true
+  log "SIGKILL to ${alive[*]} after ${secs}s"
+  kill -KILL "${alive[@]}" 2>/dev/null || true
 }
 
 # Job processes of this cluster still alive, with all their descendants:
@@ -133,13 +140,13 @@ stop_cluster() {
   fi
   # Anything left from jobs (e.g. if slurmctld was already dead).
   mapfile -t pids < <(cluster_job_pids "$dir")
-  stop_pids "${pids[@]}"
+  stop_pids 5 "${pids[@]}"
   # One at a time, slurmd first: stopped together, slurmd sometimes waits
   # ~10 s (MessageTimeout) for the vanished slurmctld. munged last: the slurm
   # daemons talk to it while shutting down.
-  if pid=$(live_pid "$dir/slurmd.pid" slurmd); then stop_pids "$pid"; fi
-  if pid=$(live_pid "$dir/slurmctld.pid" slurmctld); then stop_pids "$pid"; fi
-  if pid=$(live_pid "$dir/munged.pid" munged); then stop_pids "$pid"; fi
+  if pid=$(live_pid "$dir/slurmd.pid" slurmd); then stop_pids "$STOP_TIMEOUT" "$pid"; fi
+  if pid=$(live_pid "$dir/slurmctld.pid" slurmctld); then stop_pids "$STOP_TIMEOUT" "$pid"; fi
+  if pid=$(live_pid "$dir/munged.pid" munged); then stop_pids "$STOP_TIMEOUT" "$pid"; fi
 }
 
 tail_logs() {
@@ -152,18 +159,31 @@ tail_logs() {
 }
 
 ensure_packages() {
-  local missing=0 b
+  local missing=0 b aptlog rc=0 policy=/usr/sbin/policy-rc.d ours=0
   for b in slurmctld slurmd munged sbatch; do
     command -v "$b" >/dev/null 2>&1 || missing=1
   done
-  # /usr/sbin is not always on a non-root PATH.
-  PATH=$PATH:/usr/sbin:/sbin
   ((missing)) || return 0
   log "installing slurm-wlm and munge with apt-get"
-  # policy-rc.d may print that it refused to start services: fine, we don't want them.
-  DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-    slurm-wlm munge >&2
+  # The packages' postinst would start the system-wide daemons where there
+  # is an init system; a policy-rc.d that exits 101 forbids that (as in
+  # container images). Only added if none exists, removed right after.
+  if [[ ! -e $policy ]]; then
+    printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod 0755 "$policy" && ours=1
+  fi
+  aptlog=$(mktemp)
+  {
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq \
+      && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+        --no-install-recommends slurm-wlm munge
+  } >"$aptlog" 2>&1 || rc=$?
+  if ((ours)); then rm -f "$policy"; fi
+  if ((rc != 0)); then
+    cat "$aptlog" >&2
+    rm -f "$aptlog"
+    die "apt-get failed (exit $rc)"
+  fi
+  rm -f "$aptlog"
 }
 
 write_conf() {
@@ -294,7 +314,6 @@ cmd_down() {
     rmdir "$dir"
     return 0
   fi
-  PATH=$PATH:/usr/sbin:/sbin
   stop_cluster "$dir"
   rm -rf -- "$dir"
   log "cluster in $dir is down"
@@ -306,6 +325,11 @@ dir=$2
 # Normalise (drop trailing slashes, "." components) without requiring it to exist.
 dir=$(realpath -m -- "$dir")
 [[ $dir != / ]] || die "refusing STATE_DIR=/"
+# slurm.conf cannot quote paths.
+[[ $dir != *[[:space:]]* ]] || die "STATE_DIR must not contain whitespace: $dir"
+# Unix socket paths (munge.sock, slurmstepd's slurmd-spool/<node>_<job>.<step>)
+# must fit in 108 bytes.
+[[ $1 != up ]] || ((${#dir} + ${#HOSTNAME} + 36 <= 107)) || die "STATE_DIR path too long: $dir"
 case $1 in
   up) cmd_up "$dir" ;;
   down) cmd_down "$dir" ;;

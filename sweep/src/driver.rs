@@ -349,6 +349,9 @@ fn worst_peak_mib(space: &Space, base: &Config) -> u64 {
         .unwrap_or_else(|| common::estimate::estimate(base).peak_mib())
 }
 
+/// A trial to run: its values, and the trial it runs again (if it does).
+type Next = (BTreeMap<String, ParamValue>, Option<u64>);
+
 /// Why the driver is ending a trial it started.
 #[derive(Clone, Debug, PartialEq)]
 enum Ending {
@@ -510,11 +513,7 @@ impl Driver {
     /// a trial whose every run was interrupted runs again (its parameters,
     /// `retried_from` its first number), else the sampler's next draw while
     /// the sweep has trials left. None: nothing left to claim.
-    fn next_trial(
-        &self,
-        study: &Study,
-        cap: u64,
-    ) -> anyhow::Result<Option<(BTreeMap<String, ParamValue>, Option<u64>)>> {
+    fn next_trial(&self, study: &Study, cap: u64) -> anyhow::Result<Option<Next>> {
         if let Some(root) = interrupted_roots(study).first() {
             // The journal holds the sampled values; the fixed ones are the
             // space's.
@@ -927,7 +926,12 @@ impl Driver {
             ),
             (Some((Ending::Interrupted, _)), _) => fail(
                 Class::Interrupted.as_str(),
-                "stopped with the sweep (Ctrl-C or SIGTERM)".into(),
+                match crate::slurm::task_from_env() {
+                    Some(task) => format!(
+                        "its worker, Slurm task {task}, got SIGTERM (scancel, its time limit or preemption)"
+                    ),
+                    None => "stopped with the sweep (Ctrl-C or SIGTERM)".into(),
+                },
             ),
             (None, Some(s)) if s.status == RunStatus::Finished => {
                 let best = rows

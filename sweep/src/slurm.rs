@@ -108,13 +108,19 @@ pub fn task_from_env() -> Option<String> {
     }
 }
 
-/// The cores Slurm gave this task (SLURM_CPUS_PER_TASK), if it says.
+/// The cores Slurm gave this task: SLURM_CPUS_PER_TASK (set with
+/// --cpus-per-task), else SLURM_CPUS_ON_NODE (what the job holds here).
 pub fn cpus_from_env() -> Option<usize> {
-    std::env::var("SLURM_CPUS_PER_TASK")
-        .ok()?
-        .parse()
-        .ok()
-        .filter(|&n| n > 0)
+    ["SLURM_CPUS_PER_TASK", "SLURM_CPUS_ON_NODE"]
+        .iter()
+        .find_map(|k| {
+            std::env::var(k)
+                .ok()?
+                .trim()
+                .parse()
+                .ok()
+                .filter(|&n| n > 0)
+        })
 }
 
 /// One line of `squeue`.

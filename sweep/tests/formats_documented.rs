@@ -9,5 +9,8 @@ fn readme_names_every_sweep_schema_and_field() {
     missing.extend(common::wire::undocumented::<sweep::report::SweepReport>(
         &readme,
     ));
+    missing.extend(common::wire::undocumented::<sweep::slurm::SlurmJobs>(
+        &readme,
+    ));
     assert!(missing.is_empty(), "README lacks:\n{}", missing.join("\n"));
 }

@@ -86,7 +86,7 @@ enum Command {
     CheckData(check_data::Args),
     /// A hyper-parameter search, each trial a train process, every result
     /// in an Optuna journal (README, "Sweeps").
-    Sweep(sweep::cli::Args),
+    Sweep(Box<sweep::cli::Args>),
 }
 
 /// The whole of `train`'s binary.
