@@ -47,6 +47,19 @@ starts_a_trial() {
 no_task_of() { [ -z "$(squeue --me --noheader -r -o %i | grep "^$1_" || true)" ]; }
 job_ids() { sed -n 's/^ *- *job_id: *//p; s/^ *job_id: *//p' "$sweep/slurm.yaml" | tr -d "'\""; }
 
+# More workers than MaxArraySize (1001, read from scontrol): two arrays.
+split="$state/shared/split"
+say "train sweep ... --trials 1500 --out $split --slurm --array 1500 --dry-run"
+"$train" sweep --config configs/sweeps/demo_base.yaml --space configs/sweeps/tiny_cpu.yaml \
+    --trials 1500 --out "$split" --slurm --array 1500 --dry-run >/dev/null
+for want in "1:0-1000" "2:0-498"; do
+    if ! grep -qx "#SBATCH --array=${want#*:}" "$split/slurm/workers-${want%%:*}.sbatch"; then
+        echo "test-slurm: workers-${want%%:*}.sbatch should hold --array=${want#*:}" >&2
+        exit 1
+    fi
+done
+[ ! -e "$split/slurm/workers-3.sbatch" ]
+
 say "train sweep --config configs/sweeps/demo_base.yaml --space configs/sweeps/slurm_grid.yaml --out $sweep --slurm --array 3 --time 10"
 "$train" sweep --config configs/sweeps/demo_base.yaml --space configs/sweeps/slurm_grid.yaml \
     --out "$sweep" --slurm --array 3 --time 10
