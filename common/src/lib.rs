@@ -15,7 +15,8 @@
 //!   `Budget` and `BATCH_CAP`;
 //! - `hazards`: each known hazard with its check, its `--fix` and its
 //!   `--explain` edits; `rules` and `fix` run them;
-//! - `failures`, `explain`: the known-failures table and `--explain`'s scanner.
+//! - `failures`, `explain`: the known-failures table and `--explain`'s scanner;
+//! - `tensor_headers`: safetensors and .npy headers, read without libtorch.
 
 pub mod cli;
 pub mod config;
@@ -32,6 +33,7 @@ pub mod input;
 pub mod model;
 pub mod report;
 pub mod rules;
+pub mod tensor_headers;
 pub mod tiers;
 pub mod wire;
 pub mod yaml_edit;

@@ -88,7 +88,7 @@ pub fn epoch_in(dir: &Path) -> anyhow::Result<Option<u32>> {
     let name = path.display().to_string();
     let mut f =
         std::fs::File::open(&path).map_err(|e| common::bad_input!("{name}: cannot read: {e}"))?;
-    let (_, mut header) = tensor_bytes::safetensors_header(&mut f, &name)?;
+    let (_, mut header) = common::tensor_headers::safetensors_header(&mut f, &name)?;
     let metadata: HashMap<String, String> = match header.remove("__metadata__") {
         Some(m) => serde_json::from_value(m)
             .map_err(|e| common::bad_input!("{name}: `__metadata__`: {e}"))?,

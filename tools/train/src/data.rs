@@ -7,6 +7,7 @@
 
 use common::bad_input;
 use common::config::{Config, Task};
+use common::tensor_headers::{npy_header, TensorInfo as Info};
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashMap};
 use std::io::{Read, Seek, SeekFrom};
@@ -127,12 +128,6 @@ pub fn synthetic(c: &Config, n: u64, split: i64) -> Dataset {
     }
 }
 
-/// A tensor's dtype (safetensors' names: F32, I64, ...) and shape.
-struct Info {
-    dtype: String,
-    shape: Vec<i64>,
-}
-
 /// A file of named tensors whose first rows can be read without the rest.
 trait Source {
     fn info(&mut self, tensor: &str) -> anyhow::Result<Info>;
@@ -160,7 +155,7 @@ impl SafetensorsFile {
         let name = path.display().to_string();
         let mut file =
             std::fs::File::open(path).map_err(|e| bad_input!("{name}: cannot open: {e}"))?;
-        let (body, mut infos) = crate::tensor_bytes::safetensors_header(&mut file, &name)?;
+        let (body, mut infos) = common::tensor_headers::safetensors_header(&mut file, &name)?;
         infos.remove("__metadata__");
         Ok(SafetensorsFile {
             name,
@@ -254,62 +249,6 @@ impl Source for NpzFile {
             .map_err(|_| bad_input!("{name}: array `{t}`: data shorter than its shape"))?;
         Ok(buf)
     }
-}
-
-/// Parses an .npy header: magic, version, then a Python dict literal with
-/// 'descr', 'fortran_order' and 'shape'.
-fn npy_header(r: &mut impl Read) -> Result<Info, String> {
-    let mut magic = [0u8; 8];
-    r.read_exact(&mut magic)
-        .map_err(|e| format!("truncated .npy header: {e}"))?;
-    if &magic[..6] != b"\x93NUMPY" {
-        return Err("not an .npy array (bad magic)".into());
-    }
-    let len = if magic[6] == 1 {
-        let mut l = [0u8; 2];
-        r.read_exact(&mut l).map_err(|e| e.to_string())?;
-        u16::from_le_bytes(l) as usize
-    } else {
-        let mut l = [0u8; 4];
-        r.read_exact(&mut l).map_err(|e| e.to_string())?;
-        u32::from_le_bytes(l) as usize
-    };
-    let mut header = vec![0u8; len];
-    r.read_exact(&mut header)
-        .map_err(|e| format!("truncated .npy header: {e}"))?;
-    let header = String::from_utf8_lossy(&header);
-    let field = |key: &str| -> Option<&str> {
-        let at = header.find(&format!("'{key}':"))? + key.len() + 3;
-        Some(header[at..].trim_start())
-    };
-    let descr = field("descr")
-        .and_then(|d| d.strip_prefix('\''))
-        .and_then(|d| d.split('\'').next())
-        .ok_or("no 'descr'")?;
-    if field("fortran_order").is_some_and(|f| f.starts_with("True")) {
-        return Err(
-            "Fortran-ordered arrays are not supported; save with np.ascontiguousarray".into(),
-        );
-    }
-    let shape = field("shape")
-        .and_then(|s| s.strip_prefix('('))
-        .and_then(|s| s.split(')').next())
-        .ok_or("no 'shape'")?;
-    let shape = shape
-        .split(',')
-        .map(str::trim)
-        .filter(|d| !d.is_empty())
-        .map(|d| {
-            d.parse::<i64>()
-                .map_err(|_| format!("bad shape entry {d:?}"))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    let dtype = match descr {
-        "<f4" => "F32".to_string(),
-        "<i8" => "I64".to_string(),
-        other => format!("numpy {other}"),
-    };
-    Ok(Info { dtype, shape })
 }
 
 /// Reads the first `max` rows of `frames`, `scalars` and `target` from a

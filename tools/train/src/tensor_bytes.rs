@@ -31,32 +31,6 @@ pub fn to_le(t: &Tensor) -> Result<Vec<u8>, tch::TchError> {
     Ok(out)
 }
 
-/// A safetensors file's header, read without its data: where the data
-/// starts, and the header's entries (each tensor's dtype, shape and
-/// offsets, and `__metadata__`). `name` names the file in messages.
-pub fn safetensors_header(
-    file: &mut std::fs::File,
-    name: &str,
-) -> anyhow::Result<(u64, std::collections::HashMap<String, serde_json::Value>)> {
-    use common::bad_input;
-    use std::io::Read;
-    let mut len = [0u8; 8];
-    file.read_exact(&mut len)
-        .map_err(|_| bad_input!("{name}: not a safetensors file (shorter than its header)"))?;
-    let header_len = u64::from_le_bytes(len);
-    if header_len > 100 << 20 {
-        return Err(bad_input!(
-            "{name}: not a safetensors file (header length {header_len})"
-        ));
-    }
-    let mut header = vec![0u8; header_len as usize];
-    file.read_exact(&mut header)
-        .map_err(|_| bad_input!("{name}: truncated safetensors header"))?;
-    let entries = serde_json::from_slice(&header)
-        .map_err(|e| bad_input!("{name}: not a safetensors header: {e}"))?;
-    Ok((8 + header_len, entries))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
