@@ -135,12 +135,18 @@ setup:
     headers
     optuna
 
-# The whole suite: format, lints, every crate's tests
+# The whole suite: format, lints, every crate's tests, 10 s of each fuzzer
 [group('test')]
 test: setup
     cargo fmt --all --check
     cargo clippy --workspace --all-targets -- -D warnings
     cargo test --workspace
+    bash scripts/fuzz/run.sh short
+
+# The fuzzers of every parser a user can feed, 1e6 inputs each (nightly Rust and cargo-fuzz; tens of minutes on 2 cores)
+[group('test')]
+fuzz:
+    bash scripts/fuzz/run.sh long
 
 # A sweep on a real one-node Slurm cluster started here and stopped at the end (debug build, as `just test`'s; installs Debian's slurm-wlm and munge if missing; needs root): 3 workers, one cancelled, one killed, --resume --slurm, Optuna checks the journal
 [group('test')]

@@ -57,6 +57,7 @@
 
 use crate::trial::{Choice, Direction, Distribution, ParamValue, Trial, TrialState};
 use anyhow::{anyhow, bail, Context, Result};
+use common::bad_input;
 use serde::Serialize;
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, HashMap};
@@ -183,7 +184,7 @@ impl Cache {
         for (line, record) in &scan.records {
             self.state
                 .apply(record)
-                .map_err(|e| anyhow!("{}:{line}: {e}", path.display()))?;
+                .map_err(|e| bad_input!("{}:{line}: {e}", path.display()))?;
         }
         self.offset += scan.whole as u64;
         self.lines += scan.records.len();
@@ -681,6 +682,25 @@ impl Journal {
     }
 }
 
+/// Replays a journal's bytes as `load` replays the file (`path` names it in
+/// messages): every live study, in order of creation. For tests and the
+/// fuzzer; a torn last line is ignored, as on resume.
+pub fn replay(bytes: &[u8], path: &Path) -> Result<Vec<Study>> {
+    let mut cache = Cache::default();
+    cache.extend(bytes, path)?;
+    cache
+        .state
+        .studies
+        .keys()
+        .map(|id| {
+            cache
+                .state
+                .study(StudyId(*id))
+                .with_context(|| path.display().to_string())
+        })
+        .collect()
+}
+
 // ---------------------------------------------------------------- records
 
 #[derive(Serialize)]
@@ -958,10 +978,12 @@ impl Replay {
         let direction = match s.directions.as_slice() {
             [1] => Direction::Minimize,
             [2] => Direction::Maximize,
-            d => bail!(
-                "study {:?} has directions {d:?}: a sweep is single-objective, minimize (1) or maximize (2)",
-                s.name
-            ),
+            d => {
+                return Err(bad_input!(
+                    "study {:?} has directions {d:?}: a sweep is single-objective, minimize (1) or maximize (2)",
+                    s.name
+                ))
+            }
         };
         let ids = self.study_trials.get(&id.0).map_or(&[][..], |v| v);
         let mut trials = Vec::with_capacity(ids.len());
@@ -971,12 +993,14 @@ impl Replay {
             trial.value = match t.values.as_deref() {
                 None => None,
                 Some([v]) => Some(*v),
-                Some(v) => bail!(
-                    "trial {} of study {:?} has {} values: a sweep is single-objective",
-                    trial.number,
-                    s.name,
-                    v.len()
-                ),
+                Some(v) => {
+                    return Err(bad_input!(
+                        "trial {} of study {:?} has {} values: a sweep is single-objective",
+                        trial.number,
+                        s.name,
+                        v.len()
+                    ))
+                }
             };
             trials.push(trial);
         }
@@ -1420,20 +1444,24 @@ fn scan(bytes: &[u8], path: &Path, lines_before: usize) -> Result<Scan> {
         let line = &bytes[start..end - 1];
         match parse_json(line) {
             Ok(Value::Object(m)) => records.push((line_no, m)),
-            Ok(other) => bail!(
-                "{}:{line_no}: a journal record is a JSON object, not {}",
-                path.display(),
-                short(&other.to_string())
-            ),
+            Ok(other) => {
+                return Err(bad_input!(
+                    "{}:{line_no}: a journal record is a JSON object, not {}",
+                    path.display(),
+                    short(&other.to_string())
+                ))
+            }
             Err(e) if end == bytes.len() => {
                 let _ = e; // The last line, torn by a killed writer.
                 return Ok(Scan { records, whole });
             }
-            Err(e) => bail!(
-                "{}:{line_no}: not a JSON record ({e}): {}",
-                path.display(),
-                short(&String::from_utf8_lossy(line))
-            ),
+            Err(e) => {
+                return Err(bad_input!(
+                    "{}:{line_no}: not a JSON record ({e}): {}",
+                    path.display(),
+                    short(&String::from_utf8_lossy(line))
+                ))
+            }
         }
         whole = end;
         start = end;
