@@ -151,7 +151,8 @@ fuzz:
 # A sweep on a real one-node Slurm cluster started here and stopped at the end (debug build, as `just test`'s; installs Debian's slurm-wlm and munge if missing; needs root): 3 workers, one cancelled, one killed, --resume --slurm, Optuna checks the journal
 [group('test')]
 test-slurm: setup
-    cargo build -p train -p memdiag
+    # The debug build `just test` made (its features, so nothing rebuilds after it).
+    cargo test --workspace --no-run --quiet
     TRAIN="{{ justfile_directory() }}/target/debug/train" bash scripts/slurm/sweep-test.sh
 
 # Train a config (a run directory under runs/)
