@@ -129,7 +129,7 @@ pub fn run(args: &Args, train: &Path) -> anyhow::Result<u8> {
     let base = settings.base.clone();
     let parsed = settings.space()?;
     for w in &parsed.warnings {
-        eprintln!("train sweep: {}: {w}", settings.space_name);
+        common::say!("train sweep: {}: {w}", settings.space_name);
     }
     let space = parsed.space;
     let search = space.search_space();
@@ -176,7 +176,7 @@ pub fn run(args: &Args, train: &Path) -> anyhow::Result<u8> {
         .map_err(|e| bad_input!("{e}"))?
     };
     for w in &plan.why {
-        eprintln!("train sweep: placement: {w}");
+        common::say!("train sweep: placement: {w}");
     }
     // Everything is checked: now the sweep's directory.
     std::fs::create_dir_all(dir.join("trials"))
@@ -312,7 +312,7 @@ fn gpus(train: &Path) -> Vec<placement::Gpu> {
         .stderr(Stdio::null())
         .output()
     else {
-        eprintln!(
+        common::say!(
             "train sweep: placement: {} did not run: placing trials as on a machine without a GPU",
             memdiag.display()
         );
@@ -464,14 +464,14 @@ impl Driver {
         for (t, id) in running {
             let why = match owner::liveness(t, &queue) {
                 Liveness::Live(where_) => {
-                    eprintln!(
+                    common::say!(
                         "train sweep: trial {} still runs ({where_}): left to it",
                         t.number
                     );
                     continue;
                 }
                 Liveness::Unknown(why) => {
-                    eprintln!(
+                    common::say!(
                         "train sweep: trial {} is RUNNING and {why}: left RUNNING (`train sweep --resume` on that host settles it)",
                         t.number
                     );
@@ -482,13 +482,13 @@ impl Driver {
             let dir = trial_dir(&self.dir, t.number);
             let on_this_host = Owner::of(t).is_none_or(|o| o.host == here);
             if let Some(pid) = live_trial_pid(&dir).filter(|_| on_this_host) {
-                eprintln!(
+                common::say!(
                     "train sweep: trial {} still runs (pid {pid}) from a worker that ended: ending its process group",
                     t.number
                 );
                 end_group(pid);
             }
-            eprintln!(
+            common::say!(
                 "train sweep: trial {} was RUNNING and {why}: interrupted; it runs again",
                 t.number
             );
@@ -577,7 +577,7 @@ impl Driver {
         let study = self.study()?;
         let left = cap.saturating_sub(drawn(&study)) + interrupted_roots(&study).len() as u64;
         if left == 0 {
-            eprintln!(
+            common::say!(
                 "train sweep: nothing left to run in {}: {} trials, none interrupted; no job submitted",
                 self.dir.display(),
                 study.trials.len()
@@ -589,7 +589,7 @@ impl Driver {
             .unwrap_or_default();
         let options = saved.merged(options);
         let workers = args.array.unwrap_or(left).min(left);
-        eprintln!(
+        common::say!(
             "train sweep: {left} trial(s) left: {workers} Slurm worker(s), each claims trials from {} until none is left",
             self.journal.path().display()
         );
@@ -633,9 +633,9 @@ impl Driver {
                     crate::report::print_summary(&study, &self.space, started.elapsed());
                     return Ok(match stopping {
                         Some((code, why)) => {
-                            eprintln!("train sweep: {why}");
+                            common::say!("train sweep: {why}");
                             if code == STOPPED {
-                                eprintln!(
+                                common::say!(
                                     "train sweep: continue with `train sweep --resume {}`",
                                     self.dir.display()
                                 );
@@ -744,7 +744,7 @@ impl Driver {
             Ok(c) => c,
             Err(e) => {
                 let message: String = format!("{e:#}").chars().take(MESSAGE_CHARS).collect();
-                eprintln!("train sweep: trial {}: {message}", made.number);
+                common::say!("train sweep: trial {}: {message}", made.number);
                 self.journal
                     .set_user_attr(made.id, "error_class", &Value::from("config"))?;
                 self.journal
@@ -868,7 +868,7 @@ impl Driver {
                 .cloned()
                 .collect();
             if let Decision::Prune(why) = p.decide(&r.reported, &others, self.space.metric.goal) {
-                eprintln!("train sweep: trial {} pruned: {why}", r.number);
+                common::say!("train sweep: trial {} pruned: {why}", r.number);
                 r.ending = Some((Ending::Pruned(why), Instant::now()));
                 signal_group(&r.child, libc::SIGTERM);
             }
@@ -984,7 +984,7 @@ impl Driver {
                     .unwrap_or("other")
             ),
         };
-        eprintln!("train sweep: trial {} {word}", r.number);
+        common::say!("train sweep: trial {} {word}", r.number);
         self.journal.finish_trial(r.id, outcome)
     }
 }
@@ -1038,7 +1038,7 @@ fn print_block(
     }
     lines.push(format!("  Runs on: {runs_on}"));
     lines.push(rule);
-    eprintln!("{}", lines.join("\n"));
+    common::say!("{}", lines.join("\n"));
 }
 
 fn signal_group(child: &Child, sig: i32) {

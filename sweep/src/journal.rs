@@ -584,7 +584,7 @@ impl Journal {
         if let Err(e) = lock.release() {
             // Our line's place was checked after writing, so the state we
             // return is right; the other writer's may not be.
-            eprintln!(
+            common::say!(
                 "warning: {}: {e:#} (a waiter took it as stale; keep each journal write short)",
                 self.lock_path.display()
             );
@@ -673,7 +673,7 @@ impl Journal {
         file.set_len(whole)
             .and_then(|()| file.sync_all())
             .with_context(|| format!("cutting the torn tail of {shown}"))?;
-        eprintln!(
+        common::say!(
             "warning: {shown}: cut a torn last line ({} bytes, kept in {})",
             tail.len(),
             torn.display()
@@ -1597,7 +1597,7 @@ impl<'a> SymlinkLock<'a> {
                 }
             }
             if last_warning.elapsed() > WARN_EVERY {
-                eprintln!(
+                common::say!(
                     "warning: it is taking longer than {}s to take the lock {}; retrying",
                     WARN_EVERY.as_secs(),
                     path.display()
@@ -1617,7 +1617,7 @@ impl<'a> SymlinkLock<'a> {
                 last_change = Instant::now();
             }
             if last_change.elapsed() > grace {
-                eprintln!(
+                common::say!(
                     "warning: the lock {} has not been let go for {}s: breaking it",
                     path.display(),
                     grace.as_secs_f64()

@@ -207,7 +207,7 @@ pub fn print_summary(study: &Study, space: &Space, took: Duration) {
             t.value.unwrap_or(f64::NAN)
         )
     });
-    eprintln!(
+    common::say!(
         "train sweep: {} trials ({}) in {:.1} s; {best}",
         study.trials.len(),
         list.join(", "),
@@ -344,7 +344,7 @@ pub fn report(dir: &Path, format: Option<Format>) -> anyhow::Result<u8> {
         common::files::write_atomic(&dir.join("best_config.yaml"), text.as_bytes())?;
     }
     if let Err(e) = crate::plot::objective(&dir.join("objective.png"), &study, &space.metric.name) {
-        eprintln!("train sweep: objective.png not drawn: {e:#}");
+        common::say!("train sweep: objective.png not drawn: {e:#}");
     }
     let report = SweepReport {
         schema: <SweepReport as common::wire::Versioned>::SCHEMA.into(),

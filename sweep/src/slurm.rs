@@ -333,14 +333,16 @@ pub fn submit_workers(
     let max = match max_array_size() {
         Ok(m) => m,
         Err(e) if dry_run => {
-            eprintln!("train sweep: {e:#}: the array is not split at the cluster's MaxArraySize");
+            common::say!(
+                "train sweep: {e:#}: the array is not split at the cluster's MaxArraySize"
+            );
             workers
         }
         Err(e) => return Err(bad_input!("{e:#}")),
     };
     let parts = chunks(workers, max);
     if parts.len() > 1 {
-        eprintln!(
+        common::say!(
             "train sweep: {workers} workers are more than this cluster's MaxArraySize {max}: {} arrays",
             parts.len()
         );
@@ -366,14 +368,14 @@ pub fn submit_workers(
         write!(out, "{text}")?;
         out.flush()?;
         if dry_run {
-            eprintln!(
+            common::say!(
                 "train sweep: wrote {} ({tasks} workers); not submitted (--dry-run): `sbatch {0}` submits it",
                 path.display()
             );
             continue;
         }
         let job_id = sbatch(&path)?;
-        eprintln!(
+        common::say!(
             "train sweep: submitted job {job_id}: array 0-{} of workers ({})",
             tasks - 1,
             path.display()
@@ -390,7 +392,7 @@ pub fn submit_workers(
     if dry_run {
         common::files::write_yaml(&dir.join(FILE), &record)?;
     } else {
-        eprintln!(
+        common::say!(
             "train sweep: follow it with `train sweep --status {}`",
             dir.display()
         );

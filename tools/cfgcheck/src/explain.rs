@@ -91,7 +91,7 @@ pub fn print(
             .map_or("no error-looking line either".to_string(), |e| {
                 format!("last error-looking line {}: {}", e.line, e.text)
             });
-        eprintln!(
+        common::say!(
             "cfgcheck: {log}: no known failure in {} lines; {last}",
             scan.lines
         );

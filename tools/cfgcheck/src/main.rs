@@ -148,7 +148,7 @@ fn run(cli: &Cli) -> anyhow::Result<u8> {
         let loaded = match load(path) {
             Ok(l) => l,
             Err(e) => {
-                eprintln!("cfgcheck: {e:#}");
+                common::say!("cfgcheck: {e:#}");
                 bad = true;
                 continue;
             }
@@ -241,14 +241,14 @@ fn edit(
     let text = fix::apply(loaded, &plan)
         .map_err(|e| anyhow::Error::new(Failure::found(format!("{}: {e}", loaded.name))))?;
     for c in &plan.changes {
-        eprintln!("cfgcheck: {}: {}: {}", loaded.name, c.key, c.why);
-        eprintln!("          set {}: {}", c.key, c.value);
+        common::say!("cfgcheck: {}: {}: {}", loaded.name, c.key, c.why);
+        common::say!("          set {}: {}", c.key, c.value);
     }
     for u in &plan.unfixable {
-        eprintln!("cfgcheck: {}: cannot fix: {u}", loaded.name);
+        common::say!("cfgcheck: {}: cannot fix: {u}", loaded.name);
     }
     if plan.changes.is_empty() && plan.unfixable.is_empty() {
-        eprintln!("cfgcheck: {}: nothing to change", loaded.name);
+        common::say!("cfgcheck: {}: nothing to change", loaded.name);
     }
     out.write_all(text.as_bytes())
         .context("writing the config")?;

@@ -389,3 +389,22 @@ fn explain_exit_codes() {
         .assert()
         .code(2);
 }
+
+/// A full disk under stderr (/dev/full answers every write with ENOSPC):
+/// the documented code still comes out, not Rust's 101 from a panicking
+/// `eprintln!` (found by the reliability disk-full test).
+#[test]
+fn a_full_disk_under_stderr_keeps_the_exit_code() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_cfgcheck"))
+        .arg("no-such-config.yaml")
+        .stderr(
+            std::fs::File::options()
+                .write(true)
+                .open("/dev/full")
+                .unwrap(),
+        )
+        .current_dir(testkit::repo())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}

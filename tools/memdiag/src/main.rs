@@ -89,7 +89,7 @@ fn run(cli: &Cli) -> anyhow::Result<u8> {
 
     if let Some(interval) = cli.watch {
         if report.gpus.is_empty() {
-            eprintln!("memdiag: nothing to watch: {}", report.notes.join("; "));
+            common::say!("memdiag: nothing to watch: {}", report.notes.join("; "));
             return Ok(exit::OK);
         }
         let opts = watch::Options {

@@ -117,7 +117,7 @@ fn open_log(path: &Path) -> anyhow::Result<File> {
         let keep = text.rfind('\n').map_or(0, |i| i + 1);
         file.set_len(keep as u64)?;
         file.seek(SeekFrom::End(0))?;
-        eprintln!(
+        common::say!(
             "memdiag: {name}: cut a torn last line ({} bytes) left by an interrupted writer",
             text.len() - keep
         );

@@ -120,17 +120,17 @@ impl Faults {
     /// Before a step: SIGKILL, SIGABRT or a hang when asked.
     pub fn before_step(&self, epoch: u32, step: u64) {
         if self.at(Kind::Abort, epoch, step) {
-            eprintln!("train: {VAR}: SIGABRT before epoch {epoch} step {step}");
+            common::say!("train: {VAR}: SIGABRT before epoch {epoch} step {step}");
             std::process::abort();
         }
         if self.at(Kind::Hang, epoch, step) {
-            eprintln!("train: {VAR}: hanging at epoch {epoch} step {step}");
+            common::say!("train: {VAR}: hanging at epoch {epoch} step {step}");
             loop {
                 std::thread::sleep(std::time::Duration::from_secs(3600));
             }
         }
         if self.at(Kind::Sigkill, epoch, step) {
-            eprintln!("train: {VAR}: SIGKILL before epoch {epoch} step {step}");
+            common::say!("train: {VAR}: SIGKILL before epoch {epoch} step {step}");
             // SAFETY: raise has no preconditions; SIGKILL ends the process.
             unsafe {
                 libc::raise(libc::SIGKILL);

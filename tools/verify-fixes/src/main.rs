@@ -271,7 +271,7 @@ fn space_variants(base: &Config, path: &Path) -> anyhow::Result<Vec<(String, Con
     if wire::check_schema(&input.name, &input.text, Space::SCHEMA).is_err() {
         let parsed = sweep::space::Space::parse(&input, base)?;
         for w in &parsed.warnings {
-            eprintln!("verify-fixes: {}: {w}", input.name);
+            common::say!("verify-fixes: {}: {w}", input.name);
         }
         let corners = parsed.space.corners(base);
         if corners.is_empty() {
@@ -282,7 +282,7 @@ fn space_variants(base: &Config, path: &Path) -> anyhow::Result<Vec<(String, Con
         }
         return Ok(corners);
     }
-    eprintln!(
+    common::say!(
         "verify-fixes: {}: space/v1 is deprecated: write the space as a sweep space (README, \"Sweeps\"), which train sweep reads too",
         input.name
     );

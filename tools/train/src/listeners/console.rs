@@ -49,14 +49,14 @@ impl Listener for Console {
                 self.epochs = s.epochs;
                 self.out = s.out.clone();
                 if let Some((n, of)) = s.carried {
-                    eprintln!(
+                    common::say!(
                         "train: {}: continuing from the last good checkpoint at epoch {}; {n} of {of} model tensors carried over{}",
                         s.config,
                         s.first_epoch,
                         if n < of { " (the others start fresh: their shapes differ)" } else { "" }
                     );
                 }
-                eprintln!(
+                common::say!(
                     "train: {} · {} · {} parameters (cfgcheck's estimate: {}) · {} training / {} validation examples · run directory {}",
                     s.config,
                     s.device,
@@ -67,18 +67,18 @@ impl Listener for Console {
                     s.out.display()
                 );
                 for n in &s.environment {
-                    eprintln!("train: environment: {n}");
+                    common::say!("train: environment: {n}");
                 }
                 for n in &s.not_applied {
-                    eprintln!("train: not applied: {n}");
+                    common::say!("train: not applied: {n}");
                 }
                 if let Some(at) = s.resumed_at {
-                    eprintln!("train: resuming {} at epoch {at}", s.out.display());
+                    common::say!("train: resuming {} at epoch {at}", s.out.display());
                 }
             }
             Event::Labels { which, counts } => {
                 let list: Vec<String> = counts.iter().map(|(k, n)| format!("{k}: {n}")).collect();
-                eprintln!("train: {which} labels: {}", list.join(", "));
+                common::say!("train: {which} labels: {}", list.join(", "));
             }
             Event::History(_) => {}
             Event::Batch {
@@ -109,14 +109,14 @@ impl Listener for Console {
                 why: Skip::NonFiniteLoss(loss),
             } => {
                 self.clear_bar();
-                eprintln!("train: loss is {loss} at epoch {epoch} step {step}: update skipped");
+                common::say!("train: loss is {loss} at epoch {epoch} step {step}: update skipped");
             }
             // The loss scaler's routine back-off: counted in metrics.csv, not
             // worth a line each.
             Event::StepSkipped { .. } => {}
             Event::OomRecovered(e) => {
                 self.clear_bar();
-                eprintln!(
+                common::say!(
                     "train: out of memory at epoch {} step {}: micro-batch {} -> {}, same step again (allocated {}, reserved {})",
                     e.epoch,
                     e.step,
@@ -138,13 +138,13 @@ impl Listener for Console {
                 if let Some(acc) = r.accuracy {
                     line += &format!(" | Acc: {acc:.4}");
                 }
-                eprintln!("{line}");
+                common::say!("{line}");
             }
             Event::NewBest(b) => {
-                eprintln!("New best model saved! (val_loss: {:.4})", b.val_loss)
+                common::say!("New best model saved! (val_loss: {:.4})", b.val_loss)
             }
             Event::LegEnded { leg, next: Some(_) } => {
-                eprintln!(
+                common::say!(
                     "train: {} failed ({}): {}; falling back to the next config",
                     leg.config,
                     leg.error_class.map_or("", |c| c.as_str()),
@@ -153,16 +153,16 @@ impl Listener for Console {
             }
             Event::LegEnded { next: None, .. } => {}
             Event::FreshProcess { next, why } => {
-                eprintln!("train: {next} runs in a fresh train process: {why}");
+                common::say!("train: {next} runs in a fresh train process: {why}");
             }
             Event::AlreadyFinished { epochs } => {
-                eprintln!("train: the run already finished all {epochs} epochs");
+                common::say!("train: the run already finished all {epochs} epochs");
             }
             Event::Ended(end) => {
                 self.clear_bar();
                 match end.status {
-                    RunStatus::Failed => eprintln!("train: failed: {}", end.stop_reason),
-                    RunStatus::Stopped => eprintln!(
+                    RunStatus::Failed => common::say!("train: failed: {}", end.stop_reason),
+                    RunStatus::Stopped => common::say!(
                         "train: {}; continue with `train --resume {}`",
                         end.stop_reason,
                         self.out.display()

@@ -157,7 +157,7 @@ impl Listener for Plot {
             self.add(r);
             // A plot that cannot be drawn is not worth stopping a run for.
             if let Err(e) = self.draw() {
-                eprintln!("train: curves.png not drawn: {e:#}");
+                common::say!("train: curves.png not drawn: {e:#}");
             }
         }
         Ok(())
