@@ -23,7 +23,12 @@ Checks:
   epoch, equal to the reference's in every column but time; config.yaml
   equals the reference's; curves.png is a PNG; no temp file is left.
 Counts how many kills landed while the temp file of an atomic write was new
-(created or rewritten since the previous look), i.e. inside a write.
+(created or rewritten since the previous look), i.e. inside a write. Kills
+at uniform moments rarely land inside a write (they take a few ms of a
+run's seconds), so --aim-at-writes F aims a fraction F of the kills: the
+directory is polled and the process SIGKILLed the moment the temp file
+of a file picked at random (checkpoint, best, curves.png, summary.yaml,
+metrics.csv, config.yaml) appears.
 """
 
 import argparse
@@ -39,6 +44,9 @@ import yaml
 import rel_common as rc
 
 TIME_COLS = {"seconds", "samples_per_s"}
+# The files train writes atomically in a run directory; an aimed kill picks one.
+WRITTEN = ["checkpoint.safetensors", "best.safetensors", "curves.png", "summary.yaml", "metrics.csv",
+           "config.yaml"]
 
 
 def run_once(train, config, out, threads):
@@ -130,6 +138,9 @@ def main():
     ap.add_argument("--kills", type=int, default=100, help="SIGKILLs to land in all")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--aim-at-writes", type=float, default=0.0,
+                    help="fraction of kills aimed at atomic writes (killed the moment a temp file appears) "
+                         "instead of at a uniform random moment")
     ap.add_argument("--max-attempts", type=int, default=100, help="processes per run before giving up")
     args = ap.parse_args()
     started = rc.utc_now()
@@ -163,6 +174,7 @@ def main():
 
     kills = 0
     in_write = 0
+    aimed_kills = aimed_in_write = 0
     in_write_files = {}
     kills_before_ckpt = 0
     runs = 0
@@ -188,24 +200,40 @@ def main():
                 p = subprocess.Popen(cmd, env=rc.env_without_faults(), stdout=log, stderr=log)
             processes += 1
             killed = False
+            aimed = False
             if kills < args.kills:
                 delay = rng.uniform(0, duration)
-                try:
-                    p.wait(timeout=delay)
-                except subprocess.TimeoutExpired:
-                    p.send_signal(signal.SIGKILL)
-                    killed = True
+                if rng.random() < args.aim_at_writes:
+                    # Aimed: SIGKILL as soon as a temp file of an atomic write
+                    # appears (new, or rewritten since the last look).
+                    aimed = True
+                    target = "." + rng.choice(WRITTEN) + ".tmp"
+                    t0 = time.monotonic()
+                    while p.poll() is None and time.monotonic() - t0 < 4 * duration:
+                        now = rc.temp_files(d)
+                        if any(n.startswith(target) and prev_temps.get(n) != v for n, v in now.items()):
+                            p.send_signal(signal.SIGKILL)
+                            killed = True
+                            break
+                else:
+                    try:
+                        p.wait(timeout=delay)
+                    except subprocess.TimeoutExpired:
+                        p.send_signal(signal.SIGKILL)
+                        killed = True
             rc_ = p.wait()
             if killed and rc_ == -signal.SIGKILL:
                 kills += 1
                 run_kills += 1
-                kill_times.append(round(delay, 3))
+                kill_times.append(None if aimed else round(delay, 3))
                 if not os.path.exists(os.path.join(d, "checkpoint.safetensors")):
                     kills_before_ckpt += 1
                 temps = rc.temp_files(d)
                 new = sorted(n for n, v in temps.items() if prev_temps.get(n) != v)
+                aimed_kills += aimed
                 if new:
                     in_write += 1
+                    aimed_in_write += aimed
                     for n in new:
                         in_write_files[n] = in_write_files.get(n, 0) + 1
                 prev_temps = temps
@@ -235,6 +263,10 @@ def main():
         "runs": runs,
         "train_processes": processes,
         "kills_inside_atomic_write": in_write,
+        "aimed_kills": aimed_kills,
+        "aimed_kills_inside_atomic_write": aimed_in_write,
+        "random_kills": kills - aimed_kills,
+        "random_kills_inside_atomic_write": in_write - aimed_in_write,
         "kills_inside_atomic_write_by_file": in_write_files,
         "kills_before_first_checkpoint": kills_before_ckpt,
         "panics": panics,
@@ -244,8 +276,10 @@ def main():
     }
     ok = not checks.failed and kills >= args.kills
     path = rc.write_result(args.out, "kill_train", ok, figures, checks.failed, started)
-    print(f"kill_train: {'PASS' if ok else 'FAIL'}: {kills} SIGKILLs over {runs} runs ({processes} train "
-          f"processes); {in_write} landed inside an atomic write {in_write_files}; every run ended "
+    print(f"kill_train: {'PASS' if ok else 'FAIL'}: {kills} SIGKILLs ({kills - aimed_kills} at random moments, "
+          f"{aimed_kills} aimed at writes) over {runs} runs ({processes} train processes); {in_write} landed "
+          f"inside an atomic write ({in_write - aimed_in_write} random, {aimed_in_write} aimed) {in_write_files}; "
+          f"every run ended "
           f"bit-identical to the reference: {not checks.failed}; {len(checks.failed)} failed check(s); {path}")
     return 0 if ok else 1
 
