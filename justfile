@@ -148,6 +148,35 @@ test-slurm: setup
     cargo build -p train -p memdiag
     TRAIN="{{ justfile_directory() }}/target/debug/train" bash scripts/slurm/sweep-test.sh
 
+# Reliability, short (for CI, about 3 minutes on 2 cores; needs root for its tmpfs mounts): 6 SIGKILLs of train (half aimed at atomic writes) and resumes, 3 SIGKILLs of a sweep's driver, a 30-trial soak with faults, disk full and read-only output. Results: runs/reliability/short/
+[group('test')]
+reliability-short: build
+    python scripts/reliability/kill_train.py --train "{{ release }}/train" --out runs/reliability/short/kill-train --kills 6 --aim-at-writes 0.5 --seed 1
+    python scripts/reliability/kill_sweep.py --train "{{ release }}/train" --out runs/reliability/short/kill-sweep --kills 3 --seed 1
+    python scripts/reliability/soak.py --train "{{ release }}/train" --out runs/reliability/short/soak --trials 30
+    python scripts/reliability/disk.py --train "{{ release }}/train" --out runs/reliability/short/disk --epochs-full 2
+
+# Reliability, recorded (RELIABILITY.md): 100 SIGKILLs of train at random moments and 50 aimed at atomic writes, resumed, each run bit-identical to an uninterrupted one
+[group('test')]
+reliability-kill-train: build
+    python scripts/reliability/kill_train.py --train "{{ release }}/train" --out runs/reliability/kill-train --kills 100 --seed 1
+    python scripts/reliability/kill_train.py --train "{{ release }}/train" --out runs/reliability/kill-train-aimed --kills 50 --aim-at-writes 1 --seed 2
+
+# Reliability, recorded: 50 SIGKILLs of a sweep's driver (and random SIGKILLs of its trials), --resume, every grid point finished once, Optuna loads every journal
+[group('test')]
+reliability-kill-sweep: build
+    python scripts/reliability/kill_sweep.py --train "{{ release }}/train" --out runs/reliability/kill-sweep --kills 50 --seed 1
+
+# Reliability, recorded: a 1000-trial sweep, one trial in five failing on purpose, run to the end and checked in Optuna (about 20 minutes on 2 cores)
+[group('test')]
+reliability-soak: build
+    python scripts/reliability/soak.py --train "{{ release }}/train" --out runs/reliability/soak --trials 1000 --parallel 2
+
+# Reliability, recorded: train's output and a sweep's journal filesystem filled up mid-run (tmpfs), read-only output; needs root for the mounts
+[group('test')]
+reliability-disk: build
+    python scripts/reliability/disk.py --train "{{ release }}/train" --out runs/reliability/disk --epochs-full 5
+
 # Train a config (a run directory under runs/)
 [group('use')]
 train config *args: build

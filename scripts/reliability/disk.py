@@ -226,6 +226,10 @@ def sweep_full(args, mnt, checks, figures):
             trials = rc.optuna_trials(os.path.join(d, "journal.log"), "sweep")
             case["optuna_trials_when_full"] = len(trials)
             case["states_when_full"] = dict(collections.Counter(t["state"] for t in trials))
+            case["failed_when_full"] = [
+                {"number": t["number"], "class": t["user_attrs"].get("error_class"),
+                 "message": str(t["user_attrs"].get("error_message"))[-300:]}
+                for t in trials if t["state"] == "FAIL"]
         except Exception as e:  # noqa: BLE001
             checks.check(False, f"{tag}: {e}")
         os.remove(os.path.join(mnt, "filler"))
