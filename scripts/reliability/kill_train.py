@@ -203,7 +203,7 @@ def main():
             aimed = False
             if kills < args.kills:
                 delay = rng.uniform(0, duration)
-                if rng.random() < args.aim_at_writes:
+                if args.aim_at_writes > 0 and rng.random() < args.aim_at_writes:
                     # Aimed: SIGKILL as soon as a temp file of an atomic write
                     # appears (new, or rewritten since the last look).
                     aimed = True
