@@ -14,8 +14,9 @@ Injects and checks:
    with a documented non-zero exit code (1 or 4), a message naming a file of
    the run directory and "No space left on device", never a panic or a
    signal; the last checkpoint still parses (train-checkpoint/v1); once the
-   filler is gone `train --resume` finishes with exit 0 and weights equal,
-   bit for bit, to an uninterrupted run's.
+   filler is gone `train --resume` (or, when the first checkpoint's own write
+   failed, `train --config C --out D` again) finishes with exit 0 and weights
+   equal, bit for bit, to an uninterrupted run's.
 2. train, read-only output: `--out` on a read-only tmpfs exits 2 naming the
    directory; a run killed mid-run (TRAINGUARD_FAULT=sigkill) whose
    filesystem is then remounted read-only: `train --resume` exits non-zero
@@ -130,14 +131,25 @@ def train_full(args, mnt, ref_dir, after_epoch, checks, cases):
         checks.check(not panicked(err), f"{tag}: a panic: {err[-1500:]}")
         checks.check("No space left on device" in err, f"{tag}: no 'No space left on device': {err[-600:]}")
         checks.check(bool(named), f"{tag}: the message names no file of {d}: {err[-600:]}")
-        try:
-            meta, _ = rc.check_checkpoint(os.path.join(d, "checkpoint.safetensors"))
-            case["checkpoint_epoch"] = int(meta["epoch"])
-        except Exception as e:  # noqa: BLE001
-            checks.check(False, f"{tag}: the last checkpoint does not load: {e}")
+        ckpt = os.path.join(d, "checkpoint.safetensors")
+        if os.path.exists(ckpt):
+            try:
+                meta, _ = rc.check_checkpoint(ckpt)
+                case["checkpoint_epoch"] = int(meta["epoch"])
+            except Exception as e:  # noqa: BLE001
+                checks.check(False, f"{tag}: the last checkpoint does not load: {e}")
+            again = [args.train, "--resume", d, "--threads", "1"]
+        else:
+            # The first checkpoint's own write failed (metrics.csv's row of
+            # epoch 1 comes before it): there is nothing to resume, and README
+            # says to start again: `train --config C --out D` (allowed, since D
+            # holds no checkpoint).
+            checks.check(".checkpoint.safetensors.tmp" in err,
+                         f"{tag}: no checkpoint, yet its write is not what failed: {err[-600:]}")
+            case["checkpoint_epoch"] = None
+            again = [args.train, "--config", args.config, "--out", d, "--threads", "1"]
         os.remove(os.path.join(mnt, "filler"))
-        r = subprocess.run([args.train, "--resume", d, "--threads", "1"], env=rc.env_without_faults(),
-                           capture_output=True, text=True)
+        r = subprocess.run(again, env=rc.env_without_faults(), capture_output=True, text=True)
         case["resume_exit"] = r.returncode
         checks.check(r.returncode == 0, f"{tag}: --resume after space is back exited {r.returncode}: {r.stderr[-600:]}")
         if r.returncode == 0:
