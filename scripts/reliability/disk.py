@@ -23,7 +23,9 @@ Injects and checks:
    with a message naming a file, no panic; remounted read-write, --resume
    finishes bit-identical to the reference.
 3. sweep, journal's filesystem full mid-sweep: the driver stops with a
-   non-zero documented exit code (1 or 4) and a message, no panic; Optuna
+   non-zero documented exit code (1 or 4) and a message about the full disk
+   (the file whose write failed: the journal, or a trial's file), no panic
+   of the driver; Optuna
    4.x loads the journal; once the filler is gone `train sweep --resume`
    exits 0 and every grid point is finished once.
 """
@@ -233,7 +235,11 @@ def sweep_full(args, mnt, checks, figures):
         case = {"exit": p.returncode, "filler_bytes": filled, "last_lines": lines[-3:]}
         checks.check(p.returncode in DOCUMENTED_FAIL, f"{tag}: exit {p.returncode}: {err[-800:]}")
         checks.check(not panicked(err), f"{tag}: a panic: {err[-1500:]}")
-        checks.check("No space left on device" in err, f"{tag}: no 'No space left on device' message: {err[-800:]}")
+        # The driver says which write failed: a file's ENOSPC ("No space left
+        # on device"), or the journal's own append ("short write ...; disk
+        # full?": the record was not written).
+        checks.check("No space left on device" in err or "disk full" in err,
+                     f"{tag}: no message about the full disk: {err[-800:]}")
         try:
             trials = rc.optuna_trials(os.path.join(d, "journal.log"), "sweep")
             case["optuna_trials_when_full"] = len(trials)
@@ -242,6 +248,11 @@ def sweep_full(args, mnt, checks, figures):
                 {"number": t["number"], "class": t["user_attrs"].get("error_class"),
                  "message": str(t["user_attrs"].get("error_message"))[-300:]}
                 for t in trials if t["state"] == "FAIL"]
+            # Known defect (RELIABILITY.md, Findings): a trial whose train.log
+            # is on the full disk panics in its first eprintln! (exit 101,
+            # empty log) and is recorded FAIL `other`, which --resume keeps.
+            case["trials_failed_other_when_full"] = sum(
+                1 for t in trials if t["state"] == "FAIL" and t["user_attrs"].get("error_class") == "other")
         except Exception as e:  # noqa: BLE001
             checks.check(False, f"{tag}: {e}")
         os.remove(os.path.join(mnt, "filler"))
