@@ -135,13 +135,14 @@ setup:
     headers
     optuna
 
-# The whole suite: format, lints, every crate's tests, 10 s of each fuzzer
+# The whole suite: format, lints, every crate's tests, 10 s of each fuzzer, the short reliability tests
 [group('test')]
 test: setup
     cargo fmt --all --check
     cargo clippy --workspace --all-targets -- -D warnings
     cargo test --workspace
     bash scripts/fuzz/run.sh short
+    {{ just_executable() }} reliability-short
 
 # The fuzzers of every parser a user can feed, 1e6 inputs each (nightly Rust and cargo-fuzz; tens of minutes on 2 cores)
 [group('test')]
@@ -154,6 +155,36 @@ test-slurm: setup
     # The debug build `just test` made (its features, so nothing rebuilds after it).
     cargo test --workspace --no-run --quiet
     TRAIN="{{ justfile_directory() }}/target/debug/train" bash scripts/slurm/sweep-test.sh
+
+# Reliability, short (part of `just test`; needs root for its tmpfs mounts): 6 SIGKILLs of train (half aimed at atomic writes) and resumes, 3 SIGKILLs of a sweep's driver, a 30-trial soak with faults, disk full and read-only output, with `just test`'s debug build. Results: runs/reliability/short/
+[group('test')]
+reliability-short: setup
+    cargo test --workspace --no-run --quiet
+    python scripts/reliability/kill_train.py --train target/debug/train --out runs/reliability/short/kill-train --kills 6 --aim-at-writes 0.5 --seed 1
+    python scripts/reliability/kill_sweep.py --train target/debug/train --out runs/reliability/short/kill-sweep --kills 3 --seed 1
+    python scripts/reliability/soak.py --train target/debug/train --out runs/reliability/short/soak --trials 30
+    python scripts/reliability/disk.py --train target/debug/train --out runs/reliability/short/disk --epochs-full 2
+
+# Reliability, recorded (RELIABILITY.md): 100 SIGKILLs of train at random moments and 50 aimed at atomic writes, resumed, each run bit-identical to an uninterrupted one
+[group('test')]
+reliability-kill-train: build
+    python scripts/reliability/kill_train.py --train "{{ release }}/train" --out runs/reliability/kill-train --kills 100 --seed 1
+    python scripts/reliability/kill_train.py --train "{{ release }}/train" --out runs/reliability/kill-train-aimed --kills 50 --aim-at-writes 1 --seed 2
+
+# Reliability, recorded: 50 SIGKILLs of a sweep's driver (and random SIGKILLs of its trials), --resume, every grid point finished once, Optuna loads every journal
+[group('test')]
+reliability-kill-sweep: build
+    python scripts/reliability/kill_sweep.py --train "{{ release }}/train" --out runs/reliability/kill-sweep --kills 50 --seed 1
+
+# Reliability, recorded: a 1000-trial sweep, one trial in five failing on purpose, run to the end and checked in Optuna (about 20 minutes on 2 cores)
+[group('test')]
+reliability-soak: build
+    python scripts/reliability/soak.py --train "{{ release }}/train" --out runs/reliability/soak --trials 1000 --parallel 2
+
+# Reliability, recorded: train's output and a sweep's journal filesystem filled up mid-run (tmpfs), read-only output; needs root for the mounts
+[group('test')]
+reliability-disk: build
+    python scripts/reliability/disk.py --train "{{ release }}/train" --out runs/reliability/disk --epochs-full 5
 
 # Train a config (a run directory under runs/)
 [group('use')]

@@ -280,6 +280,32 @@ fn go_chain(mut chain: ChainState, out: PathBuf, opts: &Options) -> anyhow::Resu
             events.emit(&Event::AlreadyFinished {
                 epochs: config.epochs,
             })?;
+            // Killed after its last checkpoint, before summary.yaml was
+            // whole (found by scripts/reliability/kill_train.py): the run
+            // finished every epoch but never said so; say it now.
+            if !out.join("summary.yaml").exists() {
+                let reason = format!("completed {} epochs", config.epochs);
+                let mut legs = chain.legs.clone();
+                legs.push(Leg {
+                    config: name.clone(),
+                    first_epoch: trainer.start_epoch,
+                    last_epoch: history.last().map(|r| r.epoch),
+                    status: RunStatus::Finished,
+                    stop_reason: reason.clone(),
+                    error_class: None,
+                    carried_tensors: None,
+                    seconds: 0.0,
+                });
+                events.emit(&Event::Ended(&End {
+                    status: RunStatus::Finished,
+                    stop_reason: reason,
+                    error_class: None,
+                    peak_memory: trainer.peak.clone(),
+                    micro_batch: trainer.micro_batch,
+                    time_s: chain.seconds_before + started.elapsed().as_secs_f64(),
+                    legs,
+                }))?;
+            }
             return Ok(exit::OK);
         }
         let first_epoch = trainer.start_epoch;

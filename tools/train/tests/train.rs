@@ -183,6 +183,35 @@ fn kill_9_mid_epoch_then_resume_ends_with_the_same_weights() {
     assert_eq!(epochs, ["1", "2", "3", "4"]);
 }
 
+/// A run killed after its last checkpoint, while summary.yaml was being
+/// written (found by scripts/reliability/kill_train.py --aim-at-writes):
+/// `--resume` writes the summary it never wrote instead of exiting 0 with
+/// none.
+#[test]
+fn a_run_killed_writing_its_summary_gets_one_on_resume() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write(dir.path(), "tiny.yaml", TINY);
+    let run = dir.path().join("run");
+    train()
+        .arg("--config")
+        .arg(&cfg)
+        .arg("--out")
+        .arg(&run)
+        .assert()
+        .success();
+    let written = summary_of(&run);
+    // As a kill inside write_atomic leaves it: the temp file, no summary.
+    std::fs::rename(run.join("summary.yaml"), run.join(".summary.yaml.tmp.yaml")).unwrap();
+    let resumed = train().arg("--resume").arg(&run).assert().success();
+    assert!(String::from_utf8_lossy(&resumed.get_output().stderr).contains("already finished"));
+    let s = summary_of(&run);
+    assert_eq!(s.status, common::wire::train::RunStatus::Finished);
+    assert_eq!(s.epochs_completed, written.epochs_completed);
+    assert_eq!(s.best, written.best);
+    assert_eq!(s.last, written.last);
+    assert!(!run.join(".summary.yaml.tmp.yaml").exists());
+}
+
 #[test]
 fn a_damaged_checkpoint_is_refused_not_restarted() {
     let dir = tempfile::tempdir().unwrap();
