@@ -44,7 +44,14 @@ pub fn write_atomic_with(
     if done.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
-    done?;
+    // Name the file the user knows, and say the old one is intact.
+    done.with_context(|| match path.exists() {
+        true => format!(
+            "{}: not written; the previous one is intact",
+            path.display()
+        ),
+        false => format!("{}: not written", path.display()),
+    })?;
     sync_dir(dir);
     Ok(())
 }

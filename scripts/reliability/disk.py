@@ -248,11 +248,15 @@ def sweep_full(args, mnt, checks, figures):
                 {"number": t["number"], "class": t["user_attrs"].get("error_class"),
                  "message": str(t["user_attrs"].get("error_message"))[-300:]}
                 for t in trials if t["state"] == "FAIL"]
-            # Known defect (RELIABILITY.md, Findings): a trial whose train.log
-            # is on the full disk panics in its first eprintln! (exit 101,
-            # empty log) and is recorded FAIL `other`, which --resume keeps.
+            # A trial that failed while the disk was full failed for the disk:
+            # it is recorded `interrupted` (run again on --resume), never a
+            # failure of its parameters (RELIABILITY.md, finding 2).
             case["trials_failed_other_when_full"] = sum(
-                1 for t in trials if t["state"] == "FAIL" and t["user_attrs"].get("error_class") == "other")
+                1 for t in trials if t["state"] == "FAIL" and t["user_attrs"].get("error_class") != "interrupted")
+            case["trials_interrupted_when_full"] = sum(
+                1 for t in trials if t["user_attrs"].get("error_class") == "interrupted")
+            checks.check(case["trials_failed_other_when_full"] == 0,
+                         f"{tag}: trials recorded failed for a full disk: {case['failed_when_full']}")
         except Exception as e:  # noqa: BLE001
             checks.check(False, f"{tag}: {e}")
         os.remove(os.path.join(mnt, "filler"))

@@ -199,6 +199,7 @@ pub fn run(args: &Args, train: &Path) -> anyhow::Result<u8> {
         slots: plan.slots,
         inherit_gpus: in_slurm && std::env::var_os("CUDA_VISIBLE_DEVICES").is_some(),
         running: Vec::new(),
+        disk_full: None,
     };
     if mode == Mode::Resume {
         driver.recover()?;
@@ -386,6 +387,9 @@ struct Driver {
     /// Slurm chose this worker's GPUs: trials inherit CUDA_VISIBLE_DEVICES.
     inherit_gpus: bool,
     running: Vec<Running>,
+    /// Set when a trial failed while the sweep's filesystem was full: the
+    /// sweep stops (its trials would all fail the same way).
+    disk_full: Option<String>,
 }
 
 fn attr_str<'a>(t: &'a Trial, key: &str) -> Option<&'a str> {
@@ -610,8 +614,21 @@ impl Driver {
         let started = Instant::now();
         let mut stopping: Option<(u8, String)> = None;
         loop {
-            if STOP.load(Ordering::SeqCst) && stopping.is_none() {
-                stopping = Some((STOPPED, "stopped by Ctrl-C or SIGTERM".into()));
+            let why_stop = if STOP.load(Ordering::SeqCst) {
+                Some((STOPPED, "stopped by Ctrl-C or SIGTERM".to_string()))
+            } else {
+                self.disk_full.take().map(|why| {
+                    (
+                        common::exit::INTERNAL,
+                        format!(
+                            "stopped: {why}; free some space, then `train sweep --resume {}`",
+                            self.dir.display()
+                        ),
+                    )
+                })
+            };
+            if let (Some(why), None) = (why_stop, &stopping) {
+                stopping = Some(why);
                 for r in &mut self.running {
                     if r.ending.is_none() {
                         r.ending = Some((Ending::Interrupted, Instant::now()));
@@ -626,7 +643,7 @@ impl Driver {
                 }
             }
             self.watch(&study)?;
-            let exhausted = stopping.is_none() && self.launch(cap)?;
+            let exhausted = stopping.is_none() && self.disk_full.is_none() && self.launch(cap)?;
             if self.running.is_empty() {
                 let study = self.study()?;
                 if stopping.is_some() || exhausted {
@@ -968,6 +985,28 @@ impl Driver {
                 }
             }
         };
+        // A trial that failed while the disk is full failed for the disk,
+        // not for its parameters: it runs again once there is space.
+        let full = match (outcome, ending) {
+            (Outcome::Fail, None) => full_disk(&self.dir),
+            _ => None,
+        };
+        let (outcome, more) = match full {
+            Some(full) => {
+                self.disk_full = Some(full.clone());
+                fail(
+                    Class::Interrupted.as_str(),
+                    format!(
+                        "it ended while {full}; it runs again on `train sweep --resume` (its own message: {})",
+                        more.iter()
+                            .find(|(k, _)| *k == "error_message")
+                            .and_then(|(_, v)| v.as_str())
+                            .unwrap_or("none")
+                    ),
+                )
+            }
+            None => (outcome, more),
+        };
         attrs.extend(more);
         for (k, v) in &attrs {
             self.journal.set_user_attr(r.id, k, v)?;
@@ -987,6 +1026,27 @@ impl Driver {
         common::say!("train sweep: trial {} {word}", r.number);
         self.journal.finish_trial(r.id, outcome)
     }
+}
+
+/// Under this many free bytes the sweep's filesystem counts as full.
+const FULL_BELOW: u64 = 1 << 20;
+
+/// "the filesystem of DIR is full (N bytes free)", if it is.
+fn full_disk(dir: &Path) -> Option<String> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    // SAFETY: statvfs(3) fills the zeroed struct from a NUL-terminated path.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return None;
+    }
+    let free = st.f_bavail as u64 * st.f_frsize as u64;
+    (free < FULL_BELOW).then(|| {
+        format!(
+            "the filesystem of {} is full ({free} bytes free)",
+            dir.display()
+        )
+    })
 }
 
 /// A metrics.csv column by name (space::METRICS).
