@@ -163,7 +163,7 @@ reliability-short: setup
     python scripts/reliability/kill_train.py --train target/debug/train --out runs/reliability/short/kill-train --kills 6 --aim-at-writes 0.5 --seed 1
     python scripts/reliability/kill_sweep.py --train target/debug/train --out runs/reliability/short/kill-sweep --kills 3 --seed 1
     python scripts/reliability/soak.py --train target/debug/train --out runs/reliability/short/soak --trials 30
-    python scripts/reliability/disk.py --train target/debug/train --out runs/reliability/short/disk --epochs-full 2
+    python scripts/reliability/disk.py --train target/debug/train --out runs/reliability/short/disk --epochs-full 2 --skip-without-mount
 
 # Reliability, recorded (RELIABILITY.md): 100 SIGKILLs of train at random moments and 50 aimed at atomic writes, resumed, each run bit-identical to an uninterrupted one
 [group('test')]
