@@ -250,7 +250,8 @@ def sweep_full(args, mnt, checks, figures):
         checks.check(not panicked(err), f"{tag}: a panic: {err[-1500:]}")
         # The driver says which write failed: a file's ENOSPC ("No space left
         # on device"), or the journal's own append ("short write ...; disk
-        # full?": the record was not written).
+        # full?": the record was not written), or that a trial failed while
+        # the filesystem was full ("stopped, disk full: ...").
         checks.check("No space left on device" in err or "disk full" in err,
                      f"{tag}: no message about the full disk: {err[-800:]}")
         try:

@@ -621,7 +621,7 @@ impl Driver {
                     (
                         common::exit::INTERNAL,
                         format!(
-                            "stopped: {why}; free some space, then `train sweep --resume {}`",
+                            "stopped, disk full: {why}; free some space, then `train sweep --resume {}`",
                             self.dir.display()
                         ),
                     )
