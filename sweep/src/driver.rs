@@ -200,6 +200,7 @@ pub fn run(args: &Args, train: &Path) -> anyhow::Result<u8> {
         inherit_gpus: in_slurm && std::env::var_os("CUDA_VISIBLE_DEVICES").is_some(),
         running: Vec::new(),
         disk_full: None,
+        owner: Owner::this().to_json(),
     };
     if mode == Mode::Resume {
         driver.recover()?;
@@ -217,24 +218,19 @@ fn slurm_plan(parallel: Option<u32>) -> placement::Plan {
     let k = parallel.unwrap_or(1).max(1);
     let cpus = crate::slurm::cpus_from_env()
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    let threads = (cpus / k as usize).max(1) as i32;
-    let gpus = std::env::var("CUDA_VISIBLE_DEVICES").ok();
+    let slots = placement::cpu_slots(k, cpus);
+    let why = format!(
+        "Slurm task {}: {k} trial(s) at a time, {} libtorch thread(s) each of the {cpus} core(s) Slurm gave it, {}",
+        crate::slurm::task_from_env().unwrap_or_default(),
+        slots[0].threads.unwrap_or(1),
+        match std::env::var("CUDA_VISIBLE_DEVICES") {
+            Ok(g) => format!("on its GPUs (CUDA_VISIBLE_DEVICES={g})"),
+            Err(_) => "no GPU (Slurm set no CUDA_VISIBLE_DEVICES)".into(),
+        }
+    );
     placement::Plan {
-        slots: vec![
-            Slot {
-                gpu: None,
-                threads: Some(threads),
-            };
-            k as usize
-        ],
-        why: vec![format!(
-            "Slurm task {}: {k} trial(s) at a time, {threads} libtorch thread(s) each of the {cpus} core(s) Slurm gave it, {}",
-            crate::slurm::task_from_env().unwrap_or_default(),
-            match gpus {
-                Some(g) => format!("on its GPUs (CUDA_VISIBLE_DEVICES={g})"),
-                None => "no GPU (Slurm set no CUDA_VISIBLE_DEVICES)".into(),
-            }
-        )],
+        slots,
+        why: vec![why],
     }
 }
 
@@ -390,6 +386,9 @@ struct Driver {
     /// Set when a trial failed while the sweep's filesystem was full: the
     /// sweep stops (its trials would all fail the same way).
     disk_full: Option<String>,
+    /// This worker (`Owner::this`), read once: each trial records it, and
+    /// a claim should not read /proc under the journal's lock.
+    owner: Value,
 }
 
 fn attr_str<'a>(t: &'a Trial, key: &str) -> Option<&'a str> {
@@ -567,7 +566,7 @@ impl Driver {
         };
         record
             .user_attrs
-            .insert(owner::ATTR.into(), Owner::this().to_json());
+            .insert(owner::ATTR.into(), self.owner.clone());
         if let Some(from) = retried_from {
             record
                 .user_attrs

@@ -40,21 +40,13 @@ pub fn plan(
     let mut why = Vec::new();
     if gpus.is_empty() {
         let k = parallel.unwrap_or_else(|| (cpus / 2).max(1) as u32).max(1);
-        let threads = (cpus / k as usize).max(1) as i32;
+        let slots = cpu_slots(k, cpus);
         why.push(format!(
-            "no GPU: {k} trial(s) at once on the CPU ({}), {threads} libtorch thread(s) each of {cpus} core(s)",
-            if parallel.is_some() { "--parallel" } else { "auto: one per two cores" }
+            "no GPU: {k} trial(s) at once on the CPU ({}), {} libtorch thread(s) each of {cpus} core(s)",
+            if parallel.is_some() { "--parallel" } else { "auto: one per two cores" },
+            slots[0].threads.unwrap_or(1)
         ));
-        return Ok(Plan {
-            slots: vec![
-                Slot {
-                    gpu: None,
-                    threads: Some(threads),
-                };
-                k as usize
-            ],
-            why,
-        });
+        return Ok(Plan { slots, why });
     }
     let peak = peak_mib.max(1);
     let mut fits = Vec::new();
@@ -104,6 +96,19 @@ pub fn plan(
     }
     why.push(format!("{k} trial(s) at once"));
     Ok(Plan { slots, why })
+}
+
+/// `k` slots without a GPU pinned, the `cpus` cores split between them.
+pub fn cpu_slots(k: u32, cpus: usize) -> Vec<Slot> {
+    let k = k.max(1);
+    let threads = (cpus / k as usize).max(1) as i32;
+    vec![
+        Slot {
+            gpu: None,
+            threads: Some(threads),
+        };
+        k as usize
+    ]
 }
 
 #[cfg(test)]

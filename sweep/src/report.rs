@@ -245,10 +245,10 @@ pub fn status(dir: &Path) -> anyhow::Result<u8> {
         let progress = last.map_or("no epoch yet".to_string(), |(e, v)| {
             format!("epoch {e}: {} {v:.6}", space.metric.name)
         });
+        let train_pid = driver::live_trial_pid(&driver::trial_dir(dir, t.number));
         match crate::owner::liveness(t, &queue) {
             Liveness::Live(where_) => {
-                let pid = driver::live_trial_pid(&driver::trial_dir(dir, t.number))
-                    .map_or(String::new(), |p| format!(", train pid {p}"));
+                let pid = train_pid.map_or(String::new(), |p| format!(", train pid {p}"));
                 writeln!(
                     out,
                     "running: trial {} ({where_}{pid}), {progress}",
@@ -256,10 +256,9 @@ pub fn status(dir: &Path) -> anyhow::Result<u8> {
                 )?
             }
             Liveness::Gone(why) => {
-                let leftover = driver::live_trial_pid(&driver::trial_dir(dir, t.number))
-                    .map_or(String::new(), |p| {
-                        format!(" (its train, pid {p}, still runs)")
-                    });
+                let leftover = train_pid.map_or(String::new(), |p| {
+                    format!(" (its train, pid {p}, still runs)")
+                });
                 writeln!(
                     out,
                     "trial {} is RUNNING in the journal but {why}{leftover}: `train sweep --resume {}` runs it again",

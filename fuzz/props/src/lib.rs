@@ -117,19 +117,20 @@ pub fn wire(data: &[u8]) -> Result<(), String> {
         Ok(i) => i,
         Err(r) => return r,
     };
-    if let Ok(settings) = parse::<sweep::driver::Settings>(NAME, &i.text) {
+    match parse::<sweep::driver::Settings>(NAME, &i.text) {
         // sweep.yaml keeps the space's text under the space's own name.
-        let space = settings.space();
-        if let Err(e) = &space {
-            let named = format!("{e:#}").contains(&settings.space_name);
-            if common::exit::code_of(e) != common::exit::BAD_INPUT || !named {
-                return Err(format!(
-                    "the space in sweep.yaml refused without exit 2 or its name: {e:#}"
-                ));
+        Ok(settings) => {
+            if let Err(e) = settings.space() {
+                let named = format!("{e:#}").contains(&settings.space_name);
+                if common::exit::code_of(&e) != common::exit::BAD_INPUT || !named {
+                    return Err(format!(
+                        "the space in sweep.yaml refused without exit 2 or its name: {e:#}"
+                    ));
+                }
             }
         }
+        Err(e) => refused_well(&e)?,
     }
-    check(parse::<sweep::driver::Settings>(NAME, &i.text))?;
     check(parse::<sweep::slurm::SlurmJobs>(NAME, &i.text))?;
     check(parse::<train::TrainSummary>(NAME, &i.text))?;
     check(parse::<train::ChainState>(NAME, &i.text))?;
