@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """What one trial of a sweep costs beyond its training, side by side.
 
-trainguard has no sweep runner yet (README, "Status"); this measures what a
-sweep built on train pays per trial, against what a Python sweep pays, on
+`train sweep` runs each trial as its own train process; this measures what
+that pays per trial, against what a Python sweep pays, on
 the smallest useful trial (bench/trial_tiny.yaml: one step, one validation
 batch, a checkpoint), whose wall time is almost all overhead:
 

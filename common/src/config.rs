@@ -1,7 +1,7 @@
 //! The training config: one schema for cfgcheck, train and verify-fixes. Keys
 //! are the seeds' (memory_optimized, gradient_checkpointing, torch_compile,
 //! torch_compile_mode, batch_size, temporal_frames, epochs, architecture.name,
-//! ...) plus what a trainer needs; every key has a default (README, "Config").
+//! ...) plus what a trainer needs; every key has a default (docs/GUIDE.md, "Config").
 //!
 //! Reading never panics: serde reports type errors with their key path and
 //! line, `validate` the impossible values, and an unknown key names the
@@ -290,7 +290,7 @@ impl Config {
         let name = &input.name;
         if input.text.trim().is_empty() {
             return Err(bad_input!(
-                "{name}: empty; expected a YAML training config (see README, \"Config\")"
+                "{name}: empty; expected a YAML training config (see docs/GUIDE.md, \"Config\")"
             ));
         }
         let value: serde_yaml::Value =

@@ -1,4 +1,4 @@
-//! Exit codes shared by every tool (documented in README, "Exit codes"), and
+//! Exit codes shared by every tool (documented in docs/FORMATS.md, "Exit codes"), and
 //! the error that carries one (uucore's `UError::code()` in spirit): a
 //! failed check is told from a tool that broke.
 

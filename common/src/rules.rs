@@ -16,7 +16,7 @@ pub use crate::hazards::{
 };
 pub use crate::wire::cfgcheck::{Finding, Skipped};
 
-/// A rule's fixed description, for `cfgcheck --list-rules` and README.
+/// A rule's fixed description, for `cfgcheck --list-rules` and docs/GUIDE.md, "Rules".
 pub struct Rule {
     pub id: HazardId,
     pub severity: Severity,

@@ -156,9 +156,9 @@ def train_full(args, mnt, ref_dir, after_epoch, checks, cases):
             again = [args.train, "--resume", d, "--threads", "1"]
         else:
             # The first checkpoint's own write failed (metrics.csv's row of
-            # epoch 1 comes before it): there is nothing to resume, and README
-            # says to start again: `train --config C --out D` (allowed, since D
-            # holds no checkpoint).
+            # epoch 1 comes before it): there is nothing to resume, and
+            # docs/GUIDE.md, "train" says to start again: `train --config C
+            # --out D` (allowed, since D holds no checkpoint).
             checks.check(".checkpoint.safetensors.tmp" in err,
                          f"{tag}: no checkpoint, yet its write is not what failed: {err[-600:]}")
             case["checkpoint_epoch"] = None

@@ -1164,7 +1164,7 @@ impl Reader<'_> {
             } else {
                 match nearest_key(key, &known) {
                     Some(k) => format!("`{key}` is not a config key; did you mean `{k}`?"),
-                    None => format!("`{key}` is not a config key (see README, \"Config\")"),
+                    None => format!("`{key}` is not a config key (see docs/GUIDE.md, \"Config\")"),
                 }
             };
             return Err(self.err(&path, msg));
@@ -1456,7 +1456,10 @@ mod tests {
             "{e}"
         );
         let e = err(&format!("{HEAD}  zzzzzzzzzzzzzz: {{values: [1]}}\n"));
-        assert!(e.contains("not a config key (see README"), "{e}");
+        assert!(
+            e.contains("not a config key (see docs/GUIDE.md, \"Config\")"),
+            "{e}"
+        );
         let e = err(&format!(
             "{HEAD}  dropout: {{values: [0.1]}}\nmethd: grid\n"
         ));

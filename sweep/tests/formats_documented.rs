@@ -1,16 +1,22 @@
 //! The sweep's own formats, like common's (common/tests/formats_documented.rs):
-//! README's "File formats" section names each schema and every field.
+//! docs/FORMATS.md, "File formats" names each schema and every field.
 
 #[test]
-fn readme_names_every_sweep_schema_and_field() {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"))
-        .expect("README.md at the workspace root");
-    let mut missing = common::wire::undocumented::<sweep::driver::Settings>(&readme);
+fn formats_doc_names_every_sweep_schema_and_field() {
+    let formats =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/FORMATS.md"))
+            .expect("docs/FORMATS.md at the workspace root");
+    let guide = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/GUIDE.md"))
+        .expect("docs/GUIDE.md at the workspace root");
+    let docs = format!("{formats}\n{guide}");
+    let mut missing = common::wire::undocumented::<sweep::driver::Settings>(&docs);
     missing.extend(common::wire::undocumented::<sweep::report::SweepReport>(
-        &readme,
+        &docs,
     ));
-    missing.extend(common::wire::undocumented::<sweep::slurm::SlurmJobs>(
-        &readme,
-    ));
-    assert!(missing.is_empty(), "README lacks:\n{}", missing.join("\n"));
+    missing.extend(common::wire::undocumented::<sweep::slurm::SlurmJobs>(&docs));
+    assert!(
+        missing.is_empty(),
+        "docs/FORMATS.md lacks:\n{}",
+        missing.join("\n")
+    );
 }

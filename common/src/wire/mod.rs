@@ -3,7 +3,7 @@
 //! beside it (ripgrep documents its wire format on the type that writes it).
 //! Writers serialise the struct; readers go through [`parse`], which reads
 //! `schema` first, so a file of another version or kind is named as such
-//! before its fields are judged. README's "File formats" section documents
+//! before its fields are judged. docs/FORMATS.md, "File formats" documents
 //! each one, and a test (common/tests/formats_documented.rs) checks that it
 //! names every schema in [`all`] and every field of its example.
 //!
@@ -21,8 +21,8 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 /// A versioned format: its schema name (`name/vN`) and an example instance
-/// with every optional field filled, from which the README check takes the
-/// field names.
+/// with every optional field filled, from which the docs check
+/// (`formats_documented`) takes the field names.
 pub trait Versioned: Serialize + DeserializeOwned {
     const SCHEMA: &'static str;
     fn example() -> Self;
@@ -80,7 +80,7 @@ pub fn kind_of(v: &serde_yaml::Value) -> &'static str {
     }
 }
 
-/// Every format: its schema name and its example as JSON (for the README
+/// Every format: its schema name and its example as JSON (for the docs
 /// check and for tools that list formats).
 pub fn all() -> Vec<(&'static str, serde_json::Value)> {
     fn entry<T: Versioned>() -> (&'static str, serde_json::Value) {
@@ -107,7 +107,7 @@ pub fn all() -> Vec<(&'static str, serde_json::Value)> {
 }
 
 /// The field names of a JSON value, nested ones included (each name alone,
-/// as README's tables write them).
+/// as docs/FORMATS.md's tables write them).
 pub fn field_names(v: &serde_json::Value, out: &mut std::collections::BTreeSet<String>) {
     match v {
         serde_json::Value::Object(m) => {
@@ -124,7 +124,7 @@ pub fn field_names(v: &serde_json::Value, out: &mut std::collections::BTreeSet<S
     }
 }
 
-/// What README's "File formats" section (with its "Config" section, where a
+/// What docs/FORMATS.md, "File formats" (with docs/GUIDE.md, "Config", where a
 /// resolved config's keys are documented) does not name of format `T`: its
 /// schema, and each field of its example, as whole words. The tests of every
 /// crate with formats call it (common's and sweep's).

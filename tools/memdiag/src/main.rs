@@ -1,5 +1,6 @@
 //! memdiag: what the GPUs hold now, read through NVML, as a `memdiag/v1` report
-//! (README, "memdiag report"). A table on a terminal, YAML in a pipe.
+//! (docs/FORMATS.md, "`memdiag/v1` report (memdiag's output, GPU profiles)"). A table on a
+//! terminal, YAML in a pipe.
 
 mod nvml;
 mod watch;

@@ -85,7 +85,7 @@ enum Command {
     /// the class balance, without training.
     CheckData(check_data::Args),
     /// A hyper-parameter search, each trial a train process, every result
-    /// in an Optuna journal (README, "Sweeps").
+    /// in an Optuna journal (docs/GUIDE.md, "Sweeps: train sweep").
     Sweep(Box<sweep::cli::Args>),
 }
 

@@ -2,7 +2,7 @@
 //! run directory, the environment the run gets, the fallback chain, and the
 //! events of a run's start and end. Run directory: config.yaml (the resolved
 //! config in use), metrics.csv, best.safetensors, checkpoint.safetensors,
-//! summary.yaml, curves.png, and chain.yaml with --fallback (README, "train").
+//! summary.yaml, curves.png, and chain.yaml with --fallback (docs/GUIDE.md, "Run directory").
 
 use crate::checkpoint::CHECKPOINT;
 use crate::events::{End, Event, Start};

@@ -454,7 +454,7 @@ impl Context<'_> {
                 name,
                 Status::Fail,
                 format!("train failed: {}", last_line(&first.stderr)),
-                Some("read the message above; `cfgcheck` the config; see README \"When a run fails\"".into()),
+                Some("read the message above; `cfgcheck` the config; see docs/TROUBLESHOOTING.md, \"When a run fails\"".into()),
             );
         }
         let rows = std::fs::read_to_string(run.join("metrics.csv"))

@@ -283,7 +283,7 @@ fn space_variants(base: &Config, path: &Path) -> anyhow::Result<Vec<(String, Con
         return Ok(corners);
     }
     common::say!(
-        "verify-fixes: {}: space/v1 is deprecated: write the space as a sweep space (README, \"Sweeps\"), which train sweep reads too",
+        "verify-fixes: {}: space/v1 is deprecated: write the space as a sweep space (see docs/GUIDE.md, \"The search space: W&B's sweep YAML\"), which train sweep reads too",
         input.name
     );
     let name = &input.name;
