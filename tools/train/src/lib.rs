@@ -4,25 +4,11 @@
 //! continues a killed run, `train info` reports the libtorch it runs on,
 //! `train bench` and `train check-data` serve the benchmarks and verify-fixes.
 
-pub mod bench;
-pub mod check_data;
-pub mod checkpoint;
-pub mod cuda_driver;
-pub mod data;
-pub mod events;
-pub mod fault;
-pub mod info;
-pub mod listeners;
-pub mod metrics;
+pub mod commands;
 pub mod model;
-pub mod optim;
-pub mod panics;
 pub mod run;
-pub mod shim;
-pub mod step;
-pub mod strategy;
-pub mod tensor_bytes;
-pub mod trainer;
+pub mod system;
+pub mod training;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -78,12 +64,12 @@ pub struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Report the torch version, CUDA and cuDNN availability and the devices.
-    Info(info::Args),
+    Info(commands::info::Args),
     /// Time training steps on a fixed batch (for bench/train_vs_pytorch.py).
-    Bench(bench::Args),
+    Bench(commands::bench::Args),
     /// Check the config's data (shapes, dtypes, NaN/inf, labels) and print
     /// the class balance, without training.
-    CheckData(check_data::Args),
+    CheckData(commands::check_data::Args),
     /// A hyper-parameter search, each trial a train process, every result
     /// in an Optuna journal (README, "Sweeps").
     Sweep(Box<sweep::cli::Args>),
@@ -103,9 +89,9 @@ pub fn main() -> ExitCode {
             original_env,
         };
         match (&cli.command, &cli.resume, &cli.config) {
-            (Some(Command::Info(args)), _, _) => info::run(args),
-            (Some(Command::Bench(args)), _, _) => bench::run(args),
-            (Some(Command::CheckData(args)), _, _) => check_data::run(args),
+            (Some(Command::Info(args)), _, _) => commands::info::run(args),
+            (Some(Command::Bench(args)), _, _) => commands::bench::run(args),
+            (Some(Command::CheckData(args)), _, _) => commands::check_data::run(args),
             (Some(Command::Sweep(args)), _, _) => {
                 let me = std::env::current_exe()
                     .map_err(|e| anyhow::anyhow!("cannot find train's own executable: {e}"))?;

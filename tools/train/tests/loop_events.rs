@@ -5,9 +5,9 @@ use common::config::Config;
 use std::cell::RefCell;
 use std::rc::Rc;
 use tch::Device;
-use train::events::{Event, Listener, Listeners, Skip};
-use train::fault::Faults;
-use train::trainer::{Stop, Trainer};
+use train::training::events::{Event, Listener, Listeners, Skip};
+use train::training::fault::Faults;
+use train::training::trainer::{Stop, Trainer};
 
 /// Writes down each event it receives, one word (and numbers) per event.
 struct Record(Rc<RefCell<Vec<String>>>);

@@ -2,7 +2,7 @@
 //! recoveries and fallbacks, and a progress bar within an epoch when stderr
 //! is a terminal (plain lines when piped).
 
-use crate::events::{Event, Listener, Skip};
+use crate::training::events::{Event, Listener, Skip};
 use common::wire::train::RunStatus;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;

@@ -8,17 +8,17 @@
 //! RNG is reseeded from (seed, global step) before each step, and the
 //! checkpoint holds the weights, batch-norm statistics and AdamW's moments.
 
-use crate::checkpoint::Checkpointer;
-use crate::data::{self, Dataset};
-use crate::events::{Event, Listeners, Skip};
-use crate::fault::Faults;
-use crate::metrics::{self, TaskMetrics};
-use crate::model::Net;
-use crate::optim::{self, AdamW, LossScaler};
-use crate::panics;
-use crate::shim;
-use crate::step::{self, Amp};
-use crate::strategy::{EveryEpochBestByValLoss, SaveStrategy};
+use crate::model::data::{self, Dataset};
+use crate::model::net::Net;
+use crate::model::optim::{self, AdamW, LossScaler};
+use crate::system::panics;
+use crate::system::shim;
+use crate::training::checkpoint::Checkpointer;
+use crate::training::events::{Event, Listeners, Skip};
+use crate::training::fault::Faults;
+use crate::training::metrics::{self, TaskMetrics};
+use crate::training::step::{self, Amp};
+use crate::training::strategy::{EveryEpochBestByValLoss, SaveStrategy};
 use common::config::{Config, Precision, Task};
 use common::failures::{self, Class};
 use common::model::ModelSpec;
@@ -521,7 +521,7 @@ impl Trainer {
             if fail_alloc {
                 let _never = amp.run(|| {
                     Tensor::empty(
-                        [crate::fault::IMPOSSIBLE_FLOATS],
+                        [crate::training::fault::IMPOSSIBLE_FLOATS],
                         (Kind::Float, self.device),
                     )
                 })?;

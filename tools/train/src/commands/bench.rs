@@ -4,11 +4,11 @@
 //! computation, and reports the initial model's eval-mode loss on that batch
 //! as a correctness cross-check. Prints `train-bench/v1` JSON on stdout.
 
-use crate::checkpoint;
-use crate::data;
-use crate::model::Net;
-use crate::optim::AdamW;
-use crate::step;
+use crate::model::data;
+use crate::model::net::Net;
+use crate::model::optim::AdamW;
+use crate::training::checkpoint;
+use crate::training::step;
 use common::config::Config;
 use common::wire::train::TrainBench;
 use common::wire::Versioned;
@@ -85,7 +85,7 @@ pub fn run(args: &Args) -> anyhow::Result<u8> {
     let batch = batch.to(device);
     let mut opt = AdamW::new(&vs, config.weight_decay);
     let mut scaler = (config.mixed_precision == common::config::Precision::Fp16)
-        .then(crate::optim::LossScaler::default);
+        .then(crate::model::optim::LossScaler::default);
     let (mut times, mut fb_times) = (Vec::new(), Vec::new());
     let sync = || {
         if let Device::Cuda(i) = device {
@@ -94,7 +94,7 @@ pub fn run(args: &Args) -> anyhow::Result<u8> {
     };
     for i in 0..args.warmup + args.steps {
         if i == args.warmup {
-            let _ = crate::shim::reset_peak(device);
+            let _ = crate::system::shim::reset_peak(device);
         }
         let started = Instant::now();
         opt.zero_grad();
@@ -105,7 +105,7 @@ pub fn run(args: &Args) -> anyhow::Result<u8> {
         };
         // An out-of-memory error comes back as an error (exit 1, libtorch's
         // message), not as tch's panic.
-        crate::panics::catch(|| {
+        crate::system::panics::catch(|| {
             step::forward_backward(
                 &net,
                 &config,
@@ -119,7 +119,7 @@ pub fn run(args: &Args) -> anyhow::Result<u8> {
         })?;
         sync();
         let fb = started.elapsed();
-        crate::optim::apply_update(
+        crate::model::optim::apply_update(
             &mut opt,
             scaler.as_mut(),
             config.grad_clip,
@@ -131,7 +131,7 @@ pub fn run(args: &Args) -> anyhow::Result<u8> {
             fb_times.push(fb.as_secs_f64() * 1000.0);
         }
     }
-    let peak = crate::shim::memory_stats(device).ok();
+    let peak = crate::system::shim::memory_stats(device).ok();
     let median = median(&times);
     let report = TrainBench {
         schema: TrainBench::SCHEMA.into(),
@@ -150,8 +150,8 @@ pub fn run(args: &Args) -> anyhow::Result<u8> {
             .sum(),
         config,
         device: crate::run::device_name(device),
-        peak_allocated_mib: peak.map(|m| crate::shim::mib(m.peak_allocated)),
-        peak_reserved_mib: peak.map(|m| crate::shim::mib(m.peak_reserved)),
+        peak_allocated_mib: peak.map(|m| crate::system::shim::mib(m.peak_allocated)),
+        peak_reserved_mib: peak.map(|m| crate::system::shim::mib(m.peak_reserved)),
     };
     let mut out = std::io::stdout().lock();
     writeln!(out, "{}", serde_json::to_string(&report)?)?;

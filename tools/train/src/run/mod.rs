@@ -4,11 +4,12 @@
 //! config in use), metrics.csv, best.safetensors, checkpoint.safetensors,
 //! summary.yaml, curves.png, and chain.yaml with --fallback (README, "train").
 
-use crate::checkpoint::CHECKPOINT;
-use crate::events::{End, Event, Start};
-use crate::fault::Faults;
-use crate::listeners;
-use crate::trainer::{Stop, Trainer};
+pub mod listeners;
+
+use crate::training::checkpoint::CHECKPOINT;
+use crate::training::events::{End, Event, Start};
+use crate::training::fault::Faults;
+use crate::training::trainer::{Stop, Trainer};
 use common::bad_input;
 use common::config::{Config, Precision};
 use common::exit;
@@ -221,7 +222,7 @@ fn go_chain(mut chain: ChainState, out: PathBuf, opts: &Options) -> anyhow::Resu
     // process at once (the last checkpoint is whole either way).
     let _ = ctrlc::set_handler(|| {
         use std::sync::atomic::Ordering;
-        if crate::trainer::STOP_REQUESTED.swap(true, Ordering::SeqCst) {
+        if crate::training::trainer::STOP_REQUESTED.swap(true, Ordering::SeqCst) {
             std::process::exit(i32::from(STOPPED));
         }
     });
@@ -238,7 +239,10 @@ fn go_chain(mut chain: ChainState, out: PathBuf, opts: &Options) -> anyhow::Resu
         let mut trainer = Trainer::new(config.clone(), &out, device)?;
         let mut carried = None;
         let mut resumed_at = None;
-        match (crate::checkpoint::epoch_in(&out)?, chain.carry_from_epoch) {
+        match (
+            crate::training::checkpoint::epoch_in(&out)?,
+            chain.carry_from_epoch,
+        ) {
             // Nothing to start from: a fresh start.
             (None, _) => {}
             // The previous config's checkpoint: carry what fits.
@@ -342,7 +346,7 @@ fn go_chain(mut chain: ChainState, out: PathBuf, opts: &Options) -> anyhow::Resu
         if let Some(next) = next.cloned() {
             chain.current = i + 1;
             // The checkpoint on disk is this config's last good epoch.
-            chain.carry_from_epoch = crate::checkpoint::epoch_in(&out)?;
+            chain.carry_from_epoch = crate::training::checkpoint::epoch_in(&out)?;
             if next.config.environment != config.environment {
                 chain.seconds_before += started.elapsed().as_secs_f64();
                 common::files::write_yaml(&out.join(CHAIN), &chain)?;
