@@ -9,6 +9,7 @@ pub mod listeners;
 use crate::training::checkpoint::CHECKPOINT;
 use crate::training::events::{End, Event, Start};
 use crate::training::fault::Faults;
+use crate::training::interrupter::Interrupter;
 use crate::training::trainer::{Stop, Trainer};
 use common::bad_input;
 use common::config::{Config, Precision};
@@ -220,9 +221,10 @@ fn go_chain(mut chain: ChainState, out: PathBuf, opts: &Options) -> anyhow::Resu
     let started = Instant::now();
     // SIGINT and SIGTERM stop the loop between steps; a second one ends the
     // process at once (the last checkpoint is whole either way).
-    let _ = ctrlc::set_handler(|| {
-        use std::sync::atomic::Ordering;
-        if crate::training::trainer::STOP_REQUESTED.swap(true, Ordering::SeqCst) {
+    let interrupter = Interrupter::new();
+    let handler = interrupter.clone();
+    let _ = ctrlc::set_handler(move || {
+        if handler.stop() {
             std::process::exit(i32::from(STOPPED));
         }
     });
@@ -314,7 +316,7 @@ fn go_chain(mut chain: ChainState, out: PathBuf, opts: &Options) -> anyhow::Resu
         }
         let first_epoch = trainer.start_epoch;
         let leg_started = Instant::now();
-        let stop = trainer.run(&mut faults, &mut events)?;
+        let stop = trainer.run(&mut faults, &interrupter, &mut events)?;
         let (status, reason, class) = match stop {
             Stop::Finished => (
                 RunStatus::Finished,

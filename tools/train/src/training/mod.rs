@@ -5,6 +5,7 @@
 pub mod checkpoint;
 pub mod events;
 pub mod fault;
+pub mod interrupter;
 pub mod metrics;
 pub mod step;
 pub mod strategy;

@@ -16,6 +16,7 @@ use crate::system::shim;
 use crate::training::checkpoint::Checkpointer;
 use crate::training::events::{Event, Listeners, Skip};
 use crate::training::fault::Faults;
+use crate::training::interrupter::Interrupter;
 use crate::training::metrics::{self, TaskMetrics};
 use crate::training::step::{self, Amp};
 use crate::training::strategy::{EveryEpochBestByValLoss, SaveStrategy};
@@ -43,12 +44,6 @@ pub enum Stop {
         reason: String,
     },
 }
-
-/// Set by train's SIGINT/SIGTERM handler (lib.rs): the loop stops before
-/// its next step, so the run ends with its summary and a checkpoint of its
-/// last whole epoch. (A sweep stops a pruned trial this way.)
-pub static STOP_REQUESTED: std::sync::atomic::AtomicBool =
-    std::sync::atomic::AtomicBool::new(false);
 
 /// Go on, or stop the run with this outcome.
 type Flow<T> = anyhow::Result<ControlFlow<Stop, T>>;
@@ -246,9 +241,14 @@ impl Trainer {
     /// Runs the remaining epochs. A failure of the run itself (out of memory
     /// at micro-batch 1, a libtorch error, a loss that stays non-finite) is a
     /// `Stop::Failed`; I/O errors are errors.
-    pub fn run(&mut self, faults: &mut Faults, events: &mut Listeners) -> anyhow::Result<Stop> {
+    pub fn run(
+        &mut self,
+        faults: &mut Faults,
+        interrupter: &Interrupter,
+        events: &mut Listeners,
+    ) -> anyhow::Result<Stop> {
         for epoch in self.start_epoch..=self.config.epochs {
-            if let ControlFlow::Break(stop) = self.epoch(epoch, faults, events)? {
+            if let ControlFlow::Break(stop) = self.epoch(epoch, faults, interrupter, events)? {
                 return Ok(stop);
             }
         }
@@ -256,7 +256,13 @@ impl Trainer {
     }
 
     /// One epoch: its steps, validation, the row, and the saves.
-    fn epoch(&mut self, epoch: u32, faults: &mut Faults, events: &mut Listeners) -> Flow<()> {
+    fn epoch(
+        &mut self,
+        epoch: u32,
+        faults: &mut Faults,
+        interrupter: &Interrupter,
+        events: &mut Listeners,
+    ) -> Flow<()> {
         let c = self.config.clone();
         let steps = self.steps_per_epoch();
         let total = steps * u64::from(c.epochs);
@@ -273,7 +279,7 @@ impl Trainer {
                 step: i as u64 + 1,
                 global: u64::from(epoch - 1) * steps + i as u64,
             };
-            if STOP_REQUESTED.load(std::sync::atomic::Ordering::SeqCst) {
+            if interrupter.should_stop() {
                 return Ok(ControlFlow::Break(Stop::Stopped {
                     reason: format!(
                         "stopped on request (SIGINT or SIGTERM) before epoch {epoch} step {}",
