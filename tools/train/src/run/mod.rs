@@ -255,10 +255,10 @@ fn go_chain(mut chain: ChainState, out: PathBuf, opts: &Options) -> anyhow::Resu
             // This config's own checkpoint: an exact resume.
             (Some(_), _) => {
                 trainer.resume()?;
-                resumed_at = Some(trainer.start_epoch);
+                resumed_at = Some(trainer.progress().start_epoch);
             }
         }
-        let (mut events, history) = listeners::standard(&out, trainer.start_epoch)?;
+        let (mut events, history) = listeners::standard(&out, trainer.progress().start_epoch)?;
         let not_applied = not_applied(&config, device);
         events.emit(&Event::Started(&Start {
             config: name.clone(),
@@ -268,21 +268,21 @@ fn go_chain(mut chain: ChainState, out: PathBuf, opts: &Options) -> anyhow::Resu
             train_examples: trainer.examples().0,
             val_examples: trainer.examples().1,
             out: out.clone(),
-            first_epoch: trainer.start_epoch,
+            first_epoch: trainer.progress().start_epoch,
             epochs: config.epochs,
             environment: std::mem::take(&mut env_notes),
             not_applied,
             resumed_at,
             carried,
-            best: trainer.best,
+            best: trainer.progress().best,
         }))?;
-        for (which, counts) in &trainer.labels {
+        for (which, counts) in trainer.labels() {
             events.emit(&Event::Labels { which, counts })?;
         }
         if !history.is_empty() {
             events.emit(&Event::History(&history))?;
         }
-        if trainer.start_epoch > config.epochs {
+        if trainer.progress().start_epoch > config.epochs {
             events.emit(&Event::AlreadyFinished {
                 epochs: config.epochs,
             })?;
@@ -294,7 +294,7 @@ fn go_chain(mut chain: ChainState, out: PathBuf, opts: &Options) -> anyhow::Resu
                 let mut legs = chain.legs.clone();
                 legs.push(Leg {
                     config: name.clone(),
-                    first_epoch: trainer.start_epoch,
+                    first_epoch: trainer.progress().start_epoch,
                     last_epoch: history.last().map(|r| r.epoch),
                     status: RunStatus::Finished,
                     stop_reason: reason.clone(),
@@ -306,15 +306,15 @@ fn go_chain(mut chain: ChainState, out: PathBuf, opts: &Options) -> anyhow::Resu
                     status: RunStatus::Finished,
                     stop_reason: reason,
                     error_class: None,
-                    peak_memory: trainer.peak.clone(),
-                    micro_batch: trainer.micro_batch,
+                    peak_memory: trainer.progress().peak.clone(),
+                    micro_batch: trainer.progress().micro_batch,
                     time_s: chain.seconds_before + started.elapsed().as_secs_f64(),
                     legs,
                 }))?;
             }
             return Ok(exit::OK);
         }
-        let first_epoch = trainer.start_epoch;
+        let first_epoch = trainer.progress().start_epoch;
         let leg_started = Instant::now();
         let stop = trainer.run(&mut faults, &interrupter, &mut events)?;
         let (status, reason, class) = match stop {
@@ -329,7 +329,7 @@ fn go_chain(mut chain: ChainState, out: PathBuf, opts: &Options) -> anyhow::Resu
         let leg = Leg {
             config: name.clone(),
             first_epoch,
-            last_epoch: trainer.last.as_ref().map(|r| r.epoch),
+            last_epoch: trainer.progress().last.as_ref().map(|r| r.epoch),
             status,
             stop_reason: reason.clone(),
             error_class: class,
@@ -366,8 +366,8 @@ fn go_chain(mut chain: ChainState, out: PathBuf, opts: &Options) -> anyhow::Resu
             status,
             stop_reason: reason,
             error_class: class,
-            peak_memory: trainer.peak.clone(),
-            micro_batch: trainer.micro_batch,
+            peak_memory: trainer.progress().peak.clone(),
+            micro_batch: trainer.progress().micro_batch,
             time_s: chain.seconds_before + started.elapsed().as_secs_f64(),
             legs: chain.legs.clone(),
         }))?;

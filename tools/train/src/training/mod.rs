@@ -7,6 +7,8 @@ pub mod events;
 pub mod fault;
 pub mod interrupter;
 pub mod metrics;
+pub mod progress;
 pub mod step;
 pub mod strategy;
 pub mod trainer;
+pub mod validation;
