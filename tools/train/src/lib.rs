@@ -52,7 +52,7 @@ pub struct Cli {
     out: Option<PathBuf>,
     /// Where to train.
     #[arg(long, value_enum, default_value = "auto")]
-    device: run::DeviceChoice,
+    device: run::setup::DeviceChoice,
     /// CPU threads for libtorch [default: libtorch's choice].
     #[arg(long, value_name = "N")]
     threads: Option<i32>,

@@ -37,7 +37,7 @@ pub struct Args {
     threads: Option<i32>,
     /// Where to run (the GPU recipe passes cuda).
     #[arg(long, value_enum, default_value = "cpu")]
-    device: crate::run::DeviceChoice,
+    device: crate::run::setup::DeviceChoice,
     /// Override the config's mixed_precision.
     #[arg(long, value_parser = ["off", "bf16", "fp16"])]
     precision: Option<String>,
@@ -51,7 +51,7 @@ pub fn run(args: &Args) -> anyhow::Result<u8> {
     if let Some(p) = &args.precision {
         config.mixed_precision = serde_yaml::from_str(p)?;
     }
-    let device = crate::run::pick_device(args.device)?;
+    let device = crate::run::setup::pick_device(args.device)?;
     if let Some(n) = args.threads {
         tch::set_num_threads(n);
     }
@@ -149,7 +149,7 @@ pub fn run(args: &Args) -> anyhow::Result<u8> {
             .map(|(_, t)| t.numel() as i64)
             .sum(),
         config,
-        device: crate::run::device_name(device),
+        device: crate::run::setup::device_name(device),
         peak_allocated_mib: peak.map(|m| crate::system::shim::mib(m.peak_allocated)),
         peak_reserved_mib: peak.map(|m| crate::system::shim::mib(m.peak_reserved)),
     };

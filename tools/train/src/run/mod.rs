@@ -1,22 +1,27 @@
 //! `train --config CFG [--fallback CFG]...` and `train --resume DIR`: the
-//! run directory, the environment the run gets, the fallback chain, and the
-//! events of a run's start and end. Run directory: config.yaml (the resolved
-//! config in use), metrics.csv, best.safetensors, checkpoint.safetensors,
-//! summary.yaml, curves.png, and chain.yaml with --fallback (README, "train").
+//! run directory, the fallback chain's I/O (its rules are chain.rs's, what a
+//! run gets before it trains setup.rs's), and the events of a run's start
+//! and end. Run directory: config.yaml (the resolved config in use),
+//! metrics.csv, best.safetensors, checkpoint.safetensors, summary.yaml,
+//! curves.png, and chain.yaml with --fallback (README, "train").
 
+mod chain;
 pub mod listeners;
+pub mod setup;
 
 use crate::training::checkpoint::CHECKPOINT;
-use crate::training::events::{End, Event, Start};
+use crate::training::events::{End, Event, Listeners, Start};
 use crate::training::fault::Faults;
 use crate::training::interrupter::Interrupter;
 use crate::training::trainer::{Stop, Trainer};
+use chain::{LegStart, Next, Outcome};
 use common::bad_input;
-use common::config::{Config, Precision};
+use common::config::Config;
 use common::exit;
-use common::wire::train::{ChainConfig, ChainState, Leg, RunStatus};
-use common::wire::Versioned;
+use common::wire::train::{ChainConfig, ChainState, EpochRow, Leg};
+use setup::{apply_environment, device_name, not_applied, pick_device, DeviceChoice};
 use std::ffi::OsString;
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime};
 use tch::Device;
@@ -27,23 +32,6 @@ pub const CHAIN: &str = "chain.yaml";
 /// report an interrupted command.
 pub const STOPPED: u8 = 130;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum DeviceChoice {
-    Auto,
-    Cpu,
-    Cuda,
-}
-
-impl DeviceChoice {
-    fn as_arg(self) -> &'static str {
-        match self {
-            DeviceChoice::Auto => "auto",
-            DeviceChoice::Cpu => "cpu",
-            DeviceChoice::Cuda => "cuda",
-        }
-    }
-}
-
 pub struct Options {
     pub device: DeviceChoice,
     pub threads: Option<i32>,
@@ -52,76 +40,6 @@ pub struct Options {
     /// `environment` was applied: a fresh process for another config starts
     /// from it.
     pub original_env: Vec<(OsString, OsString)>,
-}
-
-/// Settings in the config that this build of train does not apply.
-pub fn not_applied(c: &Config, device: Device) -> Vec<String> {
-    let mut out = Vec::new();
-    if c.torch_compile {
-        out.push(format!(
-            "torch_compile (mode {}): libtorch has no torch.compile; this trainer runs eager",
-            c.torch_compile_mode.as_str()
-        ));
-    }
-    if c.mixed_precision == Precision::Fp16 && device == Device::Cpu {
-        out.push("mixed_precision fp16 on CPU: applied through CPU autocast, but slow there; bf16 is CPU's half precision".to_string());
-    }
-    if c.num_workers > 0 {
-        out.push(format!(
-            "num_workers {}: the dataset is held in memory and batched in-process; no worker processes",
-            c.num_workers
-        ));
-    }
-    if c.pin_memory {
-        out.push("pin_memory: not used (the dataset is moved to the device once)".to_string());
-    }
-    out
-}
-
-/// The variables the run gets: the config's `environment`, expandable
-/// segments unless the user chose an allocator setting (seed 004), and
-/// CUDA_LAUNCH_BLOCKING=1 with --sync-errors. Called before anything starts
-/// CUDA: the caching allocator reads its setting once.
-pub fn apply_environment(c: &Config, sync_errors: bool) -> Vec<String> {
-    let mut said = Vec::new();
-    for (k, v) in &c.environment {
-        std::env::set_var(k, v);
-    }
-    if std::env::var_os("PYTORCH_ALLOC_CONF").is_none()
-        && std::env::var_os("PYTORCH_CUDA_ALLOC_CONF").is_none()
-    {
-        std::env::set_var("PYTORCH_ALLOC_CONF", "expandable_segments:True");
-        said.push("PYTORCH_ALLOC_CONF=expandable_segments:True (train's default; set it yourself to choose)".to_string());
-    }
-    if sync_errors {
-        std::env::set_var("CUDA_LAUNCH_BLOCKING", "1");
-        said.push(
-            "CUDA_LAUNCH_BLOCKING=1 (--sync-errors: errors point at their kernel, 10-20% slower)"
-                .to_string(),
-        );
-    }
-    said
-}
-
-/// `cpu` or `cuda:N`, as PyTorch writes devices.
-pub fn device_name(d: Device) -> String {
-    match d {
-        Device::Cuda(i) => format!("cuda:{i}"),
-        Device::Cpu => "cpu".to_string(),
-        other => format!("{other:?}").to_lowercase(),
-    }
-}
-
-pub fn pick_device(choice: DeviceChoice) -> anyhow::Result<Device> {
-    match choice {
-        DeviceChoice::Cpu => Ok(Device::Cpu),
-        DeviceChoice::Auto => Ok(Device::cuda_if_available()),
-        DeviceChoice::Cuda if tch::Cuda::is_available() => Ok(Device::Cuda(0)),
-        DeviceChoice::Cuda => Err(anyhow::Error::new(exit::Failure::new(
-            exit::NO_GPU,
-            "--device cuda: libtorch sees no CUDA device (see `train info`)",
-        ))),
-    }
 }
 
 fn default_out(config_path: &Path) -> PathBuf {
@@ -159,14 +77,7 @@ pub fn start(
     std::fs::create_dir_all(&out)
         .map_err(|e| bad_input!("{}: cannot create: {e}", out.display()))?;
     common::files::write_yaml(&out.join("config.yaml"), &configs[0].config)?;
-    let chain = ChainState {
-        schema: ChainState::SCHEMA.into(),
-        configs,
-        current: 0,
-        carry_from_epoch: None,
-        legs: Vec::new(),
-        seconds_before: 0.0,
-    };
+    let chain = chain::at_start(configs);
     if chain.configs.len() > 1 {
         common::files::write_yaml(&out.join(CHAIN), &chain)?;
     }
@@ -188,17 +99,10 @@ pub fn resume(dir: &Path, opts: &Options) -> anyhow::Result<u8> {
         common::wire::parse::<ChainState>(&input.name, &input.text)?
     } else {
         let loaded = Config::load(&common::input::read(&dir.join("config.yaml"))?)?;
-        ChainState {
-            schema: ChainState::SCHEMA.into(),
-            configs: vec![ChainConfig {
-                name: loaded.name,
-                config: loaded.config,
-            }],
-            current: 0,
-            carry_from_epoch: None,
-            legs: Vec::new(),
-            seconds_before: 0.0,
-        }
+        chain::at_start(vec![ChainConfig {
+            name: loaded.name,
+            config: loaded.config,
+        }])
     };
     if chain.current >= chain.configs.len() {
         return Err(bad_input!(
@@ -216,8 +120,9 @@ pub fn resume(dir: &Path, opts: &Options) -> anyhow::Result<u8> {
 /// loss), the next starts from the last good checkpoint, the seeds' A -> B
 /// -> C by hand, done here. A next config whose environment differs runs in
 /// a fresh process (this one, re-executed on the run directory), since the
-/// allocator and CUDA read their settings once.
-fn go_chain(mut chain: ChainState, out: PathBuf, opts: &Options) -> anyhow::Result<u8> {
+/// allocator and CUDA read their settings once. The rules are chain.rs's;
+/// this is their I/O.
+fn go_chain(chain: ChainState, out: PathBuf, opts: &Options) -> anyhow::Result<u8> {
     let started = Instant::now();
     // SIGINT and SIGTERM stop the loop between steps; a second one ends the
     // process at once (the last checkpoint is whole either way).
@@ -229,153 +134,238 @@ fn go_chain(mut chain: ChainState, out: PathBuf, opts: &Options) -> anyhow::Resu
         }
     });
     // Before anything touches CUDA: the first config's environment.
-    let mut env_notes = apply_environment(&chain.configs[chain.current].config, opts.sync_errors);
-    let mut faults = Faults::from_env()?;
+    let env_notes = apply_environment(&chain.configs[chain.current].config, opts.sync_errors);
+    let faults = Faults::from_env()?;
     if let Some(n) = opts.threads {
         tch::set_num_threads(n);
     }
     let device = pick_device(opts.device)?;
+    let mut driver = Driver {
+        chain,
+        out,
+        opts,
+        device,
+        faults,
+        interrupter,
+        started,
+        env_notes,
+    };
     loop {
-        let i = chain.current;
-        let ChainConfig { name, config } = chain.configs[i].clone();
-        let mut trainer = Trainer::new(config.clone(), &out, device)?;
-        let mut carried = None;
-        let mut resumed_at = None;
-        match (
-            crate::training::checkpoint::epoch_in(&out)?,
-            chain.carry_from_epoch,
-        ) {
-            // Nothing to start from: a fresh start.
-            (None, _) => {}
-            // The previous config's checkpoint: carry what fits.
-            (Some(e), Some(from)) if e == from => {
-                carried = Some(trainer.carry_from_checkpoint()?);
-                common::files::write_yaml(&out.join("config.yaml"), &config)?;
+        if let ControlFlow::Break(code) = driver.leg()? {
+            return Ok(code);
+        }
+    }
+}
+
+/// A run in this process: its chain, its directory, and what every leg of
+/// it shares.
+struct Driver<'a> {
+    chain: ChainState,
+    out: PathBuf,
+    opts: &'a Options,
+    device: Device,
+    faults: Faults,
+    interrupter: Interrupter,
+    /// When this process started the run.
+    started: Instant,
+    /// The environment train set, said by the first leg's start-up lines.
+    env_notes: Vec<String>,
+}
+
+/// A config's trainer, ready to run, and how it started.
+struct Ready {
+    trainer: Trainer,
+    /// Tensors carried from the previous config's checkpoint, of.
+    carried: Option<(usize, usize)>,
+    /// The epoch an exact resume continues at.
+    resumed_at: Option<u32>,
+}
+
+impl Driver<'_> {
+    /// Runs the current config: the run's exit code, or Continue when the
+    /// chain goes on with the next config in this process.
+    fn leg(&mut self) -> anyhow::Result<ControlFlow<u8>> {
+        let ChainConfig { name, config } = self.chain.configs[self.chain.current].clone();
+        let mut ready = self.prepare(&config)?;
+        let first_epoch = ready.trainer.progress().start_epoch;
+        let (mut events, history) = listeners::standard(&self.out, first_epoch)?;
+        self.announce(&name, &config, &ready, &history, &mut events)?;
+        if first_epoch > config.epochs {
+            self.already_finished(&name, &config, &ready.trainer, &history, &mut events)?;
+            return Ok(ControlFlow::Break(exit::OK));
+        }
+        let leg_started = Instant::now();
+        let stop = ready
+            .trainer
+            .run(&mut self.faults, &self.interrupter, &mut events)?;
+        let o = chain::outcome(stop, config.epochs);
+        let leg = Leg {
+            config: name,
+            first_epoch,
+            last_epoch: ready.trainer.progress().last.as_ref().map(|r| r.epoch),
+            status: o.status,
+            stop_reason: o.reason.clone(),
+            error_class: o.class,
+            carried_tensors: ready.carried.map(|(n, of)| format!("{n}/{of}")),
+            seconds: leg_started.elapsed().as_secs_f64(),
+        };
+        let next = chain::after_leg(&self.chain, &o);
+        let next_name = match next {
+            Next::Leg { index, .. } => Some(self.chain.configs[index].name.clone()),
+            Next::End { .. } => None,
+        };
+        events.emit(&Event::LegEnded {
+            leg: &leg,
+            next: next_name.as_deref(),
+        })?;
+        self.chain.legs.push(leg);
+        match next {
+            Next::Leg {
+                index,
+                fresh_process,
+            } => self.move_to(index, fresh_process, &mut events),
+            Next::End { code } => {
+                let legs = self.chain.legs.clone();
+                self.end(&ready.trainer, o, legs, &mut events)?;
+                Ok(ControlFlow::Break(code))
             }
-            // This config's own checkpoint: an exact resume.
-            (Some(_), _) => {
+        }
+    }
+
+    /// The current config's trainer, started fresh, from the previous
+    /// config's checkpoint, or from its own.
+    fn prepare(&self, config: &Config) -> anyhow::Result<Ready> {
+        let mut trainer = Trainer::new(config.clone(), &self.out, self.device)?;
+        let (mut carried, mut resumed_at) = (None, None);
+        let on_disk = crate::training::checkpoint::epoch_in(&self.out)?;
+        match chain::leg_start(on_disk, self.chain.carry_from_epoch) {
+            LegStart::Fresh => {}
+            LegStart::Carry => {
+                carried = Some(trainer.carry_from_checkpoint()?);
+                common::files::write_yaml(&self.out.join("config.yaml"), config)?;
+            }
+            LegStart::Resume => {
                 trainer.resume()?;
                 resumed_at = Some(trainer.progress().start_epoch);
             }
         }
-        let (mut events, history) = listeners::standard(&out, trainer.progress().start_epoch)?;
-        let not_applied = not_applied(&config, device);
+        Ok(Ready {
+            trainer,
+            carried,
+            resumed_at,
+        })
+    }
+
+    /// The events of a config's start: the start-up lines, the class
+    /// balance, and the rows of the epochs before.
+    fn announce(
+        &mut self,
+        name: &str,
+        config: &Config,
+        ready: &Ready,
+        history: &[EpochRow],
+        events: &mut Listeners,
+    ) -> anyhow::Result<()> {
+        let trainer = &ready.trainer;
         events.emit(&Event::Started(&Start {
-            config: name.clone(),
-            device: device_name(device),
+            config: name.to_string(),
+            device: device_name(self.device),
             parameters: trainer.parameter_count(),
             expected_parameters: trainer.expected_parameters(),
             train_examples: trainer.examples().0,
             val_examples: trainer.examples().1,
-            out: out.clone(),
+            out: self.out.clone(),
             first_epoch: trainer.progress().start_epoch,
             epochs: config.epochs,
-            environment: std::mem::take(&mut env_notes),
-            not_applied,
-            resumed_at,
-            carried,
+            environment: std::mem::take(&mut self.env_notes),
+            not_applied: not_applied(config, self.device),
+            resumed_at: ready.resumed_at,
+            carried: ready.carried,
             best: trainer.progress().best,
         }))?;
         for (which, counts) in trainer.labels() {
             events.emit(&Event::Labels { which, counts })?;
         }
         if !history.is_empty() {
-            events.emit(&Event::History(&history))?;
+            events.emit(&Event::History(history))?;
         }
-        if trainer.progress().start_epoch > config.epochs {
-            events.emit(&Event::AlreadyFinished {
-                epochs: config.epochs,
-            })?;
-            // Killed after its last checkpoint, before summary.yaml was
-            // whole (found by scripts/reliability/kill_train.py): the run
-            // finished every epoch but never said so; say it now.
-            if !out.join("summary.yaml").exists() {
-                let reason = format!("completed {} epochs", config.epochs);
-                let mut legs = chain.legs.clone();
-                legs.push(Leg {
-                    config: name.clone(),
-                    first_epoch: trainer.progress().start_epoch,
-                    last_epoch: history.last().map(|r| r.epoch),
-                    status: RunStatus::Finished,
-                    stop_reason: reason.clone(),
-                    error_class: None,
-                    carried_tensors: None,
-                    seconds: 0.0,
-                });
-                events.emit(&Event::Ended(&End {
-                    status: RunStatus::Finished,
-                    stop_reason: reason,
-                    error_class: None,
-                    peak_memory: trainer.progress().peak.clone(),
-                    micro_batch: trainer.progress().micro_batch,
-                    time_s: chain.seconds_before + started.elapsed().as_secs_f64(),
-                    legs,
-                }))?;
-            }
-            return Ok(exit::OK);
-        }
-        let first_epoch = trainer.progress().start_epoch;
-        let leg_started = Instant::now();
-        let stop = trainer.run(&mut faults, &interrupter, &mut events)?;
-        let (status, reason, class) = match stop {
-            Stop::Finished => (
-                RunStatus::Finished,
-                format!("completed {} epochs", config.epochs),
-                None,
-            ),
-            Stop::Failed { class, reason } => (RunStatus::Failed, reason, Some(class)),
-            Stop::Stopped { reason } => (RunStatus::Stopped, reason, None),
-        };
-        let leg = Leg {
-            config: name.clone(),
-            first_epoch,
-            last_epoch: trainer.progress().last.as_ref().map(|r| r.epoch),
-            status,
-            stop_reason: reason.clone(),
-            error_class: class,
-            carried_tensors: carried.map(|(n, of)| format!("{n}/{of}")),
-            seconds: leg_started.elapsed().as_secs_f64(),
-        };
-        let next = chain
-            .configs
-            .get(i + 1)
-            .filter(|_| class.is_some_and(|c| c.config_caused()));
-        events.emit(&Event::LegEnded {
-            leg: &leg,
-            next: next.map(|n| n.name.as_str()),
+        Ok(())
+    }
+
+    /// `--resume` of a run whose checkpoint is of its last epoch.
+    fn already_finished(
+        &self,
+        name: &str,
+        config: &Config,
+        trainer: &Trainer,
+        history: &[EpochRow],
+        events: &mut Listeners,
+    ) -> anyhow::Result<()> {
+        events.emit(&Event::AlreadyFinished {
+            epochs: config.epochs,
         })?;
-        chain.legs.push(leg);
-        if let Some(next) = next.cloned() {
-            chain.current = i + 1;
-            // The checkpoint on disk is this config's last good epoch.
-            chain.carry_from_epoch = crate::training::checkpoint::epoch_in(&out)?;
-            if next.config.environment != config.environment {
-                chain.seconds_before += started.elapsed().as_secs_f64();
-                common::files::write_yaml(&out.join(CHAIN), &chain)?;
-                events.emit(&Event::FreshProcess {
-                    next: &next.name,
-                    why: "its environment differs, and the allocator and CUDA read theirs once",
-                })?;
-                return Err(reexec(&out, opts));
-            }
-            // A next config exists: this is a chain, and chain.yaml follows it.
-            common::files::write_yaml(&out.join(CHAIN), &chain)?;
-            continue;
+        // Killed after its last checkpoint, before summary.yaml was
+        // whole (found by scripts/reliability/kill_train.py): the run
+        // finished every epoch but never said so; say it now.
+        if self.out.join("summary.yaml").exists() {
+            return Ok(());
         }
+        let o = chain::outcome(Stop::Finished, config.epochs);
+        let mut legs = self.chain.legs.clone();
+        legs.push(Leg {
+            config: name.to_string(),
+            first_epoch: trainer.progress().start_epoch,
+            last_epoch: history.last().map(|r| r.epoch),
+            status: o.status,
+            stop_reason: o.reason.clone(),
+            error_class: None,
+            carried_tensors: None,
+            seconds: 0.0,
+        });
+        self.end(trainer, o, legs, events)
+    }
+
+    /// The chain goes on with config `index`; in this process, Continue.
+    fn move_to(
+        &mut self,
+        index: usize,
+        fresh_process: bool,
+        events: &mut Listeners,
+    ) -> anyhow::Result<ControlFlow<u8>> {
+        // The checkpoint on disk is this config's last good epoch.
+        let on_disk = crate::training::checkpoint::epoch_in(&self.out)?;
+        chain::move_to(&mut self.chain, index, on_disk);
+        if fresh_process {
+            self.chain.seconds_before += self.started.elapsed().as_secs_f64();
+            common::files::write_yaml(&self.out.join(CHAIN), &self.chain)?;
+            events.emit(&Event::FreshProcess {
+                next: &self.chain.configs[index].name,
+                why: "its environment differs, and the allocator and CUDA read theirs once",
+            })?;
+            return Err(reexec(&self.out, self.opts));
+        }
+        // A next config exists: this is a chain, and chain.yaml follows it.
+        common::files::write_yaml(&self.out.join(CHAIN), &self.chain)?;
+        Ok(ControlFlow::Continue(()))
+    }
+
+    /// The run's end, with every leg that ran.
+    fn end(
+        &self,
+        trainer: &Trainer,
+        o: Outcome,
+        legs: Vec<Leg>,
+        events: &mut Listeners,
+    ) -> anyhow::Result<()> {
         events.emit(&Event::Ended(&End {
-            status,
-            stop_reason: reason,
-            error_class: class,
+            status: o.status,
+            stop_reason: o.reason,
+            error_class: o.class,
             peak_memory: trainer.progress().peak.clone(),
             micro_batch: trainer.progress().micro_batch,
-            time_s: chain.seconds_before + started.elapsed().as_secs_f64(),
-            legs: chain.legs.clone(),
-        }))?;
-        return Ok(match status {
-            RunStatus::Finished => exit::OK,
-            RunStatus::Failed => exit::FOUND,
-            RunStatus::Stopped => STOPPED,
-        });
+            time_s: self.chain.seconds_before + self.started.elapsed().as_secs_f64(),
+            legs,
+        }))
     }
 }
 
