@@ -3,11 +3,26 @@
 //! tested in-process. `train --config CFG` trains, `train --resume DIR`
 //! continues a killed run, `train info` reports the libtorch it runs on,
 //! `train bench` and `train check-data` serve the benchmarks and verify-fixes.
+//!
+//! Modules, by what they do (burn-train's shape):
+//! - `training`: the loop. The trainer (epochs, steps with out-of-memory
+//!   recovery, validation) only emits events; when to save (strategy) apart
+//!   from how (checkpoint); test faults and the stop request (interrupter)
+//!   are handed in. Public for the in-process tests.
+//! - `run`: `--config`/`--resume`: the run directory, the fallback chain (its
+//!   rules pure in chain.rs, its I/O in mod.rs), the device and environment
+//!   (setup.rs), and the listeners that turn events into the console,
+//!   metrics.csv, curves.png and summary.yaml.
+//! - `model`: the network with its variables, AdamW and the loss scaler, the
+//!   datasets.
+//! - `system`: where train meets libtorch and CUDA: the C++ shim, the CUDA
+//!   driver, libtorch's panics as errors, tensors as bytes.
+//! - `commands`: `train info`, `train bench`, `train check-data`.
 
-pub mod commands;
-pub mod model;
-pub mod run;
-pub mod system;
+mod commands;
+mod model;
+mod run;
+mod system;
 pub mod training;
 
 use clap::{Parser, Subcommand};
@@ -28,7 +43,7 @@ static TORCH_RNG: std::sync::Mutex<()> = std::sync::Mutex::new(());
                   2 bad input or usage, 3 --device cuda without a GPU, 4 train broke (an unexpected \
                   error, such as an I/O failure)."
 )]
-pub struct Cli {
+struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
     /// The config to train.

@@ -6,9 +6,7 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use tch::Device;
 use train::training::events::{Event, Listener, Listeners, Skip};
-use train::training::fault::Faults;
-use train::training::interrupter::Interrupter;
-use train::training::trainer::{Stop, Trainer};
+use train::training::{Faults, Interrupter, Stop, Trainer};
 
 /// Writes down each event it receives, one word (and numbers) per event.
 struct Record(Rc<RefCell<Vec<String>>>);

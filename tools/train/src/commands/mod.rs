@@ -1,6 +1,6 @@
 //! The subcommands besides training itself: `train info`, `train bench`,
 //! `train check-data`.
 
-pub mod bench;
-pub mod check_data;
-pub mod info;
+pub(crate) mod bench;
+pub(crate) mod check_data;
+pub(crate) mod info;

@@ -26,10 +26,6 @@ impl Dataset {
         self.frames.size()[0]
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     pub fn to(&self, device: Device) -> Dataset {
         Dataset {
             frames: self.frames.to_device(device),

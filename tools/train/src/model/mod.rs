@@ -1,9 +1,9 @@
 //! What is trained and on what: the seeds' network, AdamW with its schedule
 //! and loss scaler, and the datasets.
 
-pub mod data;
-pub mod net;
-pub mod optim;
+pub(crate) mod data;
+pub(crate) mod net;
+pub(crate) mod optim;
 
 use common::config::Config;
 use tch::{nn, Device, Tensor};

@@ -4,7 +4,7 @@
 //! the legs, writes chain.yaml and emits the events.
 
 use super::STOPPED;
-use crate::training::trainer::Stop;
+use crate::training::Stop;
 use common::exit;
 use common::failures::Class;
 use common::wire::train::{ChainConfig, ChainState, RunStatus};

@@ -11,9 +11,7 @@ pub mod setup;
 
 use crate::training::checkpoint::CHECKPOINT;
 use crate::training::events::{End, Event, Listeners, Start};
-use crate::training::fault::Faults;
-use crate::training::interrupter::Interrupter;
-use crate::training::trainer::{Stop, Trainer};
+use crate::training::{Faults, Interrupter, Stop, Trainer};
 use chain::{LegStart, Next, Outcome};
 use common::bad_input;
 use common::config::Config;

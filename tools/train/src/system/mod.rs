@@ -2,7 +2,7 @@
 //! autocast, the CUDA driver's device list, libtorch's panics as errors, and
 //! tensors as bytes.
 
-pub mod cuda_driver;
-pub mod panics;
-pub mod shim;
-pub mod tensor_bytes;
+pub(crate) mod cuda_driver;
+pub(crate) mod panics;
+pub(crate) mod shim;
+pub(crate) mod tensor_bytes;

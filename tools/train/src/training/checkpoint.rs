@@ -114,10 +114,6 @@ impl Checkpointer {
         self.dir.join(CHECKPOINT)
     }
 
-    pub fn exists(&self) -> bool {
-        self.path().exists()
-    }
-
     /// The weights, the optimizer's state and the metadata, as one file.
     pub fn save(&self, tensors: &[(String, Tensor)], meta: &CheckpointMeta) -> anyhow::Result<()> {
         save(&self.path(), tensors, meta.to_map())

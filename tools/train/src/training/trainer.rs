@@ -55,7 +55,7 @@ fn first_line(s: &str) -> &str {
 }
 
 /// The class balance of a set (classification), by the set's name.
-pub type Labels = Vec<(&'static str, BTreeMap<i64, i64>)>;
+pub(crate) type Labels = Vec<(&'static str, BTreeMap<i64, i64>)>;
 
 /// The datasets, on the device, and their class balance.
 struct Data {
@@ -103,27 +103,27 @@ impl Trainer {
         })
     }
 
-    pub fn parameter_count(&self) -> i64 {
+    pub(crate) fn parameter_count(&self) -> i64 {
         self.model.parameter_count()
     }
 
     /// The estimate's parameter count, for the start-up line.
-    pub fn expected_parameters(&self) -> u64 {
+    pub(crate) fn expected_parameters(&self) -> u64 {
         ModelSpec::from_config(&self.config).parameter_count()
     }
 
     /// Training and validation examples loaded.
-    pub fn examples(&self) -> (i64, i64) {
+    pub(crate) fn examples(&self) -> (i64, i64) {
         (self.data.train.len(), self.data.val.len())
     }
 
     /// The class balance of each set (classification).
-    pub fn labels(&self) -> &Labels {
+    pub(crate) fn labels(&self) -> &Labels {
         &self.data.labels
     }
 
     /// Where the run stands: epochs, best, micro-batch, peaks.
-    pub fn progress(&self) -> &Progress {
+    pub(crate) fn progress(&self) -> &Progress {
         &self.progress
     }
 
@@ -132,7 +132,7 @@ impl Trainer {
     }
 
     /// Restores the state of the run directory's checkpoint.
-    pub fn resume(&mut self) -> anyhow::Result<()> {
+    pub(crate) fn resume(&mut self) -> anyhow::Result<()> {
         let (loaded, meta) = self.checkpointer.load()?;
         let name = self.checkpointer.path().display().to_string();
         let device = self.model.device();
@@ -176,7 +176,7 @@ impl Trainer {
     /// (the fallback chain): model tensors whose name and shape match are
     /// copied, the others keep their fresh initialisation; the optimizer
     /// starts fresh; epochs continue. Returns (tensors carried, model tensors).
-    pub fn carry_from_checkpoint(&mut self) -> anyhow::Result<(usize, usize)> {
+    pub(crate) fn carry_from_checkpoint(&mut self) -> anyhow::Result<(usize, usize)> {
         let (loaded, meta) = self.checkpointer.load()?;
         let vars = self.model.vs.variables();
         let device = self.model.device();
