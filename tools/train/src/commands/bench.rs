@@ -4,7 +4,7 @@
 //! computation, and reports the initial model's eval-mode loss on that batch
 //! as a correctness cross-check. Prints `train-bench/v1` JSON on stdout.
 
-use crate::model::data;
+use crate::model::data::{self, Dataset};
 use crate::model::net::Net;
 use crate::model::optim::AdamW;
 use crate::training::checkpoint;
@@ -13,7 +13,7 @@ use common::config::Config;
 use common::wire::train::TrainBench;
 use common::wire::Versioned;
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 use tch::{nn, Device, Tensor};
 
@@ -60,6 +60,46 @@ pub fn run(args: &Args) -> anyhow::Result<u8> {
     let vs = nn::VarStore::new(Device::Cpu);
     tch::manual_seed(config.seed as i64);
     let net = Net::new(&vs.root(), &config);
+    let (initial_eval_loss, parameters) = save_inputs(&args.save, &config, &vs, &net, &batch)?;
+
+    // The weights and batch were saved from the CPU; now move to the device.
+    let mut vs = vs;
+    vs.set_device(device);
+    let batch = batch.to(device);
+    let (times, fb_times) = time_steps(args, &config, &vs, &net, &batch)?;
+    let peak = crate::system::shim::memory_stats(device).ok();
+    let median = median(&times);
+    let report = TrainBench {
+        schema: TrainBench::SCHEMA.into(),
+        threads: tch::get_num_threads(),
+        batch_size: config.batch_size,
+        steps: args.steps,
+        step_ms_median: median,
+        forward_backward_ms_median: self::median(&fb_times),
+        step_ms_all: times,
+        samples_per_s: n as f64 / (median / 1000.0),
+        initial_eval_loss,
+        parameters,
+        config,
+        device: crate::run::setup::device_name(device),
+        peak_allocated_mib: peak.map(|m| crate::system::shim::mib(m.peak_allocated)),
+        peak_reserved_mib: peak.map(|m| crate::system::shim::mib(m.peak_reserved)),
+    };
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{}", serde_json::to_string(&report)?)?;
+    Ok(common::exit::OK)
+}
+
+/// Saves the initial weights and the batch to `path`, for the reference to
+/// run the very same computation. Returns the initial model's eval-mode
+/// loss on the batch, and its parameter count.
+fn save_inputs(
+    path: &Path,
+    config: &Config,
+    vs: &nn::VarStore,
+    net: &Net,
+    batch: &Dataset,
+) -> anyhow::Result<(f64, i64)> {
     let mut weights: Vec<(String, Tensor)> = vs
         .variables()
         .into_iter()
@@ -68,7 +108,7 @@ pub fn run(args: &Args) -> anyhow::Result<u8> {
     weights.sort_by(|a, b| a.0.cmp(&b.0));
     let initial_eval_loss = tch::no_grad(|| {
         let out = net.forward(&batch.frames, &batch.scalars, false);
-        step::loss(&config, &out, &batch.target).double_value(&[])
+        step::loss(config, &out, &batch.target).double_value(&[])
     });
     let mut saved: Vec<(String, Tensor)> = weights
         .iter()
@@ -77,13 +117,27 @@ pub fn run(args: &Args) -> anyhow::Result<u8> {
     saved.push(("batch.frames".into(), batch.frames.shallow_clone()));
     saved.push(("batch.scalars".into(), batch.scalars.shallow_clone()));
     saved.push(("batch.target".into(), batch.target.shallow_clone()));
-    checkpoint::save(&args.save, &saved, Default::default())?;
+    checkpoint::save(path, &saved, Default::default())?;
+    let parameters = weights
+        .iter()
+        .filter(|(_, t)| t.requires_grad())
+        .map(|(_, t)| t.numel() as i64)
+        .sum();
+    Ok((initial_eval_loss, parameters))
+}
 
-    // The weights and batch were saved from the CPU; now move to the device.
-    let mut vs = vs;
-    vs.set_device(device);
-    let batch = batch.to(device);
-    let mut opt = AdamW::new(&vs, config.weight_decay);
+/// `args.warmup` untimed steps, then `args.steps` timed ones, on the
+/// model's device. Returns the timed steps' whole and forward-backward
+/// times (ms).
+fn time_steps(
+    args: &Args,
+    config: &Config,
+    vs: &nn::VarStore,
+    net: &Net,
+    batch: &Dataset,
+) -> anyhow::Result<(Vec<f64>, Vec<f64>)> {
+    let device = vs.device();
+    let mut opt = AdamW::new(vs, config.weight_decay);
     let mut scaler = (config.mixed_precision == common::config::Precision::Fp16)
         .then(crate::model::optim::LossScaler::default);
     let (mut times, mut fb_times) = (Vec::new(), Vec::new());
@@ -107,8 +161,8 @@ pub fn run(args: &Args) -> anyhow::Result<u8> {
         // message), not as tch's panic.
         crate::system::panics::catch(|| {
             step::forward_backward(
-                &net,
-                &config,
+                net,
+                config,
                 &batch.frames,
                 &batch.scalars,
                 &batch.target,
@@ -131,31 +185,7 @@ pub fn run(args: &Args) -> anyhow::Result<u8> {
             fb_times.push(fb.as_secs_f64() * 1000.0);
         }
     }
-    let peak = crate::system::shim::memory_stats(device).ok();
-    let median = median(&times);
-    let report = TrainBench {
-        schema: TrainBench::SCHEMA.into(),
-        threads: tch::get_num_threads(),
-        batch_size: config.batch_size,
-        steps: args.steps,
-        step_ms_median: median,
-        forward_backward_ms_median: self::median(&fb_times),
-        step_ms_all: times,
-        samples_per_s: n as f64 / (median / 1000.0),
-        initial_eval_loss,
-        parameters: weights
-            .iter()
-            .filter(|(_, t)| t.requires_grad())
-            .map(|(_, t)| t.numel() as i64)
-            .sum(),
-        config,
-        device: crate::run::setup::device_name(device),
-        peak_allocated_mib: peak.map(|m| crate::system::shim::mib(m.peak_allocated)),
-        peak_reserved_mib: peak.map(|m| crate::system::shim::mib(m.peak_reserved)),
-    };
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "{}", serde_json::to_string(&report)?)?;
-    Ok(common::exit::OK)
+    Ok((times, fb_times))
 }
 
 fn median(v: &[f64]) -> f64 {
