@@ -3,26 +3,27 @@
 //! tested in-process. `train --config CFG` trains, `train --resume DIR`
 //! continues a killed run, `train info` reports the libtorch it runs on,
 //! `train bench` and `train check-data` serve the benchmarks and verify-fixes.
+//!
+//! Modules, by what they do (burn-train's shape):
+//! - `training`: the loop. The trainer (epochs, steps with out-of-memory
+//!   recovery, validation) only emits events; when to save (strategy) apart
+//!   from how (checkpoint); test faults and the stop request (interrupter)
+//!   are handed in. Public for the in-process tests.
+//! - `run`: `--config`/`--resume`: the run directory, the fallback chain (its
+//!   rules pure in chain.rs, its I/O in mod.rs), the device and environment
+//!   (setup.rs), and the listeners that turn events into the console,
+//!   metrics.csv, curves.png and summary.yaml.
+//! - `model`: the network with its variables, AdamW and the loss scaler, the
+//!   datasets.
+//! - `system`: where train meets libtorch and CUDA: the C++ shim, the CUDA
+//!   driver, libtorch's panics as errors, tensors as bytes.
+//! - `commands`: `train info`, `train bench`, `train check-data`.
 
-pub mod bench;
-pub mod check_data;
-pub mod checkpoint;
-pub mod cuda_driver;
-pub mod data;
-pub mod events;
-pub mod fault;
-pub mod info;
-pub mod listeners;
-pub mod metrics;
-pub mod model;
-pub mod optim;
-pub mod panics;
-pub mod run;
-pub mod shim;
-pub mod step;
-pub mod strategy;
-pub mod tensor_bytes;
-pub mod trainer;
+mod commands;
+mod model;
+mod run;
+mod system;
+pub mod training;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -42,7 +43,7 @@ static TORCH_RNG: std::sync::Mutex<()> = std::sync::Mutex::new(());
                   2 bad input or usage, 3 --device cuda without a GPU, 4 train broke (an unexpected \
                   error, such as an I/O failure)."
 )]
-pub struct Cli {
+struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
     /// The config to train.
@@ -66,7 +67,7 @@ pub struct Cli {
     out: Option<PathBuf>,
     /// Where to train.
     #[arg(long, value_enum, default_value = "auto")]
-    device: run::DeviceChoice,
+    device: run::setup::DeviceChoice,
     /// CPU threads for libtorch [default: libtorch's choice].
     #[arg(long, value_name = "N")]
     threads: Option<i32>,
@@ -78,12 +79,12 @@ pub struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Report the torch version, CUDA and cuDNN availability and the devices.
-    Info(info::Args),
+    Info(commands::info::Args),
     /// Time training steps on a fixed batch (for bench/train_vs_pytorch.py).
-    Bench(bench::Args),
+    Bench(commands::bench::Args),
     /// Check the config's data (shapes, dtypes, NaN/inf, labels) and print
     /// the class balance, without training.
-    CheckData(check_data::Args),
+    CheckData(commands::check_data::Args),
     /// A hyper-parameter search, each trial a train process, every result
     /// in an Optuna journal (docs/GUIDE.md, "Sweeps: train sweep").
     Sweep(Box<sweep::cli::Args>),
@@ -103,9 +104,9 @@ pub fn main() -> ExitCode {
             original_env,
         };
         match (&cli.command, &cli.resume, &cli.config) {
-            (Some(Command::Info(args)), _, _) => info::run(args),
-            (Some(Command::Bench(args)), _, _) => bench::run(args),
-            (Some(Command::CheckData(args)), _, _) => check_data::run(args),
+            (Some(Command::Info(args)), _, _) => commands::info::run(args),
+            (Some(Command::Bench(args)), _, _) => commands::bench::run(args),
+            (Some(Command::CheckData(args)), _, _) => commands::check_data::run(args),
             (Some(Command::Sweep(args)), _, _) => {
                 let me = std::env::current_exe()
                     .map_err(|e| anyhow::anyhow!("cannot find train's own executable: {e}"))?;

@@ -5,9 +5,8 @@ use common::config::Config;
 use std::cell::RefCell;
 use std::rc::Rc;
 use tch::Device;
-use train::events::{Event, Listener, Listeners, Skip};
-use train::fault::Faults;
-use train::trainer::{Stop, Trainer};
+use train::training::events::{Event, Listener, Listeners, Skip};
+use train::training::{Faults, Interrupter, Stop, Trainer};
 
 /// Writes down each event it receives, one word (and numbers) per event.
 struct Record(Rc<RefCell<Vec<String>>>);
@@ -56,7 +55,9 @@ fn the_loop_emits_every_step_and_epoch_and_takes_its_faults_from_the_caller() {
     // Handed in, not read from the environment.
     std::env::set_var("TRAINGUARD_FAULT", "sigkill@1:1");
     let mut faults = Faults::parse("nan@1:2,oom@2:3").unwrap();
-    let stop = trainer.run(&mut faults, &mut events).unwrap();
+    let stop = trainer
+        .run(&mut faults, &Interrupter::new(), &mut events)
+        .unwrap();
     assert!(matches!(stop, Stop::Finished), "{stop:?}");
     let seen = seen.borrow().join(", ");
     assert!(
@@ -71,4 +72,52 @@ fn the_loop_emits_every_step_and_epoch_and_takes_its_faults_from_the_caller() {
         .collect();
     files.sort();
     assert_eq!(files, ["best.safetensors", "checkpoint.safetensors"]);
+}
+
+/// Asks the loop to stop when it sees the batch `at` (epoch, step) end.
+struct StopAt {
+    at: (u32, u64),
+    interrupter: Interrupter,
+}
+
+impl Listener for StopAt {
+    fn on(&mut self, event: &Event) -> anyhow::Result<()> {
+        if let Event::Batch { epoch, done, .. } = event {
+            if (*epoch, *done) == self.at {
+                self.interrupter.stop();
+            }
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn a_stop_handed_to_the_loop_ends_it_before_the_next_step() {
+    tch::set_num_threads(1);
+    let dir = tempfile::tempdir().unwrap();
+    let mut trainer = Trainer::new(tiny(), dir.path(), Device::Cpu).unwrap();
+    let seen = Rc::new(RefCell::new(Vec::new()));
+    let interrupter = Interrupter::new();
+    let mut events = Listeners::default();
+    events.push(Record(seen.clone()));
+    events.push(StopAt {
+        at: (2, 1),
+        interrupter: interrupter.clone(),
+    });
+    let stop = trainer
+        .run(&mut Faults::none(), &interrupter, &mut events)
+        .unwrap();
+    match stop {
+        Stop::Stopped { reason } => assert_eq!(
+            reason,
+            "stopped on request (SIGINT or SIGTERM) before epoch 2 step 2"
+        ),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        seen.borrow().join(", "),
+        "batch 1:1, batch 1:2, batch 1:3, epoch 1 skipped 0, best 1, batch 2:1"
+    );
+    // Epoch 1's checkpoint is the last whole one.
+    assert!(dir.path().join("checkpoint.safetensors").exists());
 }

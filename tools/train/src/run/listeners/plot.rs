@@ -3,7 +3,7 @@
 //! epoch from the rows the events carried (a resumed run's earlier epochs
 //! come as `History`), written atomically like every file train writes.
 
-use crate::events::{Event, Listener};
+use crate::training::events::{Event, Listener};
 use common::wire::train::EpochRow;
 use plotters::prelude::*;
 use std::path::{Path, PathBuf};

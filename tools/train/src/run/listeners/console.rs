@@ -2,8 +2,8 @@
 //! recoveries and fallbacks, and a progress bar within an epoch when stderr
 //! is a terminal (plain lines when piped).
 
-use crate::events::{Event, Listener, Skip};
-use common::wire::train::RunStatus;
+use crate::training::events::{End, Event, Listener, Skip, Start};
+use common::wire::train::{EpochRow, RunStatus};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
 
@@ -36,6 +36,82 @@ impl Console {
             bar.finish_and_clear();
         }
     }
+
+    fn started(&mut self, s: &Start) {
+        self.epochs = s.epochs;
+        self.out = s.out.clone();
+        if let Some((n, of)) = s.carried {
+            common::say!(
+                "train: {}: continuing from the last good checkpoint at epoch {}; {n} of {of} model tensors carried over{}",
+                s.config,
+                s.first_epoch,
+                if n < of { " (the others start fresh: their shapes differ)" } else { "" }
+            );
+        }
+        common::say!(
+            "train: {} · {} · {} parameters (cfgcheck's estimate: {}) · {} training / {} validation examples · run directory {}",
+            s.config,
+            s.device,
+            s.parameters,
+            s.expected_parameters,
+            s.train_examples,
+            s.val_examples,
+            s.out.display()
+        );
+        for n in &s.environment {
+            common::say!("train: environment: {n}");
+        }
+        for n in &s.not_applied {
+            common::say!("train: not applied: {n}");
+        }
+        if let Some(at) = s.resumed_at {
+            common::say!("train: resuming {} at epoch {at}", s.out.display());
+        }
+    }
+
+    /// The progress bar within an epoch (a terminal only).
+    fn progress(&mut self, epoch: u32, done: u64, total: u64, loss: f64) {
+        let bar = self.bar.get_or_insert_with(|| {
+            let b = ProgressBar::new(total);
+            b.set_style(
+                ProgressStyle::with_template("Epoch {prefix} [{bar:30}] {pos}/{len} {msg} ({eta})")
+                    .expect("a valid template")
+                    .progress_chars("=> "),
+            );
+            b
+        });
+        bar.set_prefix(epoch.to_string());
+        bar.set_position(done);
+        bar.set_message(format!("loss {loss:.4}"));
+    }
+
+    fn epoch_end(&mut self, r: &EpochRow) {
+        self.clear_bar();
+        let mut line = format!(
+            "Epoch {}/{} | Train Loss: {:.4} | Val Loss: {:.4} | LR: {:.6} | Time: {:.2}s",
+            r.epoch, self.epochs, r.train_loss, r.val_loss, r.lr, r.seconds
+        );
+        if let Some(r2) = r.r2 {
+            line += &format!(" | R²: {r2:.4}");
+        }
+        if let Some(acc) = r.accuracy {
+            line += &format!(" | Acc: {acc:.4}");
+        }
+        common::say!("{line}");
+    }
+
+    fn ended(&mut self, end: &End) {
+        self.clear_bar();
+        match end.status {
+            RunStatus::Failed => common::say!("train: failed: {}", end.stop_reason),
+            RunStatus::Stopped => common::say!(
+                "train: {}; continue with `train --resume {}`",
+                end.stop_reason,
+                self.out.display()
+            ),
+            RunStatus::Finished => {}
+        }
+    }
 }
 
 fn mib_or_na(v: Option<f64>) -> String {
@@ -45,37 +121,7 @@ fn mib_or_na(v: Option<f64>) -> String {
 impl Listener for Console {
     fn on(&mut self, event: &Event) -> anyhow::Result<()> {
         match event {
-            Event::Started(s) => {
-                self.epochs = s.epochs;
-                self.out = s.out.clone();
-                if let Some((n, of)) = s.carried {
-                    common::say!(
-                        "train: {}: continuing from the last good checkpoint at epoch {}; {n} of {of} model tensors carried over{}",
-                        s.config,
-                        s.first_epoch,
-                        if n < of { " (the others start fresh: their shapes differ)" } else { "" }
-                    );
-                }
-                common::say!(
-                    "train: {} · {} · {} parameters (cfgcheck's estimate: {}) · {} training / {} validation examples · run directory {}",
-                    s.config,
-                    s.device,
-                    s.parameters,
-                    s.expected_parameters,
-                    s.train_examples,
-                    s.val_examples,
-                    s.out.display()
-                );
-                for n in &s.environment {
-                    common::say!("train: environment: {n}");
-                }
-                for n in &s.not_applied {
-                    common::say!("train: not applied: {n}");
-                }
-                if let Some(at) = s.resumed_at {
-                    common::say!("train: resuming {} at epoch {at}", s.out.display());
-                }
-            }
+            Event::Started(s) => self.started(s),
             Event::Labels { which, counts } => {
                 let list: Vec<String> = counts.iter().map(|(k, n)| format!("{k}: {n}")).collect();
                 common::say!("train: {which} labels: {}", list.join(", "));
@@ -86,22 +132,7 @@ impl Listener for Console {
                 done,
                 total,
                 loss,
-            } if self.interactive => {
-                let bar = self.bar.get_or_insert_with(|| {
-                    let b = ProgressBar::new(*total);
-                    b.set_style(
-                        ProgressStyle::with_template(
-                            "Epoch {prefix} [{bar:30}] {pos}/{len} {msg} ({eta})",
-                        )
-                        .expect("a valid template")
-                        .progress_chars("=> "),
-                    );
-                    b
-                });
-                bar.set_prefix(epoch.to_string());
-                bar.set_position(*done);
-                bar.set_message(format!("loss {loss:.4}"));
-            }
+            } if self.interactive => self.progress(*epoch, *done, *total, *loss),
             Event::Batch { .. } => {}
             Event::StepSkipped {
                 epoch,
@@ -126,20 +157,7 @@ impl Listener for Console {
                     mib_or_na(e.reserved_mib)
                 );
             }
-            Event::EpochEnd(r) => {
-                self.clear_bar();
-                let mut line = format!(
-                    "Epoch {}/{} | Train Loss: {:.4} | Val Loss: {:.4} | LR: {:.6} | Time: {:.2}s",
-                    r.epoch, self.epochs, r.train_loss, r.val_loss, r.lr, r.seconds
-                );
-                if let Some(r2) = r.r2 {
-                    line += &format!(" | R²: {r2:.4}");
-                }
-                if let Some(acc) = r.accuracy {
-                    line += &format!(" | Acc: {acc:.4}");
-                }
-                common::say!("{line}");
-            }
+            Event::EpochEnd(r) => self.epoch_end(r),
             Event::NewBest(b) => {
                 common::say!("New best model saved! (val_loss: {:.4})", b.val_loss)
             }
@@ -158,18 +176,7 @@ impl Listener for Console {
             Event::AlreadyFinished { epochs } => {
                 common::say!("train: the run already finished all {epochs} epochs");
             }
-            Event::Ended(end) => {
-                self.clear_bar();
-                match end.status {
-                    RunStatus::Failed => common::say!("train: failed: {}", end.stop_reason),
-                    RunStatus::Stopped => common::say!(
-                        "train: {}; continue with `train --resume {}`",
-                        end.stop_reason,
-                        self.out.display()
-                    ),
-                    RunStatus::Finished => {}
-                }
-            }
+            Event::Ended(end) => self.ended(end),
         }
         Ok(())
     }

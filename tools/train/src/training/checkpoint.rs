@@ -4,7 +4,7 @@
 //! is torn anyway (copied half, disk full) is refused with a message; train
 //! never silently starts over.
 
-use crate::tensor_bytes;
+use crate::system::tensor_bytes;
 use common::wire::train::CheckpointMeta;
 use safetensors::tensor::{Dtype, SafeTensors, TensorView};
 use std::collections::{BTreeMap, HashMap};
@@ -112,10 +112,6 @@ impl Checkpointer {
 
     pub fn path(&self) -> PathBuf {
         self.dir.join(CHECKPOINT)
-    }
-
-    pub fn exists(&self) -> bool {
-        self.path().exists()
     }
 
     /// The weights, the optimizer's state and the metadata, as one file.

@@ -4,7 +4,7 @@
 //! balance. Prints `train-data/v1` YAML; exit 0 when the data is usable, 2
 //! with the problem otherwise.
 
-use crate::data;
+use crate::model::data;
 use common::config::Config;
 use common::wire::train::TrainData;
 use common::wire::Versioned;

@@ -62,7 +62,7 @@ pub struct Faults {
 
 impl Faults {
     /// The faults `TRAINGUARD_FAULT` asks for (none when it is unset).
-    pub fn from_env() -> anyhow::Result<Faults> {
+    pub(crate) fn from_env() -> anyhow::Result<Faults> {
         Self::parse(&std::env::var(VAR).unwrap_or_default())
     }
 
@@ -118,7 +118,7 @@ impl Faults {
     }
 
     /// Before a step: SIGKILL, SIGABRT or a hang when asked.
-    pub fn before_step(&self, epoch: u32, step: u64) {
+    pub(crate) fn before_step(&self, epoch: u32, step: u64) {
         if self.at(Kind::Abort, epoch, step) {
             common::say!("train: {VAR}: SIGABRT before epoch {epoch} step {step}");
             std::process::abort();
@@ -139,7 +139,7 @@ impl Faults {
     }
 
     /// At an attempt of a step: the error it should fail with, if any.
-    pub fn error(&mut self, epoch: u32, step: u64) -> Option<TchError> {
+    pub(crate) fn error(&mut self, epoch: u32, step: u64) -> Option<TchError> {
         let always = self
             .list
             .iter()
@@ -155,7 +155,7 @@ impl Faults {
 
     /// At an attempt of a step: whether it should make libtorch fail an
     /// allocation (the first attempt only).
-    pub fn alloc(&mut self, epoch: u32, step: u64) -> bool {
+    pub(crate) fn alloc(&mut self, epoch: u32, step: u64) -> bool {
         self.once(Kind::Alloc, epoch, step)
     }
 
@@ -168,7 +168,7 @@ impl Faults {
         fire
     }
 
-    pub fn nan_loss(&self, epoch: u32, step: u64) -> bool {
+    pub(crate) fn nan_loss(&self, epoch: u32, step: u64) -> bool {
         self.at(Kind::Nan, epoch, step)
     }
 }

@@ -1,7 +1,7 @@
 //! `train info`: what libtorch this binary runs on and what it can see. Read by
 //! people, and by verify-fixes' runtime check (`train info --format yaml`).
 
-use crate::cuda_driver;
+use crate::system::cuda_driver;
 use common::wire::train::{InfoDevice, TrainInfo};
 use common::wire::Versioned;
 use std::io::Write;
@@ -67,7 +67,7 @@ pub fn collect() -> TrainInfo {
         },
         devices,
         cpu_threads: tch::get_num_threads(),
-        allocator_view: crate::shim::has_cuda_allocator(),
+        allocator_view: crate::system::shim::has_cuda_allocator(),
         notes,
     }
 }

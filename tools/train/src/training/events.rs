@@ -1,7 +1,7 @@
-//! What happens in a run, as events. The loop (trainer.rs) and the run
-//! driver (run.rs) only emit them; every line a person reads and every file
-//! but the checkpoints is a listener that builds its output from the events
-//! it receives (burn-train's shape): console lines and the progress bar,
+//! What happens in a run, as events. The loop (trainer.rs) and the run driver
+//! (run/mod.rs) only emit them; every line a person reads and every file but
+//! the checkpoints is a listener that builds its output from the events it
+//! receives (burn-train's shape): console lines and the progress bar,
 //! metrics.csv, curves.png, summary.yaml. Listeners are independent of each
 //! other: none reads another's file, so their order does not matter.
 

@@ -1,7 +1,7 @@
 //! summary.yaml (train-summary/v1), written atomically when the run ends,
 //! from what the events said over the run.
 
-use crate::events::{Event, Listener};
+use crate::training::events::{Event, Listener};
 use common::wire::train::{Best, EpochRow, OomEvent, TrainSummary};
 use common::wire::Versioned;
 use std::path::{Path, PathBuf};

@@ -26,10 +26,6 @@ impl Dataset {
         self.frames.size()[0]
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     pub fn to(&self, device: Device) -> Dataset {
         Dataset {
             frames: self.frames.to_device(device),
@@ -312,12 +308,12 @@ pub fn read_file(c: &Config, path: &Path, max: Option<u64>) -> anyhow::Result<Da
     }
     let rows = max.map_or(n, |m| (m as i64).min(n));
     let mut read_rows = |t: &str, i: &Info, kind: Kind| -> anyhow::Result<Tensor> {
-        let elem = crate::tensor_bytes::elem_bytes(kind) as i64;
+        let elem = crate::system::tensor_bytes::elem_bytes(kind) as i64;
         let row: i64 = i.shape[1..].iter().product::<i64>() * elem;
         let buf = src.head(t, (row * rows) as usize)?;
         let mut shape = i.shape.clone();
         shape[0] = rows;
-        crate::tensor_bytes::from_le(&buf, &shape, kind)
+        crate::system::tensor_bytes::from_le(&buf, &shape, kind)
             .map_err(|e| bad_input!("{name}: tensor `{t}`: {e}"))
     };
     Ok(Dataset {

@@ -11,7 +11,7 @@ pub use metrics_csv::MetricsCsv;
 pub use plot::Plot;
 pub use summary::Summary;
 
-use crate::events::Listeners;
+use crate::training::events::Listeners;
 use common::wire::train::EpochRow;
 use std::path::Path;
 

@@ -2,7 +2,7 @@
 //! flushed. A resumed run keeps the rows of the epochs before the one it
 //! restarts at and drops a torn last line.
 
-use crate::events::{Event, Listener};
+use crate::training::events::{Event, Listener};
 use common::wire::train::EpochRow;
 use std::io::Write;
 use std::path::Path;

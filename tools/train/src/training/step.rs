@@ -9,8 +9,8 @@
 //! pass's dropout mask and does not update batch norm's running statistics
 //! a second time, so the gradients equal those without checkpointing.
 
-use crate::model::{BnStats, Net};
-use crate::shim;
+use crate::model::net::{BnStats, Net};
+use crate::system::shim;
 use common::config::{Config, Loss, Precision};
 use tch::{Device, Kind, Reduction, TchError, Tensor};
 

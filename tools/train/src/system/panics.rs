@@ -91,7 +91,7 @@ fn libtorch_text(text: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fault::IMPOSSIBLE_FLOATS as IMPOSSIBLE;
+    use crate::training::fault::IMPOSSIBLE_FLOATS as IMPOSSIBLE;
     use tch::{Device, Kind, Tensor};
 
     #[test]
