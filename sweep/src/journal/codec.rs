@@ -1,6 +1,6 @@
 //! Optuna's JSON values both ways: distributions (`distribution_to_json`,
 //! `json_to_distribution`), parameter values (internal <-> external
-//! representation), Python's non-finite numbers, and timestamps.
+//! representation), and Python's non-finite numbers.
 
 use super::TrialRecord;
 use crate::trial::{Choice, Distribution, ParamValue};
@@ -8,7 +8,6 @@ use anyhow::{anyhow, bail, Context, Result};
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 pub(super) fn finite(v: f64, what: &str) -> Result<()> {
     if !v.is_finite() {
@@ -351,37 +350,9 @@ pub(super) fn readable(v: &Value) -> Value {
     }
 }
 
-/// Naive UTC ISO 8601 with microseconds, as Python's
-/// `datetime.isoformat(timespec="microseconds")` writes it.
-pub(crate) fn iso_utc(t: SystemTime) -> Result<String> {
-    let d = t
-        .duration_since(UNIX_EPOCH)
-        .map_err(|_| anyhow!("a time before 1970"))?;
-    let secs = d.as_secs();
-    let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
-    // Howard Hinnant's civil_from_days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    Ok(format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:06}",
-        rem / 3600,
-        rem / 60 % 60,
-        rem % 60,
-        d.subsec_micros()
-    ))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
     #[test]
     fn distributions_are_written_as_optuna_writes_them() {
@@ -435,12 +406,5 @@ mod tests {
                 step: None
             }
         );
-    }
-
-    #[test]
-    fn timestamps_are_python_isoformat() {
-        let t = UNIX_EPOCH + Duration::from_micros(1_709_210_096_123_456);
-        assert_eq!(iso_utc(t).unwrap(), "2024-02-29T12:34:56.123456");
-        assert_eq!(iso_utc(UNIX_EPOCH).unwrap(), "1970-01-01T00:00:00.000000");
     }
 }

@@ -51,7 +51,9 @@
 //! error naming the file and line.
 //!
 //! Differences from Optuna kept on purpose: timestamps are naive UTC (Optuna
-//! writes naive local time; they agree where TZ is UTC); non-finite numbers
+//! 4 wrote naive local time; Optuna 5 and Rustuna write UTC with its offset,
+//! which replay turns into naive UTC, and read a naive time as local: they
+//! agree where TZ is UTC); non-finite numbers
 //! read from files Optuna wrote (`NaN`, `Infinity`) are accepted, and in
 //! attributes they become the strings "NaN", "Infinity", "-Infinity".
 //!
@@ -59,15 +61,16 @@
 //! `replay` (records -> studies and trials), `file` (the cached replay,
 //! appends under the lock, the torn-tail cut), `lock` (the symlink lock),
 //! `codec` (Optuna's JSON values: distributions, parameters, non-finite
-//! numbers, timestamps).
+//! numbers), `timestamps`.
 
 mod codec;
 mod file;
 mod lock;
 mod records;
 mod replay;
+mod timestamps;
 
-pub(crate) use codec::iso_utc;
+pub(crate) use timestamps::iso_utc;
 
 use crate::trial::{Direction, Distribution, ParamValue, Trial, TrialState};
 use anyhow::{anyhow, bail, Context, Result};

@@ -3,6 +3,7 @@
 
 use super::codec::{compatible, float, json_to_distribution, readable, to_external};
 use super::records::*;
+use super::timestamps::naive_utc;
 use super::{Study, StudyId, TrialId};
 use crate::trial::{Direction, Distribution, Trial, TrialState};
 use anyhow::{bail, Context, Result};
@@ -189,10 +190,10 @@ impl Replay {
                     return Ok(()); // Another worker already runs it.
                 }
                 if state == TrialState::Running {
-                    t.trial.datetime_start = Some(string(r, "datetime_start")?.to_owned());
+                    t.trial.datetime_start = Some(naive_utc(string(r, "datetime_start")?));
                 }
                 if state.is_finished() {
-                    t.trial.datetime_complete = Some(string(r, "datetime_complete")?.to_owned());
+                    t.trial.datetime_complete = Some(naive_utc(string(r, "datetime_complete")?));
                 }
                 t.trial.state = state;
                 if let Some(v) = values(field(r, "values")?)? {
@@ -255,12 +256,12 @@ impl Replay {
         }
         let datetime_start = match field(r, "datetime_start")? {
             Value::Null => None,
-            Value::String(s) => Some(s.clone()),
+            Value::String(s) => Some(naive_utc(s)),
             _ => return Err("datetime_start is not a string".into()),
         };
         let datetime_complete = match r.get("datetime_complete") {
             None => None,
-            Some(Value::String(s)) => Some(s.clone()),
+            Some(Value::String(s)) => Some(naive_utc(s)),
             Some(_) => return Err("datetime_complete is not a string".into()),
         };
         let state = match r.get("state") {
