@@ -99,6 +99,7 @@ fn main() -> Result<()> {
             system_attrs: BTreeMap::new(),
             datetime_start: None,
             datetime_complete: None,
+            discarded: false,
         });
     }
     Ok(())

@@ -153,6 +153,7 @@ fn tpe_matches_optuna() {
             system_attrs: BTreeMap::new(),
             datetime_start: None,
             datetime_complete: None,
+            discarded: false,
         })
         .collect();
     // Newest first, to check the split does not depend on the input's order.

@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::path::Path;
 
-/// Optuna's JournalOperation.
+/// Optuna's JournalOperation (Optuna 5's, which added DISCARD_TRIALS).
 pub(super) const CREATE_STUDY: u8 = 0;
 pub(super) const DELETE_STUDY: u8 = 1;
 pub(super) const SET_STUDY_USER_ATTR: u8 = 2;
@@ -20,6 +20,9 @@ pub(super) const SET_TRIAL_STATE_VALUES: u8 = 6;
 pub(super) const SET_TRIAL_INTERMEDIATE_VALUE: u8 = 7;
 pub(super) const SET_TRIAL_USER_ATTR: u8 = 8;
 pub(super) const SET_TRIAL_SYSTEM_ATTR: u8 = 9;
+/// Written by Rustuna only (`discard_trials`): `{"trial_ids": [...]}`.
+/// Optuna 5 skips it, and Rustuna too unless asked to apply it.
+pub(super) const DISCARD_TRIALS: u8 = 10;
 
 #[derive(Serialize)]
 pub(super) struct Record<'a, T> {

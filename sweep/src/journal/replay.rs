@@ -220,7 +220,31 @@ impl Replay {
                     attrs.insert(k, v);
                 }
             }
+            DISCARD_TRIALS => self.discard(r)?,
             _ => return Err(format!("unknown op_code {op} (Optuna's are 0-9)")),
+        }
+        Ok(())
+    }
+
+    /// Rustuna's DISCARD_TRIALS: the trials stay, as Optuna 5 (which skips
+    /// the record) and Rustuna (unless asked to apply it) keep them, only
+    /// flagged; ids of no trial (yet) are ignored, as records about unknown
+    /// trials are.
+    fn discard(&mut self, r: &Map<String, Value>) -> Result<(), String> {
+        let ids = array(r, "trial_ids")?
+            .iter()
+            .map(|id| {
+                id.as_u64()
+                    .ok_or_else(|| format!("trial_ids: {id} is not an integer >= 0"))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        for id in ids {
+            if let Some(t) = usize::try_from(id)
+                .ok()
+                .and_then(|i| self.trials.get_mut(i))
+            {
+                t.trial.discarded = true;
+            }
         }
         Ok(())
     }
@@ -312,6 +336,7 @@ impl Replay {
                 system_attrs: attrs(r.get("system_attrs"), "system_attrs")?,
                 datetime_start,
                 datetime_complete,
+                discarded: false,
             },
             values,
         });
@@ -415,7 +440,7 @@ fn attrs(v: Option<&Value>, key: &str) -> Result<BTreeMap<String, Value>, String
 mod tests {
     use super::super::tests::*;
     use super::super::{StudyId, TrialId};
-    use crate::trial::{Direction, TrialState};
+    use crate::trial::{Choice, Direction, ParamValue, TrialState};
 
     #[test]
     fn updates_to_finished_trials_are_ignored() {
@@ -489,5 +514,139 @@ mod tests {
             j.create_study("t", Direction::Minimize).unwrap(),
             StudyId(2)
         );
+    }
+
+    /// Recorded from rustuna 0.2.0 (JournalFileStorage, ask/tell,
+    /// enqueue_trial, then discard_trials([1, 3, 0])): study "other" with one
+    /// trial (id 0), study "s" with COMPLETE, PRUNED, RUNNING, COMPLETE and
+    /// WAITING trials (ids 1-5). Timestamps are UTC with "+00:00".
+    const RUSTUNA: &str = include_str!("testdata/rustuna-0.2.0.log");
+
+    fn replay_text(text: &str) -> Result<Vec<crate::journal::Study>, String> {
+        crate::journal::replay(text.as_bytes(), std::path::Path::new("journal.log"))
+            .map_err(|e| format!("{e:#}"))
+    }
+
+    #[test]
+    fn a_journal_rustuna_wrote_replays_with_its_discards_flagged() {
+        let studies = replay_text(RUSTUNA).unwrap();
+        let names: Vec<&str> = studies.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["other", "s"]);
+        assert!(studies[0].trials[0].discarded, "a trial of another study");
+        let s = &studies[1];
+        assert_eq!(s.direction, Direction::Minimize);
+        assert_eq!(s.trial_ids, [1, 2, 3, 4, 5].map(TrialId));
+        use TrialState::*;
+        let seen: Vec<_> = s.trials.iter().map(|t| (t.state, t.discarded)).collect();
+        assert_eq!(
+            seen,
+            [
+                (Complete, true),
+                (Pruned, false),
+                (Running, true),
+                (Complete, false),
+                (Waiting, false)
+            ]
+        );
+        let t = &s.trials[0];
+        assert_eq!(t.value, Some(0.0084033734350019));
+        assert_eq!(t.intermediate[&0], 0.0084033734350019);
+        assert_eq!(
+            t.params["opt"],
+            ParamValue::Choice(Choice::Str("adam".into()))
+        );
+        assert_eq!(s.trials[2].params["opt"], ParamValue::Choice(Choice::Null));
+        assert_eq!(
+            t.datetime_start.as_deref(),
+            Some("2026-11-23T21:50:55.925359"),
+            "UTC with its offset becomes naive UTC"
+        );
+        assert_eq!(
+            t.datetime_complete.as_deref(),
+            Some("2026-11-23T21:50:55.927026")
+        );
+    }
+
+    /// Optuna 5 skips DISCARD_TRIALS: without the record, the same studies
+    /// but for the flag (so the samplers, the grid's count and --resume,
+    /// which read everything but the flag, see what Optuna sees).
+    #[test]
+    fn a_discard_changes_nothing_but_the_flag() {
+        let without: String = RUSTUNA
+            .lines()
+            .filter(|l| !l.starts_with(r#"{"op_code":10,"#))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        assert_eq!(without.lines().count() + 1, RUSTUNA.lines().count());
+        let mut flagged = replay_text(RUSTUNA).unwrap();
+        for s in &mut flagged {
+            for t in &mut s.trials {
+                t.discarded = false;
+            }
+        }
+        assert_eq!(flagged, replay_text(&without).unwrap());
+    }
+
+    #[test]
+    fn discards_go_by_trial_id_and_leave_the_trial_going() {
+        let (t0, t1) = (trial(0), trial(0));
+        let (_d, j) = journal_with(&[
+            STUDY,
+            // Ids of no trial yet, and an empty list: nothing to flag.
+            r#"{"op_code":10,"worker_id":"r","trial_ids":[0,7]}"#,
+            r#"{"op_code":10,"worker_id":"r","trial_ids":[]}"#,
+            &t0,
+            &t1,
+            r#"{"op_code":10,"worker_id":"r","trial_ids":[1,1]}"#,
+            // A discarded trial still takes updates, as in Optuna 5.
+            r#"{"op_code":7,"worker_id":"w","trial_id":1,"step":0,"intermediate_value":2.0}"#,
+            r#"{"op_code":6,"worker_id":"w","trial_id":1,"state":1,"values":[0.5],"datetime_complete":"2024-01-01T00:00:01.000000"}"#,
+        ]);
+        let s = j.load("s").unwrap().unwrap();
+        let flags: Vec<bool> = s.trials.iter().map(|t| t.discarded).collect();
+        assert_eq!(flags, [false, true]);
+        let t = &s.trials[1];
+        assert_eq!((t.state, t.value), (TrialState::Complete, Some(0.5)));
+        assert_eq!(t.intermediate[&0], 2.0);
+        // Our writer goes on with a study Rustuna discarded trials of.
+        let r = j.create_running_trial(StudyId(0), &record(0.01)).unwrap();
+        assert_eq!(r.number, 2);
+        j.finish_trial(TrialId(0), crate::journal::Outcome::Fail)
+            .unwrap();
+    }
+
+    #[test]
+    fn a_malformed_discard_names_its_line() {
+        let t = trial(0);
+        for (record, says) in [
+            (
+                r#"{"op_code":10,"worker_id":"r"}"#,
+                r#"no field "trial_ids""#,
+            ),
+            (
+                r#"{"op_code":10,"worker_id":"r","trial_ids":0}"#,
+                "trial_ids is not a list",
+            ),
+            (
+                r#"{"op_code":10,"worker_id":"r","trial_ids":[0,-1]}"#,
+                "trial_ids: -1 is not an integer >= 0",
+            ),
+            (
+                r#"{"op_code":10,"worker_id":"r","trial_ids":["0"]}"#,
+                r#"trial_ids: "0" is not an integer >= 0"#,
+            ),
+            (
+                r#"{"op_code":10,"worker_id":"r","trial_ids":[0.5]}"#,
+                "trial_ids: 0.5 is not an integer >= 0",
+            ),
+            (
+                r#"{"op_code":11,"worker_id":"r","trial_ids":[0]}"#,
+                "unknown op_code 11 (Optuna's are 0-9)",
+            ),
+        ] {
+            let (_d, j) = journal_with(&[STUDY, &t, record, &t]);
+            let e = format!("{:#}", j.load("s").unwrap_err());
+            assert!(e.contains(&format!("journal.log:3: {says}")), "{e}");
+        }
     }
 }
