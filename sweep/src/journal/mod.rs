@@ -1,14 +1,16 @@
 //! The sweep's one truth: a journal in the format of Optuna's
-//! `JournalFileBackend` (one JSON record per line, op codes 0-9), so that
-//! `optuna.load_study(storage=JournalStorage(JournalFileBackend(path)))` and
-//! optuna-dashboard read it as it is, and Optuna workers may write to the
-//! same file while we do.
+//! `JournalFileBackend` (one JSON record per line, op codes 0-10), so that
+//! `optuna.load_study(storage=JournalStorage(JournalFileBackend(path)))`,
+//! optuna-dashboard and Rustuna read it as it is, and Optuna and Rustuna
+//! workers may write to the same file while we do.
 //!
 //! Reading replays every record the way Optuna's `JournalStorageReplayResult`
 //! does: a trial's id is the order of its CREATE_TRIAL among all live
 //! studies' trials in the file, its number the order within its study;
 //! records about unknown studies or trials and updates to finished trials are
-//! ignored (they come from other workers, as Optuna ignores them).
+//! ignored (they come from other workers, as Optuna ignores them). Op code
+//! 10, DISCARD_TRIALS, only Rustuna writes and Optuna 5 skips: its trials
+//! stay, flagged `discarded`, which nothing but the report reads.
 //!
 //! Writing: every append takes the lock, replays the file (another worker
 //! may have written since), checks the record against that state, writes it
