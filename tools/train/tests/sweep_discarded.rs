@@ -23,19 +23,29 @@ data: {synthetic_train_examples: 64, synthetic_val_examples: 32}
 architecture: {channels: [4], embed_dim: 8, attention_heads: 2}
 ";
 
-/// Rustuna discards trials (by number) of a study: it writes the record.
-const DISCARD: &str = r#"
+/// Rustuna on a sweep's journal: `discard PATH STUDY N...` discards trials
+/// (by number); `write PATH STUDY` adds a COMPLETE trial and a RUNNING one
+/// of the sweep's grid (no worker recorded) and discards both.
+const RUSTUNA: &str = r#"
 import sys
 try:
     import rustuna
     from rustuna.storages import JournalFileStorage
 except ImportError:
     sys.exit("rustuna is not installed: run `just setup`")
-path, name, *numbers = sys.argv[1:]
+cmd, path, name, *numbers = sys.argv[1:]
 journal = JournalFileStorage(path)
 study = rustuna.load_study(study_name=name, storage=journal)
-journal.discard_trials([journal.get_trial_id_from_study_id_trial_number(study._study_id, int(n))
-                        for n in numbers])
+tid = lambda n: journal.get_trial_id_from_study_id_trial_number(study._study_id, n)
+if cmd == "write":
+    done = study.ask()
+    done.suggest_categorical("learning_rate", [0.001, 0.002, 0.003])
+    journal.set_trial_intermediate_value(tid(done.number), 1, 2.5)
+    study.tell(done.number, 2.5)
+    running = study.ask()
+    running.suggest_categorical("learning_rate", [0.001, 0.002, 0.003])
+    numbers = [done.number, running.number]
+journal.discard_trials([tid(int(n)) for n in numbers])
 "#;
 
 /// Every trial as Optuna loads it.
@@ -162,7 +172,10 @@ fn trials_rustuna_discarded_are_reported_and_the_sweep_goes_on_as_optuna_would()
     driver.wait().unwrap();
 
     let journal = out.join("journal.log");
-    python(DISCARD, &[journal.to_str().unwrap(), "sweep", "0", "1"]);
+    python(
+        RUSTUNA,
+        &["discard", journal.to_str().unwrap(), "sweep", "0", "1"],
+    );
     let text = std::fs::read_to_string(&journal).unwrap();
     assert!(text.contains(r#""op_code":10,"#), "{text}");
 
@@ -234,6 +247,72 @@ fn trials_rustuna_discarded_are_reported_and_the_sweep_goes_on_as_optuna_would()
         "{}",
         String::from_utf8_lossy(&worker.stderr)
     );
+    let last: Value = serde_json::from_str(&report(&out, "json")).unwrap();
+    assert_eq!(last["trials"].as_array().unwrap().len(), 4, "{last}");
+}
+
+/// The sweep's first trials are Rustuna's own (a COMPLETE one, and a
+/// RUNNING one no worker of ours runs), both discarded: the sweep reads
+/// them, --resume runs the RUNNING one again with its parameters, and the
+/// grid goes on from its third point, as it would without the record.
+#[test]
+fn a_sweep_whose_first_trials_rustuna_wrote_and_discarded_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let base = write(d, "base.yaml", &BASE.replace("epochs: 6", "epochs: 2"));
+    let space = write(
+        d,
+        "space.yaml",
+        "method: grid\nmetric: {name: val_loss, goal: minimize}\nparameters:\n  \
+         learning_rate: {values: [0.001, 0.002, 0.003]}\n",
+    );
+    let out = d.join("sweep");
+    let o = out.to_str().unwrap();
+    // --slurm --dry-run sets the sweep up (settings, study) and runs nothing.
+    let init = Command::new(BIN)
+        .args(["sweep", "--config"])
+        .arg(&base)
+        .arg("--space")
+        .arg(&space)
+        .args(["--out", o, "--slurm", "--dry-run"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        init.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&init.stderr)
+    );
+    let journal = out.join("journal.log");
+    python(RUSTUNA, &["write", journal.to_str().unwrap(), "sweep"]);
+
+    let status = sweep(&["--status", o]);
+    let said = String::from_utf8_lossy(&status.stdout).to_string();
+    assert_eq!(status.status.code(), Some(0), "{said}");
+    assert!(
+        said.contains("trial 1 is RUNNING in the journal but no worker recorded"),
+        "{said}"
+    );
+    let before = report_agreeing_with_optuna(&out);
+    assert_eq!(discarded(&before), [0, 1], "{before}");
+    assert_eq!(before["best"]["value"], 2.5, "{before}");
+
+    let resumed = sweep(&["--resume", o, "--parallel", "1"]);
+    let stderr = String::from_utf8_lossy(&resumed.stderr).to_string();
+    assert_eq!(resumed.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("trial 1 was RUNNING"), "{stderr}");
+    let after = report_agreeing_with_optuna(&out);
+    assert_eq!(discarded(&after), [0, 1], "{after}");
+    let trials = after["trials"].as_array().unwrap();
+    assert_eq!(trials.len(), 4, "{after}");
+    assert_eq!(trials[1]["error_class"], "interrupted", "{after}");
+    assert_eq!(trials[2]["retried_from"], 1, "{after}");
+    assert_eq!(trials[2]["params"], trials[1]["params"], "{after}");
+    assert_eq!(trials[2]["state"], "COMPLETE", "{after}");
+    assert_eq!(trials[3]["params"]["learning_rate"], 0.003, "{after}");
+    assert_eq!(trials[3]["state"], "COMPLETE", "{after}");
+    let worker = sweep(&["--worker", o, "--parallel", "1"]);
+    assert_eq!(worker.status.code(), Some(0));
     let last: Value = serde_json::from_str(&report(&out, "json")).unwrap();
     assert_eq!(last["trials"].as_array().unwrap().len(), 4, "{last}");
 }
