@@ -11,9 +11,12 @@ torch_version := "2.11.0"
 # The CUDA 13.0 headers matching torch 2.11.0+cu130's runtime (nvidia-cuda-runtime 13.0).
 cuda_crt_version := "13.0.88"
 # The Optuna the sweep's tests check the journal, TPE and the pruners against.
-optuna_version := "4.9.0"
+optuna_version := "5.0.0"
 # optuna-dashboard, whose API the sweep's tests read our journal through.
 dashboard_version := "0.21.0"
+# Rustuna (the Optuna team's Rust port), whose journals (with their
+# DISCARD_TRIALS records) the sweep's tests read, and which reads ours.
+rustuna_version := "0.2.0"
 
 # torch-sys asks `python` on PATH (VIRTUAL_ENV set) for libtorch's paths.
 export VIRTUAL_ENV := torch_env
@@ -111,11 +114,12 @@ setup:
         fi
         echo "setup: could not install $crt_pkg into $env_dir: train will be built without its allocator view (train info: allocator_view: false): on a GPU it reports no peak memory (metrics.csv, train bench), and just gpu-verify refuses to pack it. Fix: $py -m pip install $crt_pkg, or set TRAINGUARD_CUDA_INCLUDE to a CUDA 13 include directory holding crt/host_defines.h; then rebuild (cargo clean -p train --release; just build)" >&2
     }
-    # Optuna, a real client for the sweep's tests (its journal, TPE, pruners).
+    # Optuna and Rustuna, real clients for the sweep's tests (their journals,
+    # TPE, pruners).
     optuna() {
-        "$py" -c 'import optuna, optuna_dashboard, sys; sys.exit(optuna.__version__ != "{{ optuna_version }}" or optuna_dashboard.__version__ != "{{ dashboard_version }}")' 2>/dev/null && return 0
-        echo "setup: installing optuna=={{ optuna_version }} and optuna-dashboard=={{ dashboard_version }} into $env_dir (the sweep's tests read our journal with them)" >&2
-        "$py" -m pip install --quiet "optuna=={{ optuna_version }}" "optuna-dashboard=={{ dashboard_version }}"
+        "$py" -c 'import importlib.metadata as m, optuna, optuna_dashboard, rustuna, sys; sys.exit(optuna.__version__ != "{{ optuna_version }}" or optuna_dashboard.__version__ != "{{ dashboard_version }}" or m.version("rustuna") != "{{ rustuna_version }}")' 2>/dev/null && return 0
+        echo "setup: installing optuna=={{ optuna_version }}, optuna-dashboard=={{ dashboard_version }} and rustuna=={{ rustuna_version }} into $env_dir (the sweep's tests read our journal with them)" >&2
+        "$py" -m pip install --quiet "optuna=={{ optuna_version }}" "optuna-dashboard=={{ dashboard_version }}" "rustuna=={{ rustuna_version }}"
     }
     if [ -n "${TORCH_ENV:-}" ]; then
         if ! have; then

@@ -113,6 +113,7 @@ mod tests {
             system_attrs: Default::default(),
             datetime_start: None,
             datetime_complete: None,
+            discarded: false,
         }
     }
 

@@ -48,6 +48,11 @@ pub struct Row {
     pub peak_memory_mib: Option<f64>,
     pub error_message: Option<String>,
     pub retried_from: Option<u64>,
+    /// A DISCARD_TRIALS record (Rustuna's) names it; Optuna 5 ignores the
+    /// record and so does the sweep (it counts, ranks and samples from the
+    /// trial). Absent when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub discarded: bool,
 }
 
 /// Failed trials of one class, and the parameter values all of them share.
@@ -74,6 +79,7 @@ impl common::wire::Versioned for SweepReport {
             peak_memory_mib: Some(900.0),
             error_message: Some("out of memory at epoch 1 step 1 ...".into()),
             retried_from: Some(1),
+            discarded: false,
         };
         SweepReport {
             schema: Self::SCHEMA.into(),
@@ -121,6 +127,7 @@ fn row(t: &Trial) -> Row {
         peak_memory_mib: num("peak_memory_mib"),
         error_message: text("error_message"),
         retried_from: t.user_attrs.get("retried_from").and_then(Value::as_u64),
+        discarded: t.discarded,
     }
 }
 
@@ -388,6 +395,11 @@ fn write_csv(r: &SweepReport, w: &mut dyn Write) -> anyhow::Result<()> {
         .to_vec();
     header.extend(names.iter().cloned());
     header.extend(["value", "epochs", "seconds", "peak_memory_mib"].map(String::from));
+    // Only journals with Rustuna's DISCARD_TRIALS records have the column.
+    let discards = r.trials.iter().any(|t| t.discarded);
+    if discards {
+        header.push("discarded".into());
+    }
     csv.write_record(&header)?;
     for t in &r.trials {
         let mut rec = vec![
@@ -403,6 +415,9 @@ fn write_csv(r: &SweepReport, w: &mut dyn Write) -> anyhow::Result<()> {
             f(t.seconds),
             f(t.peak_memory_mib),
         ]);
+        if discards {
+            rec.push(t.discarded.to_string());
+        }
         csv.write_record(&rec)?;
     }
     csv.flush()?;
@@ -426,7 +441,11 @@ fn write_table(r: &SweepReport, w: &mut dyn Write) -> anyhow::Result<()> {
     ]);
     t.set_header(header);
     for row in &r.trials {
-        let mut cells = vec![row.number.to_string(), row.state.clone()];
+        let state = match row.discarded {
+            true => format!("{} (discarded)", row.state),
+            false => row.state.clone(),
+        };
+        let mut cells = vec![row.number.to_string(), state];
         cells.extend(names.iter().map(|n| cell(row.params.get(n))));
         cells.extend([
             row.value.map(|v| format!("{v:.6}")).unwrap_or_default(),
@@ -439,6 +458,18 @@ fn write_table(r: &SweepReport, w: &mut dyn Write) -> anyhow::Result<()> {
     writeln!(w, "{t}")?;
     let counts: Vec<String> = r.counts.iter().map(|(s, n)| format!("{s} {n}")).collect();
     writeln!(w, "{} trials: {}", r.trials.len(), counts.join(", "))?;
+    let discarded: Vec<u64> = r
+        .trials
+        .iter()
+        .filter(|t| t.discarded)
+        .map(|t| t.number)
+        .collect();
+    if !discarded.is_empty() {
+        writeln!(
+            w,
+            "discarded by Rustuna: trial(s) {discarded:?} (Optuna keeps them, and so does the sweep: counted above)"
+        )?;
+    }
     match &r.best {
         Some(b) => writeln!(
             w,

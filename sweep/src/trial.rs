@@ -194,4 +194,9 @@ pub struct Trial {
     /// Naive UTC timestamps, ISO 8601 without a zone (Optuna's format).
     pub datetime_start: Option<String>,
     pub datetime_complete: Option<String>,
+    /// Named by a DISCARD_TRIALS record (op_code 10, which Rustuna writes).
+    /// Optuna 5 skips that record, so the trial stays what it is to the
+    /// samplers, the grid's count, `--resume` and the best trial; only the
+    /// report shows the flag.
+    pub discarded: bool,
 }

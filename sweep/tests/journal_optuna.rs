@@ -1,7 +1,10 @@
-//! The journal against real Optuna (tests/journal_optuna.py): Optuna loads
-//! what we write, we replay what Optuna writes, both write one file at once,
-//! a torn tail is cut, NaN is refused. Needs the project's Python with
-//! optuna (`just setup`); without it these tests fail rather than skip.
+//! The journal against real Optuna and Rustuna (tests/journal_optuna.py):
+//! Optuna and Rustuna load what we write, we replay what Optuna and Rustuna
+//! write (Rustuna's DISCARD_TRIALS records too), Optuna and we write one
+//! file at once, a torn tail is cut, NaN is refused. Needs the project's
+//! Python with optuna and rustuna (`just setup`); without them these tests
+//! fail rather than skip. Python runs with TZ=UTC: Optuna and Rustuna show
+//! naive local times, ours are naive UTC.
 
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -18,6 +21,7 @@ fn optuna(args: &[&str]) -> Value {
     let out = Command::new(testkit::python())
         .arg(SCRIPT)
         .args(args)
+        .env("TZ", "UTC")
         .output()
         .unwrap();
     assert!(
@@ -30,6 +34,10 @@ fn optuna(args: &[&str]) -> Value {
 
 fn optuna_load(path: &Path, study: &str) -> Value {
     optuna(&["load", path.to_str().unwrap(), study])
+}
+
+fn rustuna_load(path: &Path, study: &str) -> Value {
+    optuna(&["rustuna-load", path.to_str().unwrap(), study])
 }
 
 /// Our replay in the shape journal_optuna.py prints Optuna's.
@@ -179,13 +187,10 @@ fn record(i: u64) -> TrialRecord {
     }
 }
 
-/// (a) Optuna loads what we wrote: every state, every kind of parameter,
-/// intermediate values, user attributes, timestamps.
-#[test]
-fn optuna_loads_what_we_write() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("journal.log");
-    let j = Journal::open(&path).unwrap();
+/// Writes study "sweep-a" with every state, every kind of parameter,
+/// intermediate values and user attributes, and checks our replay of it.
+fn write_every_kind(path: &Path) -> Study {
+    let j = Journal::open(path).unwrap();
     let s = j.create_study("sweep-a", Direction::Minimize).unwrap();
     j.set_study_user_attr(s, "config", &json!("configs/base.yaml"))
         .unwrap();
@@ -235,8 +240,88 @@ fn optuna_loads_what_we_write() {
         ours.trials[0].datetime_start.as_deref(),
         Some("2023-11-14T22:13:20.000001")
     );
+    ours
+}
 
+/// (a) Optuna loads what we wrote: every state, every kind of parameter,
+/// intermediate values, user attributes, timestamps.
+#[test]
+fn optuna_loads_what_we_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("journal.log");
+    let ours = write_every_kind(&path);
     assert_eq!(optuna_load(&path, "sweep-a"), as_optuna_prints(&ours));
+}
+
+/// (a') So does Rustuna: trials, states, parameters, values, intermediate
+/// values, user attributes, timestamps. Rustuna gives a PRUNED trial no
+/// value (on Optuna's own journals too), where Optuna gives it its last
+/// intermediate value.
+#[test]
+fn rustuna_loads_what_we_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("journal.log");
+    let ours = write_every_kind(&path);
+    let mut want = as_optuna_prints(&ours);
+    for t in want["trials"].as_array_mut().unwrap() {
+        if t["state"] == "PRUNED" {
+            assert!(t["value"].is_number(), "{t}");
+            t["value"] = Value::Null;
+        }
+    }
+    assert_eq!(rustuna_load(&path, "sweep-a"), want);
+}
+
+/// (b') We replay what Rustuna wrote, DISCARD_TRIALS records and all, as
+/// Optuna 5 loads it (which skips them) and as Rustuna does (which keeps
+/// the trials unless told to apply the discards): the trials stay, flagged
+/// `discarded` exactly where Rustuna, applying them, leaves trials out.
+#[test]
+fn we_replay_what_rustuna_writes_with_its_discards() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("journal.log");
+    let told = optuna(&["rustuna-write", path.to_str().unwrap(), "main"]);
+    assert!(
+        std::fs::read_to_string(&path)
+            .unwrap()
+            .contains(r#""op_code":10,"#),
+        "rustuna wrote no DISCARD_TRIALS record"
+    );
+    let j = Journal::open(&path).unwrap();
+    assert_eq!(j.study_names().unwrap(), ["other", "main"]);
+    let ours = j.load("main").unwrap().unwrap();
+    let printed = as_optuna_prints(&ours);
+    assert_eq!(printed, optuna_load(&path, "main"));
+    assert_eq!(printed, rustuna_load(&path, "main"));
+    let states: Vec<_> = ours.trials.iter().map(|t| t.state.as_str()).collect();
+    assert_eq!(
+        states,
+        ["COMPLETE", "COMPLETE", "PRUNED", "FAIL", "COMPLETE", "RUNNING", "COMPLETE", "WAITING"]
+    );
+    let flagged: Vec<u64> = ours
+        .trials
+        .iter()
+        .filter(|t| t.discarded)
+        .map(|t| t.number)
+        .collect();
+    assert_eq!(json!(flagged), told["discarded"]);
+    let kept: Vec<u64> = ours
+        .trials
+        .iter()
+        .filter(|t| !t.discarded)
+        .map(|t| t.number)
+        .collect();
+    assert_eq!(json!(kept), told["applied"]);
+    // We go on with Rustuna's study; Optuna and Rustuna read it.
+    let t = j
+        .create_running_trial(ours.id, &TrialRecord::default())
+        .unwrap();
+    assert_eq!(t.number, 8);
+    j.finish_trial(t.id, Outcome::Complete(0.1)).unwrap();
+    let after = as_optuna_prints(&j.load("main").unwrap().unwrap());
+    assert_eq!(after, optuna_load(&path, "main"));
+    assert_eq!(after, rustuna_load(&path, "main"));
+    assert_eq!(after["trials"][8]["value"], json!(0.1));
 }
 
 /// (b) We replay what Optuna wrote (two studies, enqueued and waiting
@@ -278,6 +363,7 @@ fn optuna_and_we_write_one_file_at_once() {
     let py = Command::new(testkit::python())
         .arg(SCRIPT)
         .args(["append", path.to_str().unwrap(), "race", "50", "0.02"])
+        .env("TZ", "UTC")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()

@@ -125,6 +125,7 @@ fn recorded() -> Vec<Trial> {
             system_attrs: BTreeMap::new(),
             datetime_start: None,
             datetime_complete: None,
+            discarded: false,
         });
     }
     trials

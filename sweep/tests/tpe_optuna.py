@@ -1,6 +1,11 @@
 """Optuna's own numbers for sweep/tests/tpe_optuna.rs: the Parzen estimator's
 log density on fixed observations, default_weights, default_gamma and
-_split_trials on a fixed study. Prints one JSON document."""
+_split_trials on a fixed study. Prints one JSON document.
+
+`bayes` is Optuna 4.x's default TPE: univariate, no constant liar. Optuna 5
+changed TPESampler's defaults (multivariate and constant_liar now True), so in
+Optuna 5 it is TPESampler(multivariate=False, constant_liar=False), whose
+per-parameter estimators are the ones built here (Optuna 5.0.0)."""
 
 import json
 import math
@@ -16,12 +21,20 @@ try:
     from optuna.trial import TrialState, create_trial
 except ImportError as e:
     sys.exit(f"optuna is missing ({e}): run just setup")
+if int(optuna.__version__.split(".")[0]) < 5:
+    sys.exit(f"optuna {optuna.__version__} is older than the 5.0.0 this compares with: run just setup")
 
 optuna.logging.set_verbosity(optuna.logging.ERROR)
 warnings.filterwarnings("ignore")
-PARAMS = _ParzenEstimatorParameters(
+# The sampler `bayes` is, every option that Optuna 5 changed named; its
+# estimators' knobs are what the estimators below are built with (Optuna 5
+# no longer reads their `multivariate`: per parameter, they are univariate).
+SAMPLER = optuna.samplers.TPESampler(
+    multivariate=False, constant_liar=False, n_startup_trials=10, n_ei_candidates=24)
+PARAMS = SAMPLER._parzen_estimator_parameters
+assert PARAMS == _ParzenEstimatorParameters(
     prior_weight=1.0, consider_magic_clip=True, consider_endpoints=False,
-    weights=default_weights, multivariate=False, categorical_distance_func={})
+    weights=default_weights, multivariate=PARAMS.multivariate), PARAMS
 
 
 def spec(d, raw_high=None):
@@ -78,11 +91,15 @@ for direction in ("minimize", "maximize"):
     frozen = study.get_trials(deepcopy=False,
                               states=(TrialState.COMPLETE, TrialState.PRUNED))
     for n_below in range(0, 13):
-        below, above = _split_trials(study, frozen, n_below, False)
+        below, above = _split_trials(study, frozen, n_below)
         splits.append({"direction": direction, "n_below": n_below,
                        "below": [t.number for t in below], "above": [t.number for t in above]})
 
 json.dump({
+    "sampler": {"multivariate": SAMPLER._is_multivariate(optuna.create_study()), "constant_liar": SAMPLER._constant_liar,
+                "n_startup_trials": SAMPLER._n_startup_trials, "n_ei_candidates": SAMPLER._n_ei_candidates,
+                "prior_weight": PARAMS.prior_weight, "consider_magic_clip": PARAMS.consider_magic_clip,
+                "consider_endpoints": PARAMS.consider_endpoints},
     "estimators": estimators,
     "weights": {str(n): default_weights(n).tolist() for n in (0, 1, 24, 25, 26, 27, 40, 100)},
     "gamma": {str(n): default_gamma(n) for n in (0, 1, 9, 10, 11, 100, 249, 251, 1000)},

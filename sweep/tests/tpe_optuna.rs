@@ -1,13 +1,19 @@
-//! TPE's math against Optuna's own: tests/tpe_optuna.py runs Optuna 4.x's
+//! TPE's math against Optuna's own: tests/tpe_optuna.py runs Optuna 5's
 //! `_ParzenEstimator`, `default_weights`, `default_gamma` and `_split_trials`
-//! on fixed inputs, and the same inputs go through ours. Needs the project's
-//! Python with optuna (`just setup`); without it this test fails rather than
-//! skips, so a missing setup cannot pass for agreement.
+//! on fixed inputs, and the same inputs go through ours. `bayes` is Optuna
+//! 4.x's default TPE, which Optuna 5 (whose defaults turned multivariate and
+//! constant_liar on) names `TPESampler(multivariate=False,
+//! constant_liar=False)`: the script builds its estimators with that
+//! sampler's knobs, and they must be `TpeSampler::new`'s. Needs the
+//! project's Python with optuna (`just setup`); without it this test fails
+//! rather than skips, so a missing setup cannot pass for agreement.
 
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::process::Command;
-use sweep::sampler::{default_gamma, default_weights, split_trials, ParzenEstimator, ParzenParams};
+use sweep::sampler::{
+    default_gamma, default_weights, split_trials, ParzenEstimator, ParzenParams, TpeSampler,
+};
 use sweep::trial::{Choice, Direction, Distribution, Trial, TrialState};
 
 fn optuna_reference() -> Value {
@@ -62,6 +68,26 @@ fn floats(v: &Value) -> Vec<f64> {
 #[test]
 fn tpe_matches_optuna() {
     let r = optuna_reference();
+
+    // Optuna's sampler as the script names it is ours, knob for knob.
+    let ours = TpeSampler::new(0);
+    let theirs = &r["sampler"];
+    assert_eq!(theirs["multivariate"], false, "{theirs}");
+    assert_eq!(theirs["constant_liar"], false, "{theirs}");
+    assert_eq!(
+        theirs["n_startup_trials"], ours.n_startup_trials,
+        "{theirs}"
+    );
+    assert_eq!(theirs["n_ei_candidates"], ours.n_ei_candidates, "{theirs}");
+    assert_eq!(theirs["prior_weight"], ours.parzen.prior_weight, "{theirs}");
+    assert_eq!(
+        theirs["consider_magic_clip"], ours.parzen.consider_magic_clip,
+        "{theirs}"
+    );
+    assert_eq!(
+        theirs["consider_endpoints"], ours.parzen.consider_endpoints,
+        "{theirs}"
+    );
 
     let mut checked = 0;
     for (i, case) in r["estimators"].as_array().unwrap().iter().enumerate() {
@@ -127,6 +153,7 @@ fn tpe_matches_optuna() {
             system_attrs: BTreeMap::new(),
             datetime_start: None,
             datetime_complete: None,
+            discarded: false,
         })
         .collect();
     // Newest first, to check the split does not depend on the input's order.

@@ -180,6 +180,7 @@ mod tests {
             system_attrs: BTreeMap::new(),
             datetime_start: None,
             datetime_complete: None,
+            discarded: false,
         }
     }
 
