@@ -221,7 +221,7 @@ impl Replay {
                 }
             }
             DISCARD_TRIALS => self.discard(r)?,
-            _ => return Err(format!("unknown op_code {op} (Optuna's are 0-9)")),
+            _ => return Err(format!("unknown op_code {op} (Optuna 5's are 0-10)")),
         }
         Ok(())
     }
@@ -641,7 +641,7 @@ mod tests {
             ),
             (
                 r#"{"op_code":11,"worker_id":"r","trial_ids":[0]}"#,
-                "unknown op_code 11 (Optuna's are 0-9)",
+                "unknown op_code 11 (Optuna 5's are 0-10)",
             ),
         ] {
             let (_d, j) = journal_with(&[STUDY, &t, record, &t]);
