@@ -16,7 +16,7 @@ use crate::trial::{ParamValue, Trial, TrialState};
 use anyhow::Context;
 use common::bad_input;
 use common::config::Config;
-use common::failures::Class;
+use common::wire::failure::Class;
 use common::wire::train::{EpochRow, RunStatus, TrainSummary};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

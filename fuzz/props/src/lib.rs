@@ -95,7 +95,7 @@ pub fn checkpoint_meta(data: &[u8]) -> Result<(), String> {
 
 /// The log `cfgcheck --explain` reads.
 pub fn explain(data: &[u8]) -> Result<(), String> {
-    check(common::explain::scan(NAME, data))
+    check(diagnose::explain::scan(NAME, data))
 }
 
 /// safetensors' and .npy's headers (train's data files and checkpoints).

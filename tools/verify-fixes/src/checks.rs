@@ -1,15 +1,16 @@
 //! The checks, in the order they are printed. Each returns what it saw and,
-//! when it fails, the fix; the rules and the estimate come from `common`,
-//! and everything that needs libtorch is asked of `train` as a child process.
+//! when it fails, the fix; the rules come from `diagnose` and the estimate
+//! from `common`, and everything that needs libtorch is asked of `train` as a
+//! child process.
 
 use common::config::{Config, LoadedConfig};
 use common::estimate::{self, Budget, MIB};
 use common::report::{Report, Source};
-use common::rules::{self, Severity, Target};
 use common::wire::train::{TrainData, TrainInfo};
 pub use common::wire::verify::Check;
 pub use common::wire::verify::Status;
 use common::wire::{self, Versioned};
+use diagnose::rules::{self, Severity, Target};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
