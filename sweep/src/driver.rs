@@ -31,8 +31,6 @@ pub const JOURNAL: &str = "journal.log";
 pub const SETTINGS: &str = "sweep.yaml";
 /// The error message kept per failed trial (seed 004 kept 500 characters).
 pub const MESSAGE_CHARS: usize = 500;
-/// Exit code after Ctrl-C or SIGTERM, as train's.
-pub const STOPPED: u8 = 130;
 /// How long a stopped trial gets to write its summary before SIGKILL (a
 /// step on a GPU can take seconds); one past its timeout has had its time.
 const GRACE: Duration = Duration::from_secs(20);
@@ -415,9 +413,8 @@ fn interrupted_roots(study: &Study) -> Vec<u64> {
             .and_then(Value::as_u64)
             .unwrap_or(t.number)
     };
-    let interrupted = |t: &Trial| {
-        t.state == TrialState::Fail && attr_str(t, "error_class") == Some("interrupted")
-    };
+    let interrupted =
+        |t: &Trial| t.state == TrialState::Fail && error_class(t) == Some(Class::Interrupted);
     let mut settled: BTreeMap<u64, bool> = BTreeMap::new();
     for t in &study.trials {
         let all = settled.entry(root(t)).or_insert(true);
@@ -428,6 +425,12 @@ fn interrupted_roots(study: &Study) -> Vec<u64> {
         .filter(|(_, all)| *all)
         .map(|(r, _)| r)
         .collect()
+}
+
+/// A trial's recorded failure class, when it is one of `Class`'s (a config
+/// the schema refused is recorded as "config", which is not).
+fn error_class(t: &Trial) -> Option<Class> {
+    serde_json::from_value(t.user_attrs.get("error_class")?.clone()).ok()
 }
 
 pub(crate) fn trial_dir(dir: &Path, number: u64) -> PathBuf {
@@ -614,7 +617,10 @@ impl Driver {
         let mut stopping: Option<(u8, String)> = None;
         loop {
             let why_stop = if STOP.load(Ordering::SeqCst) {
-                Some((STOPPED, "stopped by Ctrl-C or SIGTERM".to_string()))
+                Some((
+                    common::exit::STOPPED,
+                    "stopped by Ctrl-C or SIGTERM".to_string(),
+                ))
             } else {
                 self.disk_full.take().map(|why| {
                     (
@@ -650,7 +656,7 @@ impl Driver {
                     return Ok(match stopping {
                         Some((code, why)) => {
                             common::say!("train sweep: {why}");
-                            if code == STOPPED {
+                            if code == common::exit::STOPPED {
                                 common::say!(
                                     "train sweep: continue with `train sweep --resume {}`",
                                     self.dir.display()
@@ -676,7 +682,7 @@ impl Driver {
         let mut finished: Vec<&Trial> = study
             .trials
             .iter()
-            .filter(|t| t.state.is_finished() && attr_str(t, "error_class") != Some("interrupted"))
+            .filter(|t| t.state.is_finished() && error_class(t) != Some(Class::Interrupted))
             .collect();
         finished.sort_by(|a, b| a.datetime_complete.cmp(&b.datetime_complete));
         let tail: Vec<&Trial> = finished
@@ -691,7 +697,7 @@ impl Driver {
         let mut classes: BTreeMap<&str, u32> = BTreeMap::new();
         for t in &tail {
             *classes
-                .entry(attr_str(t, "error_class").unwrap_or("other"))
+                .entry(attr_str(t, "error_class").unwrap_or(Class::Other.as_str()))
                 .or_default() += 1;
         }
         let seen: Vec<String> = classes.iter().map(|(c, n)| format!("{c} × {n}")).collect();
@@ -964,7 +970,7 @@ impl Driver {
                 }
             }
             (None, Some(s)) => fail(
-                s.error_class.map_or("other", Class::as_str),
+                s.error_class.map_or(Class::Other.as_str(), Class::as_str),
                 s.stop_reason.clone(),
             ),
             (None, None) => {
@@ -1019,7 +1025,7 @@ impl Driver {
                     .iter()
                     .find(|(k, _)| *k == "error_class")
                     .and_then(|(_, v)| v.as_str())
-                    .unwrap_or("other")
+                    .unwrap_or(Class::Other.as_str())
             ),
         };
         common::say!("train sweep: trial {} {word}", r.number);
@@ -1032,14 +1038,7 @@ const FULL_BELOW: u64 = 1 << 20;
 
 /// "the filesystem of DIR is full (N bytes free)", if it is.
 fn full_disk(dir: &Path) -> Option<String> {
-    use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
-    // SAFETY: statvfs(3) fills the zeroed struct from a NUL-terminated path.
-    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
-        return None;
-    }
-    let free = st.f_bavail as u64 * st.f_frsize as u64;
+    let free = common::host::free_bytes(dir)?;
     (free < FULL_BELOW).then(|| {
         format!(
             "the filesystem of {} is full ({free} bytes free)",

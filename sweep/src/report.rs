@@ -10,6 +10,7 @@ use crate::owner::Liveness;
 use crate::space::Space;
 use crate::trial::{Direction, ParamValue, Trial, TrialState};
 use common::format::Format;
+use common::wire::failure::Class;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -170,7 +171,7 @@ fn failures(study: &Study) -> Vec<FailureGroup> {
             .user_attrs
             .get("error_class")
             .and_then(Value::as_str)
-            .unwrap_or("other");
+            .unwrap_or(Class::Other.as_str());
         groups.entry(class.to_string()).or_default().push(t);
     }
     groups

@@ -21,10 +21,6 @@ use tch::Device;
 
 pub const CHAIN: &str = "chain.yaml";
 
-/// Exit code of a run stopped on request (SIGINT or SIGTERM), as shells
-/// report an interrupted command.
-pub const STOPPED: u8 = 130;
-
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum DeviceChoice {
     Auto,
@@ -222,7 +218,7 @@ fn go_chain(mut chain: ChainState, out: PathBuf, opts: &Options) -> anyhow::Resu
     let _ = ctrlc::set_handler(|| {
         use std::sync::atomic::Ordering;
         if crate::trainer::STOP_REQUESTED.swap(true, Ordering::SeqCst) {
-            std::process::exit(i32::from(STOPPED));
+            std::process::exit(i32::from(exit::STOPPED));
         }
     });
     // Before anything touches CUDA: the first config's environment.
@@ -368,7 +364,7 @@ fn go_chain(mut chain: ChainState, out: PathBuf, opts: &Options) -> anyhow::Resu
         return Ok(match status {
             RunStatus::Finished => exit::OK,
             RunStatus::Failed => exit::FOUND,
-            RunStatus::Stopped => STOPPED,
+            RunStatus::Stopped => exit::STOPPED,
         });
     }
 }

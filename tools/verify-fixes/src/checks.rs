@@ -574,7 +574,7 @@ impl Context<'_> {
         // checkpoint (weights + 2 moments) and best model, each briefly twice
         // (temp file + rename), plus metrics and the plot.
         let need = params * 4 * 4 * 2 + 4 * MIB;
-        match free_bytes(dir) {
+        match common::host::free_bytes(dir) {
             Some(free) if free < need => check(
                 "disk",
                 name,
@@ -616,15 +616,4 @@ fn last_line(stderr: &[u8]) -> String {
         .rfind(|l| !l.trim().is_empty())
         .unwrap_or("(no message)")
         .to_string()
-}
-
-fn free_bytes(dir: &Path) -> Option<u64> {
-    use std::ffi::CString;
-    use std::os::unix::ffi::OsStrExt;
-    let path = CString::new(dir.as_os_str().as_bytes()).ok()?;
-    // SAFETY: statvfs fills the zeroed struct for a NUL-terminated path.
-    unsafe {
-        let mut s: libc::statvfs = std::mem::zeroed();
-        (libc::statvfs(path.as_ptr(), &mut s) == 0).then(|| s.f_bavail as u64 * s.f_frsize as u64)
-    }
 }
