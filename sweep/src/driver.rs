@@ -17,8 +17,8 @@ use anyhow::Context;
 use common::bad_input;
 use common::config::Config;
 use common::wire::failure::Class;
+use common::wire::sweep::{Options, Settings};
 use common::wire::train::{EpochRow, RunStatus, TrainSummary};
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -36,63 +36,6 @@ pub const MESSAGE_CHARS: usize = 500;
 const GRACE: Duration = Duration::from_secs(20);
 const TIMEOUT_GRACE: Duration = Duration::from_secs(5);
 const POLL: Duration = Duration::from_millis(200);
-
-/// sweep.yaml (sweep-settings/v1): what the sweep was started with, so that
-/// `--resume` goes on with the same base config, space and settings.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Settings {
-    pub schema: String,
-    /// The study's name in the journal (what optuna.load_study takes).
-    pub study_name: String,
-    /// The base config's file, and the config resolved.
-    pub base_name: String,
-    pub base: Config,
-    /// The space's file, and its text as given (parsed again on resume).
-    pub space_name: String,
-    pub space_text: String,
-    pub seed: u64,
-    /// Trials in all (None: the space's run_cap or the grid's size).
-    pub trials: Option<u64>,
-    /// `auto` or a number.
-    pub parallel: String,
-    pub trial_timeout_s: Option<f64>,
-    pub max_consecutive_failures: u32,
-    /// `median`, or null (the space's early_terminate, if any, prunes).
-    pub pruner: Option<String>,
-}
-
-impl common::wire::Versioned for Settings {
-    const SCHEMA: &'static str = "sweep-settings/v1";
-    fn example() -> Self {
-        Settings {
-            schema: Self::SCHEMA.into(),
-            study_name: "sweep".into(),
-            base_name: "configs/demo_cpu.yaml".into(),
-            base: Config::default(),
-            space_name: "configs/sweeps/tiny_cpu.yaml".into(),
-            space_text: "method: random\n...".into(),
-            seed: 0,
-            trials: Some(20),
-            parallel: "auto".into(),
-            trial_timeout_s: Some(600.0),
-            max_consecutive_failures: 10,
-            pruner: Some("median".into()),
-        }
-    }
-}
-
-impl Settings {
-    /// The sweep's space, parsed from the text it was started with.
-    pub fn space(&self) -> anyhow::Result<crate::space::Parsed> {
-        Space::parse(
-            &common::input::Input {
-                name: self.space_name.clone(),
-                text: self.space_text.clone(),
-            },
-            &self.base,
-        )
-    }
-}
 
 /// Set by Ctrl-C or SIGTERM: stop the trials and end.
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -125,7 +68,7 @@ pub fn run(args: &Args, train: &Path) -> anyhow::Result<u8> {
         }
     };
     let base = settings.base.clone();
-    let parsed = settings.space()?;
+    let parsed = space_of(&settings)?;
     for w in &parsed.warnings {
         common::say!("train sweep: {}: {w}", settings.space_name);
     }
@@ -268,6 +211,17 @@ fn new_settings(args: &Args, dir: &Path) -> anyhow::Result<Settings> {
         ));
     }
     Ok(settings)
+}
+
+/// The sweep's space, parsed from the text it was started with.
+pub fn space_of(settings: &Settings) -> anyhow::Result<crate::space::Parsed> {
+    Space::parse(
+        &common::input::Input {
+            name: settings.space_name.clone(),
+            text: settings.space_text.clone(),
+        },
+        &settings.base,
+    )
 }
 
 pub fn read_settings(dir: &Path) -> anyhow::Result<Settings> {
@@ -579,7 +533,7 @@ impl Driver {
     }
 
     /// `--slurm`: submits workers for the trials left (none: says so).
-    fn submit(&self, cap: u64, args: &Args, options: &crate::slurm::Options) -> anyhow::Result<u8> {
+    fn submit(&self, cap: u64, args: &Args, options: &Options) -> anyhow::Result<u8> {
         let study = self.study()?;
         let left = cap.saturating_sub(drawn(&study)) + interrupted_roots(&study).len() as u64;
         if left == 0 {
@@ -590,7 +544,7 @@ impl Driver {
             );
             return Ok(common::exit::OK);
         }
-        let saved = crate::slurm::SlurmJobs::read(&self.dir)?
+        let saved = crate::slurm::read_jobs(&self.dir)?
             .map(|j| j.options)
             .unwrap_or_default();
         let options = saved.merged(options);
@@ -874,7 +828,7 @@ impl Driver {
         let mut new = false;
         for row in rows {
             let step = u64::from(row.epoch);
-            if let Some(v) = metric_of(&row, &metric).filter(|v| v.is_finite()) {
+            if let Some(v) = metric.value_in(&row).filter(|v| v.is_finite()) {
                 if r.reported.get(&step) != Some(&v) {
                     self.journal.set_intermediate(r.id, step, v)?;
                     r.reported.insert(step, v);
@@ -958,7 +912,7 @@ impl Driver {
             (None, Some(s)) if s.status == RunStatus::Finished => {
                 let best = rows
                     .iter()
-                    .filter_map(|row| metric_of(row, &metric.name))
+                    .filter_map(|row| metric.name.value_in(row))
                     .filter(|v| v.is_finite())
                     .reduce(|a, b| if metric.goal.better(b, a) { b } else { a });
                 match best {
@@ -1045,20 +999,6 @@ fn full_disk(dir: &Path) -> Option<String> {
             dir.display()
         )
     })
-}
-
-/// A metrics.csv column by name (space::METRICS).
-pub fn metric_of(row: &EpochRow, name: &str) -> Option<f64> {
-    match name {
-        "val_loss" => Some(row.val_loss),
-        "train_loss" => Some(row.train_loss),
-        "mae" => row.mae,
-        "rmse" => row.rmse,
-        "r2" => row.r2,
-        "accuracy" => row.accuracy,
-        "macro_f1" => row.macro_f1,
-        _ => None,
-    }
 }
 
 /// Seed 004's block before each trial.

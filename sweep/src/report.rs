@@ -11,88 +11,12 @@ use crate::space::Space;
 use crate::trial::{Direction, ParamValue, Trial, TrialState};
 use common::format::Format;
 use common::wire::failure::Class;
-use serde::{Deserialize, Serialize};
+use common::wire::sweep::{FailureGroup, Row, Settings, SweepReport};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
 use std::time::Duration;
-
-/// `--report --format json|yaml` (sweep-report/v1).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct SweepReport {
-    pub schema: String,
-    pub study: String,
-    /// The metrics.csv column trials are ranked by, and its goal.
-    pub metric: String,
-    pub goal: String,
-    pub counts: BTreeMap<String, u64>,
-    pub best: Option<Row>,
-    pub trials: Vec<Row>,
-    pub failures: Vec<FailureGroup>,
-}
-
-/// One trial (`--report --format csv` is these, one per line).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Row {
-    pub number: u64,
-    pub state: String,
-    pub error_class: Option<String>,
-    pub params: BTreeMap<String, Value>,
-    /// The objective: the best value of the metric over the trial's epochs
-    /// (a pruned trial's is its last reported value).
-    pub value: Option<f64>,
-    /// The metric per epoch.
-    pub intermediate: BTreeMap<u64, f64>,
-    pub epochs: Option<u64>,
-    pub seconds: Option<f64>,
-    pub peak_memory_mib: Option<f64>,
-    pub error_message: Option<String>,
-    pub retried_from: Option<u64>,
-}
-
-/// Failed trials of one class, and the parameter values all of them share.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct FailureGroup {
-    pub class: String,
-    pub count: u64,
-    pub trials: Vec<u64>,
-    pub shared: BTreeMap<String, Value>,
-}
-
-impl common::wire::Versioned for SweepReport {
-    const SCHEMA: &'static str = "sweep-report/v1";
-    fn example() -> Self {
-        let row = Row {
-            number: 3,
-            state: "FAIL".into(),
-            error_class: Some("out-of-memory".into()),
-            params: [("batch_size".to_string(), Value::from(64))].into(),
-            value: Some(0.12),
-            intermediate: [(1, 0.2), (2, 0.12)].into(),
-            epochs: Some(2),
-            seconds: Some(4.5),
-            peak_memory_mib: Some(900.0),
-            error_message: Some("out of memory at epoch 1 step 1 ...".into()),
-            retried_from: Some(1),
-        };
-        SweepReport {
-            schema: Self::SCHEMA.into(),
-            study: "sweep".into(),
-            metric: "val_loss".into(),
-            goal: "minimize".into(),
-            counts: [("COMPLETE".to_string(), 1)].into(),
-            best: Some(row.clone()),
-            trials: vec![row],
-            failures: vec![FailureGroup {
-                class: "out-of-memory".into(),
-                count: 1,
-                trials: vec![3],
-                shared: [("batch_size".to_string(), Value::from(64))].into(),
-            }],
-        }
-    }
-}
 
 fn param_json(v: &ParamValue) -> Value {
     serde_json::to_value(v.to_yaml()).unwrap_or(Value::Null)
@@ -125,9 +49,9 @@ fn row(t: &Trial) -> Row {
     }
 }
 
-fn load(dir: &Path) -> anyhow::Result<(driver::Settings, Space, Study)> {
+fn load(dir: &Path) -> anyhow::Result<(Settings, Space, Study)> {
     let settings = read_settings(dir)?;
-    let space = settings.space()?.space;
+    let space = driver::space_of(&settings)?.space;
     let journal = Journal::open(dir.join(JOURNAL))?;
     let study = journal.load(&settings.study_name)?.ok_or_else(|| {
         common::bad_input!(
@@ -219,7 +143,7 @@ pub fn print_summary(study: &Study, space: &Space, took: Duration) {
 /// `--status DIR`.
 pub fn status(dir: &Path) -> anyhow::Result<u8> {
     let (_, space, study) = load(dir)?;
-    let jobs = crate::slurm::SlurmJobs::read(dir)?;
+    let jobs = crate::slurm::read_jobs(dir)?;
     let queue = match &jobs {
         Some(_) => crate::slurm::Queue::query(),
         None => Err("the sweep has no Slurm job".into()),
@@ -343,7 +267,11 @@ pub fn report(dir: &Path, format: Option<Format>) -> anyhow::Result<u8> {
         );
         common::files::write_atomic(&dir.join("best_config.yaml"), text.as_bytes())?;
     }
-    if let Err(e) = crate::plot::objective(&dir.join("objective.png"), &study, &space.metric.name) {
+    if let Err(e) = crate::plot::objective(
+        &dir.join("objective.png"),
+        &study,
+        space.metric.name.as_str(),
+    ) {
         common::say!("train sweep: objective.png not drawn: {e:#}");
     }
     let report = SweepReport {
@@ -420,7 +348,7 @@ fn write_table(r: &SweepReport, w: &mut dyn Write) -> anyhow::Result<()> {
     let mut header: Vec<String> = vec!["#".into(), "state".into()];
     header.extend(names.iter().cloned());
     header.extend([
-        r.metric.clone(),
+        r.metric.to_string(),
         "epochs".into(),
         "s".into(),
         "error".into(),

@@ -9,7 +9,7 @@
 
 use anyhow::{bail, Context};
 use common::bad_input;
-use serde::{Deserialize, Serialize};
+use common::wire::sweep::{Options, SlurmJobs, Submission};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -19,83 +19,14 @@ pub const FILE: &str = "slurm.yaml";
 /// Scripts and the tasks' output, in DIR/slurm/.
 pub const SUBDIR: &str = "slurm";
 
-/// The sbatch options a user gives (`None`: the cluster's default).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Options {
-    pub partition: Option<String>,
-    pub gpus_per_task: Option<u32>,
-    pub cpus_per_task: Option<u32>,
-    /// Slurm's time format (`MM`, `HH:MM:SS`, `D-HH`, ...).
-    pub time: Option<String>,
-}
-
-impl Options {
-    /// `later`'s options where it gives one, else these.
-    pub fn merged(&self, later: &Options) -> Options {
-        Options {
-            partition: later.partition.clone().or(self.partition.clone()),
-            gpus_per_task: later.gpus_per_task.or(self.gpus_per_task),
-            cpus_per_task: later.cpus_per_task.or(self.cpus_per_task),
-            time: later.time.clone().or(self.time.clone()),
-        }
+/// The sweep's slurm.yaml, None before the first submission.
+pub fn read_jobs(dir: &Path) -> anyhow::Result<Option<SlurmJobs>> {
+    let path = dir.join(FILE);
+    if !path.exists() {
+        return Ok(None);
     }
-}
-
-/// slurm.yaml (sweep-slurm/v1).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct SlurmJobs {
-    pub schema: String,
-    pub options: Options,
-    pub jobs: Vec<Submission>,
-}
-
-/// One `sbatch` of an array of workers.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Submission {
-    /// The array's job id (its tasks are `JOBID_0`, `JOBID_1`, ...).
-    pub job_id: String,
-    /// Array tasks in it.
-    pub tasks: u64,
-    /// The script submitted.
-    pub script: String,
-    /// When, naive UTC (as the journal's times).
-    pub submitted: String,
-}
-
-impl common::wire::Versioned for SlurmJobs {
-    const SCHEMA: &'static str = "sweep-slurm/v1";
-    fn example() -> Self {
-        SlurmJobs {
-            schema: Self::SCHEMA.into(),
-            options: Options {
-                partition: Some("gpu".into()),
-                gpus_per_task: Some(1),
-                cpus_per_task: Some(4),
-                time: Some("04:00:00".into()),
-            },
-            jobs: vec![Submission {
-                job_id: "4107".into(),
-                tasks: 3,
-                script: "runs/sweep/slurm/workers-1.sbatch".into(),
-                submitted: "2026-11-23T10:04:12.000000".into(),
-            }],
-        }
-    }
-}
-
-impl SlurmJobs {
-    pub fn read(dir: &Path) -> anyhow::Result<Option<SlurmJobs>> {
-        let path = dir.join(FILE);
-        if !path.exists() {
-            return Ok(None);
-        }
-        let input = common::input::read(&path)?;
-        common::wire::parse(&input.name, &input.text).map(Some)
-    }
-
-    pub fn job_ids(&self) -> Vec<String> {
-        self.jobs.iter().map(|j| j.job_id.clone()).collect()
-    }
+    let input = common::input::read(&path)?;
+    common::wire::parse(&input.name, &input.text).map(Some)
 }
 
 /// The Slurm task this process runs in: `JOBID_TASK` in an array, else
@@ -349,7 +280,7 @@ pub fn submit_workers(
     }
     std::fs::create_dir_all(dir.join(SUBDIR))
         .with_context(|| format!("creating {}", dir.join(SUBDIR).display()))?;
-    let mut record = SlurmJobs::read(dir)?.unwrap_or(SlurmJobs {
+    let mut record = read_jobs(dir)?.unwrap_or(SlurmJobs {
         schema: <SlurmJobs as common::wire::Versioned>::SCHEMA.into(),
         options: Options::default(),
         jobs: Vec::new(),

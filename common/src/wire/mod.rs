@@ -20,7 +20,9 @@
 //!   verify-fixes/v1;
 //! - `train`: train-info/v1, train-data/v1, train-metrics/v1,
 //!   train-summary/v1, train-checkpoint/v1, train-chain/v1, train-bench/v1;
-//! - `space`: space/v1.
+//! - `space`: space/v1;
+//! - `sweep`: sweep-settings/v1, sweep-report/v1, sweep-slurm/v1;
+//! - `metric`: the metrics.csv columns a sweep ranks by.
 
 pub mod cfgcheck;
 pub mod config;
@@ -28,7 +30,9 @@ pub mod explain;
 pub mod failure;
 pub mod hazard;
 pub mod memdiag;
+pub mod metric;
 pub mod space;
+pub mod sweep;
 pub mod tiers;
 pub mod train;
 pub mod verify;
@@ -120,6 +124,9 @@ pub fn all() -> Vec<(&'static str, serde_json::Value)> {
         entry::<explain::Output>(),
         entry::<verify::Output>(),
         entry::<space::Space>(),
+        entry::<sweep::Settings>(),
+        entry::<sweep::SweepReport>(),
+        entry::<sweep::SlurmJobs>(),
     ]
 }
 
