@@ -17,6 +17,7 @@ use anyhow::Context;
 use common::bad_input;
 use common::config::Config;
 use common::wire::failure::Class;
+use common::wire::run_dir::{self, SweepDir, TrialDir};
 use common::wire::sweep::{Options, Settings};
 use common::wire::train::{EpochRow, RunStatus, TrainSummary};
 use serde_json::Value;
@@ -27,8 +28,6 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-pub const JOURNAL: &str = "journal.log";
-pub const SETTINGS: &str = "sweep.yaml";
 /// The error message kept per failed trial (seed 004 kept 500 characters).
 pub const MESSAGE_CHARS: usize = 500;
 /// How long a stopped trial gets to write its summary before SIGKILL (a
@@ -120,12 +119,13 @@ pub fn run(args: &Args, train: &Path) -> anyhow::Result<u8> {
         common::say!("train sweep: placement: {w}");
     }
     // Everything is checked: now the sweep's directory.
-    std::fs::create_dir_all(dir.join("trials"))
+    let sweep_dir = SweepDir::new(&dir);
+    std::fs::create_dir_all(sweep_dir.trials())
         .map_err(|e| bad_input!("{}: cannot create: {e}", dir.display()))?;
     if mode == Mode::New {
-        common::files::write_yaml(&dir.join(SETTINGS), &settings)?;
+        common::files::write_yaml(&sweep_dir.settings(), &settings)?;
     }
-    let journal = Journal::open(dir.join(JOURNAL))?;
+    let journal = Journal::open(sweep_dir.journal())?;
     let study_id = journal.create_study(&settings.study_name, space.metric.goal)?;
     let mut driver = Driver {
         dir: dir.clone(),
@@ -176,7 +176,7 @@ fn slurm_plan(parallel: Option<u32>) -> placement::Plan {
 }
 
 fn new_settings(args: &Args, dir: &Path) -> anyhow::Result<Settings> {
-    if dir.join(JOURNAL).exists() {
+    if SweepDir::new(dir).journal().exists() {
         return Err(bad_input!(
             "{}: already holds a sweep; continue it with `train sweep --resume {0}` or choose another --out",
             dir.display()
@@ -225,7 +225,7 @@ pub fn space_of(settings: &Settings) -> anyhow::Result<crate::space::Parsed> {
 }
 
 pub fn read_settings(dir: &Path) -> anyhow::Result<Settings> {
-    let input = common::input::read(&dir.join(SETTINGS))?;
+    let input = common::input::read(&SweepDir::new(dir).settings())?;
     common::wire::parse(&input.name, &input.text)
 }
 
@@ -314,7 +314,7 @@ struct Running {
     id: TrialId,
     child: Child,
     slot: usize,
-    dir: PathBuf,
+    dir: TrialDir,
     started: Instant,
     reported: BTreeMap<u64, f64>,
     ending: Option<(Ending, Instant)>,
@@ -387,11 +387,11 @@ fn error_class(t: &Trial) -> Option<Class> {
     serde_json::from_value(t.user_attrs.get("error_class")?.clone()).ok()
 }
 
-pub(crate) fn trial_dir(dir: &Path, number: u64) -> PathBuf {
-    dir.join("trials").join(format!("{number:04}"))
-}
-
 impl Driver {
+    fn trial_dir(&self, number: u64) -> TrialDir {
+        SweepDir::new(&self.dir).trial(number)
+    }
+
     fn study(&self) -> anyhow::Result<Study> {
         self.journal
             .load(&self.settings.study_name)?
@@ -439,7 +439,7 @@ impl Driver {
                 }
                 Liveness::Gone(why) => why,
             };
-            let dir = trial_dir(&self.dir, t.number);
+            let dir = self.trial_dir(t.number);
             let on_this_host = Owner::of(t).is_none_or(|o| o.host == here);
             if let Some(pid) = live_trial_pid(&dir).filter(|_| on_this_host) {
                 common::say!(
@@ -674,10 +674,11 @@ impl Driver {
                 };
                 let mut record = self.record(&values, from);
                 // Under the lock the next number is the study's length.
-                let run = trial_dir(&self.dir, study.trials.len() as u64).join("run");
-                record
-                    .user_attrs
-                    .insert("run_dir".into(), Value::from(run.display().to_string()));
+                let run = self.trial_dir(study.trials.len() as u64).run();
+                record.user_attrs.insert(
+                    "run_dir".into(),
+                    Value::from(run.path().display().to_string()),
+                );
                 chosen = Some((values, from));
                 Ok(Some(record))
             })?;
@@ -713,8 +714,8 @@ impl Driver {
         retried_from: Option<u64>,
     ) -> anyhow::Result<()> {
         let config = self.space.apply(&self.settings.base, &values);
-        let dir = trial_dir(&self.dir, made.number);
-        std::fs::create_dir_all(&dir)?;
+        let dir = self.trial_dir(made.number);
+        std::fs::create_dir_all(dir.path())?;
         // A combination the schema refuses is a failed trial, not a crash.
         let config = match config {
             Ok(c) => c,
@@ -729,7 +730,7 @@ impl Driver {
                 return Ok(());
             }
         };
-        let cfg_path = dir.join("config.yaml");
+        let cfg_path = dir.config();
         common::files::write_atomic(&cfg_path, config.to_yaml().as_bytes())?;
         print_block(
             made.number,
@@ -738,12 +739,12 @@ impl Driver {
             retried_from,
             &self.runs_on(slot),
         );
-        let log = std::fs::File::create(dir.join("train.log"))?;
+        let log = std::fs::File::create(dir.log())?;
         let mut cmd = Command::new(&self.train);
         cmd.arg("--config")
             .arg(&cfg_path)
             .arg("--out")
-            .arg(dir.join("run"))
+            .arg(dir.run().path())
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log)
@@ -767,7 +768,7 @@ impl Driver {
         let child = cmd
             .spawn()
             .with_context(|| format!("starting {}", self.train.display()))?;
-        common::files::write_atomic(&dir.join("pid"), format!("{}\n", child.id()).as_bytes())?;
+        common::files::write_atomic(&dir.pid(), format!("{}\n", child.id()).as_bytes())?;
         self.running.push(Running {
             number: made.number,
             id: made.id,
@@ -818,7 +819,7 @@ impl Driver {
     fn report_epochs(&mut self, i: usize, study: &Study) -> anyhow::Result<()> {
         let metric = self.space.metric.name.clone();
         let r = &mut self.running[i];
-        let path = r.dir.join("run/metrics.csv");
+        let path = r.dir.run().metrics();
         let Ok(text) = std::fs::read_to_string(&path) else {
             return Ok(());
         };
@@ -854,13 +855,13 @@ impl Driver {
 
     /// Records how a trial ended: from its process and its summary.yaml.
     fn finish(&mut self, r: Running, status: std::process::ExitStatus) -> anyhow::Result<()> {
-        let run = r.dir.join("run");
-        let summary = std::fs::read_to_string(run.join("summary.yaml"))
+        let run = r.dir.run();
+        let summary = std::fs::read_to_string(run.summary())
             .ok()
-            .and_then(|t| common::wire::parse::<TrainSummary>("summary.yaml", &t).ok());
-        let rows = std::fs::read_to_string(run.join("metrics.csv"))
+            .and_then(|t| common::wire::parse::<TrainSummary>(run_dir::SUMMARY, &t).ok());
+        let rows = std::fs::read_to_string(run.metrics())
             .ok()
-            .and_then(|t| EpochRow::read_all("metrics.csv", &t).ok())
+            .and_then(|t| EpochRow::read_all(run_dir::METRICS, &t).ok())
             .unwrap_or_default();
         let metric = &self.space.metric;
         let mut attrs: Vec<(&str, Value)> = vec![
@@ -919,7 +920,7 @@ impl Driver {
                     Some(v) => (Outcome::Complete(v), Vec::new()),
                     None => fail(
                         Class::NonFiniteLoss.as_str(),
-                        format!("no finite {} in metrics.csv", metric.name),
+                        format!("no finite {} in {}", metric.name, run_dir::METRICS),
                     ),
                 }
             }
@@ -928,7 +929,7 @@ impl Driver {
                 s.stop_reason.clone(),
             ),
             (None, None) => {
-                let tail = log_tail(&r.dir.join("train.log"));
+                let tail = log_tail(&r.dir.log());
                 match (status.signal(), status.code()) {
                     (Some(sig), _) => fail(
                         Class::Killed.as_str(),
@@ -1049,14 +1050,14 @@ fn signal_group(child: &Child, sig: i32) {
 
 /// The pid in a trial's pid file, if that process lives and is the train of
 /// that trial (its command line names the trial's directory).
-pub(crate) fn live_trial_pid(dir: &Path) -> Option<i32> {
-    let pid: i32 = std::fs::read_to_string(dir.join("pid"))
+pub(crate) fn live_trial_pid(dir: &TrialDir) -> Option<i32> {
+    let pid: i32 = std::fs::read_to_string(dir.pid())
         .ok()?
         .trim()
         .parse()
         .ok()?;
     let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-    let needle = dir.display().to_string();
+    let needle = dir.path().display().to_string();
     String::from_utf8_lossy(&cmdline)
         .contains(&needle)
         .then_some(pid)
@@ -1102,6 +1103,6 @@ fn log_tail(path: &Path) -> String {
     if tail.is_empty() {
         "its log is empty".into()
     } else {
-        format!("last lines of train.log: {}", tail.join(" | "))
+        format!("last lines of {}: {}", run_dir::TRIAL_LOG, tail.join(" | "))
     }
 }

@@ -4,13 +4,14 @@
 //! trial's config as a ready config file, and a plot of the objective per
 //! trial with the best so far.
 
-use crate::driver::{self, read_settings, JOURNAL};
+use crate::driver::{self, read_settings};
 use crate::journal::{Journal, Study};
 use crate::owner::Liveness;
 use crate::space::Space;
 use crate::trial::{Direction, ParamValue, Trial, TrialState};
 use common::format::Format;
 use common::wire::failure::Class;
+use common::wire::run_dir::{self, SweepDir};
 use common::wire::sweep::{FailureGroup, Row, Settings, SweepReport};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -52,7 +53,7 @@ fn row(t: &Trial) -> Row {
 fn load(dir: &Path) -> anyhow::Result<(Settings, Space, Study)> {
     let settings = read_settings(dir)?;
     let space = driver::space_of(&settings)?.space;
-    let journal = Journal::open(dir.join(JOURNAL))?;
+    let journal = Journal::open(SweepDir::new(dir).journal())?;
     let study = journal.load(&settings.study_name)?.ok_or_else(|| {
         common::bad_input!(
             "{}: no study {:?} in it",
@@ -170,7 +171,7 @@ pub fn status(dir: &Path) -> anyhow::Result<u8> {
         let progress = last.map_or("no epoch yet".to_string(), |(e, v)| {
             format!("epoch {e}: {} {v:.6}", space.metric.name)
         });
-        let train_pid = driver::live_trial_pid(&driver::trial_dir(dir, t.number));
+        let train_pid = driver::live_trial_pid(&SweepDir::new(dir).trial(t.number));
         match crate::owner::liveness(t, &queue) {
             Liveness::Live(where_) => {
                 let pid = train_pid.map_or(String::new(), |p| format!(", train pid {p}"));
@@ -265,14 +266,14 @@ pub fn report(dir: &Path, format: Option<Format>) -> anyhow::Result<u8> {
             t.value.unwrap_or(f64::NAN),
             config.to_yaml()
         );
-        common::files::write_atomic(&dir.join("best_config.yaml"), text.as_bytes())?;
+        common::files::write_atomic(&SweepDir::new(dir).best_config(), text.as_bytes())?;
     }
     if let Err(e) = crate::plot::objective(
-        &dir.join("objective.png"),
+        &SweepDir::new(dir).objective(),
         &study,
         space.metric.name.as_str(),
     ) {
-        common::say!("train sweep: objective.png not drawn: {e:#}");
+        common::say!("train sweep: {} not drawn: {e:#}", run_dir::OBJECTIVE);
     }
     let report = SweepReport {
         schema: <SweepReport as common::wire::Versioned>::SCHEMA.into(),
@@ -371,10 +372,11 @@ fn write_table(r: &SweepReport, w: &mut dyn Write) -> anyhow::Result<()> {
     match &r.best {
         Some(b) => writeln!(
             w,
-            "best: trial {} with {} {:.6} (config: best_config.yaml)",
+            "best: trial {} with {} {:.6} (config: {})",
             b.number,
             r.metric,
-            b.value.unwrap_or(f64::NAN)
+            b.value.unwrap_or(f64::NAN),
+            run_dir::BEST_CONFIG
         )?,
         None => writeln!(w, "best: no complete trial")?,
     }

@@ -9,19 +9,16 @@
 
 use anyhow::{bail, Context};
 use common::bad_input;
+use common::wire::run_dir::{self, SweepDir};
 use common::wire::sweep::{Options, SlurmJobs, Submission};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-/// DIR/slurm.yaml: the options workers were submitted with (a `--resume
-/// --slurm` reuses them) and every submission's job id.
-pub const FILE: &str = "slurm.yaml";
-/// Scripts and the tasks' output, in DIR/slurm/.
-pub const SUBDIR: &str = "slurm";
-
-/// The sweep's slurm.yaml, None before the first submission.
+/// The sweep's slurm.yaml (the options workers were submitted with, which a
+/// `--resume --slurm` reuses, and every submission's job id), None before
+/// the first submission.
 pub fn read_jobs(dir: &Path) -> anyhow::Result<Option<SlurmJobs>> {
-    let path = dir.join(FILE);
+    let path = SweepDir::new(dir).slurm_jobs();
     if !path.exists() {
         return Ok(None);
     }
@@ -190,7 +187,11 @@ pub fn script(dir: &Path, train: &Path, name: &str, tasks: u64, o: &Options) -> 
         format!("#SBATCH --job-name={}", job_name(name)),
         format!("#SBATCH --array=0-{}", tasks.saturating_sub(1)),
         "#SBATCH --ntasks=1".to_string(),
-        format!("#SBATCH --output={dir_s}/{SUBDIR}/%A_%a.out"),
+        format!(
+            "#SBATCH --output={dir_s}/{}/{}",
+            run_dir::SLURM_DIR,
+            run_dir::SLURM_OUTPUT
+        ),
     ];
     if let Some(p) = &o.partition {
         lines.push(format!("#SBATCH --partition={p}"));
@@ -278,8 +279,8 @@ pub fn submit_workers(
             parts.len()
         );
     }
-    std::fs::create_dir_all(dir.join(SUBDIR))
-        .with_context(|| format!("creating {}", dir.join(SUBDIR).display()))?;
+    let scripts = SweepDir::new(dir).slurm_dir();
+    std::fs::create_dir_all(&scripts).with_context(|| format!("creating {}", scripts.display()))?;
     let mut record = read_jobs(dir)?.unwrap_or(SlurmJobs {
         schema: <SlurmJobs as common::wire::Versioned>::SCHEMA.into(),
         options: Options::default(),
@@ -289,9 +290,7 @@ pub fn submit_workers(
     let first = record.jobs.len() + 1;
     let mut out = std::io::stdout().lock();
     for (i, tasks) in parts.iter().enumerate() {
-        let path: PathBuf = dir
-            .join(SUBDIR)
-            .join(format!("workers-{}.sbatch", first + i));
+        let path: PathBuf = SweepDir::new(dir).worker_script(first + i);
         let text = script(dir, train, study, *tasks, options);
         common::files::write_atomic(&path, text.as_bytes())?;
         use std::io::Write;
@@ -318,10 +317,10 @@ pub fn submit_workers(
             submitted: crate::journal::iso_utc(std::time::SystemTime::now())?,
         });
         // Written after each submission: a job id is never lost.
-        common::files::write_yaml(&dir.join(FILE), &record)?;
+        common::files::write_yaml(&SweepDir::new(dir).slurm_jobs(), &record)?;
     }
     if dry_run {
-        common::files::write_yaml(&dir.join(FILE), &record)?;
+        common::files::write_yaml(&SweepDir::new(dir).slurm_jobs(), &record)?;
     } else {
         common::say!(
             "train sweep: follow it with `train sweep --status {}`",

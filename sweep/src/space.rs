@@ -18,6 +18,7 @@ use common::bad_input;
 use common::config::{nearest_key, Config};
 use common::input::Input;
 use common::wire::metric::Metric as MetricName;
+use common::wire::run_dir;
 use common::yaml_index::YamlIndex;
 use serde_yaml::{Mapping, Value};
 use std::collections::BTreeMap;
@@ -922,8 +923,9 @@ impl Reader<'_> {
             return Err(self.err(
                 "metric.name",
                 format!(
-                    "`{}` is not a column of train's metrics.csv; {near}expected one of {}",
+                    "`{}` is not a column of train's {}; {near}expected one of {}",
                     show(&m["name"]),
+                    run_dir::METRICS,
                     known.join(", ")
                 ),
             ));
@@ -946,7 +948,10 @@ impl Reader<'_> {
             if wrong.contains(&name) {
                 return Err(self.err(
                     "metric.name",
-                    format!("{name} is empty in metrics.csv for task {task} (the base config's); use {right}"),
+                    format!(
+                        "{name} is empty in {} for task {task} (the base config's); use {right}",
+                        run_dir::METRICS
+                    ),
                 ));
             }
         }

@@ -22,7 +22,9 @@
 //!   train-summary/v1, train-checkpoint/v1, train-chain/v1, train-bench/v1;
 //! - `space`: space/v1;
 //! - `sweep`: sweep-settings/v1, sweep-report/v1, sweep-slurm/v1;
-//! - `metric`: the metrics.csv columns a sweep ranks by.
+//! - `metric`: the metrics.csv columns a sweep ranks by;
+//! - `run_dir`: the names of the files in a run's, a sweep's and a trial's
+//!   directory.
 
 pub mod cfgcheck;
 pub mod config;
@@ -31,6 +33,7 @@ pub mod failure;
 pub mod hazard;
 pub mod memdiag;
 pub mod metric;
+pub mod run_dir;
 pub mod space;
 pub mod sweep;
 pub mod tiers;

@@ -4,7 +4,6 @@
 //! config in use), metrics.csv, best.safetensors, checkpoint.safetensors,
 //! summary.yaml, curves.png, and chain.yaml with --fallback (README, "train").
 
-use crate::checkpoint::CHECKPOINT;
 use crate::events::{End, Event, Start};
 use crate::fault::Faults;
 use crate::listeners;
@@ -12,14 +11,13 @@ use crate::trainer::{Stop, Trainer};
 use common::bad_input;
 use common::config::{Config, Precision};
 use common::exit;
+use common::wire::run_dir::{self, RunDir};
 use common::wire::train::{ChainConfig, ChainState, Leg, RunStatus};
 use common::wire::Versioned;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime};
 use tch::Device;
-
-pub const CHAIN: &str = "chain.yaml";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum DeviceChoice {
@@ -144,7 +142,7 @@ pub fn start(
         });
     }
     let out = out.unwrap_or_else(|| default_out(config_path));
-    if out.join(CHECKPOINT).exists() {
+    if RunDir::new(&out).checkpoint().exists() {
         return Err(bad_input!(
             "{}: already holds a run; continue it with `train --resume {0}` or choose another --out",
             out.display()
@@ -152,7 +150,7 @@ pub fn start(
     }
     std::fs::create_dir_all(&out)
         .map_err(|e| bad_input!("{}: cannot create: {e}", out.display()))?;
-    common::files::write_yaml(&out.join("config.yaml"), &configs[0].config)?;
+    common::files::write_yaml(&RunDir::new(&out).config(), &configs[0].config)?;
     let chain = ChainState {
         schema: ChainState::SCHEMA.into(),
         configs,
@@ -162,7 +160,7 @@ pub fn start(
         seconds_before: 0.0,
     };
     if chain.configs.len() > 1 {
-        common::files::write_yaml(&out.join(CHAIN), &chain)?;
+        common::files::write_yaml(&RunDir::new(&out).chain(), &chain)?;
     }
     go_chain(chain, out, opts)
 }
@@ -170,18 +168,20 @@ pub fn start(
 /// Continues the run in `dir`: from its last checkpoint, or, when a chain's
 /// next config has not started yet, from the previous config's.
 pub fn resume(dir: &Path, opts: &Options) -> anyhow::Result<u8> {
-    if !dir.join(CHECKPOINT).exists() {
+    let run = RunDir::new(dir);
+    if !run.checkpoint().exists() {
         return Err(bad_input!(
-            "{}: no {CHECKPOINT}; nothing to resume (a run writes it at the end of its first epoch)",
-            dir.display()
+            "{}: no {}; nothing to resume (a run writes it at the end of its first epoch)",
+            dir.display(),
+            run_dir::CHECKPOINT
         ));
     }
-    let chain_path = dir.join(CHAIN);
+    let chain_path = run.chain();
     let chain = if chain_path.exists() {
         let input = common::input::read(&chain_path)?;
         common::wire::parse::<ChainState>(&input.name, &input.text)?
     } else {
-        let loaded = Config::load(&common::input::read(&dir.join("config.yaml"))?)?;
+        let loaded = Config::load(&common::input::read(&run.config())?)?;
         ChainState {
             schema: ChainState::SCHEMA.into(),
             configs: vec![ChainConfig {
@@ -240,7 +240,7 @@ fn go_chain(mut chain: ChainState, out: PathBuf, opts: &Options) -> anyhow::Resu
             // The previous config's checkpoint: carry what fits.
             (Some(e), Some(from)) if e == from => {
                 carried = Some(trainer.carry_from_checkpoint()?);
-                common::files::write_yaml(&out.join("config.yaml"), &config)?;
+                common::files::write_yaml(&RunDir::new(&out).config(), &config)?;
             }
             // This config's own checkpoint: an exact resume.
             (Some(_), _) => {
@@ -279,7 +279,7 @@ fn go_chain(mut chain: ChainState, out: PathBuf, opts: &Options) -> anyhow::Resu
             // Killed after its last checkpoint, before summary.yaml was
             // whole (found by scripts/reliability/kill_train.py): the run
             // finished every epoch but never said so; say it now.
-            if !out.join("summary.yaml").exists() {
+            if !RunDir::new(&out).summary().exists() {
                 let reason = format!("completed {} epochs", config.epochs);
                 let mut legs = chain.legs.clone();
                 legs.push(Leg {
@@ -341,7 +341,7 @@ fn go_chain(mut chain: ChainState, out: PathBuf, opts: &Options) -> anyhow::Resu
             chain.carry_from_epoch = crate::checkpoint::epoch_in(&out)?;
             if next.config.environment != config.environment {
                 chain.seconds_before += started.elapsed().as_secs_f64();
-                common::files::write_yaml(&out.join(CHAIN), &chain)?;
+                common::files::write_yaml(&RunDir::new(&out).chain(), &chain)?;
                 events.emit(&Event::FreshProcess {
                     next: &next.name,
                     why: "its environment differs, and the allocator and CUDA read theirs once",
@@ -349,7 +349,7 @@ fn go_chain(mut chain: ChainState, out: PathBuf, opts: &Options) -> anyhow::Resu
                 return Err(reexec(&out, opts));
             }
             // A next config exists: this is a chain, and chain.yaml follows it.
-            common::files::write_yaml(&out.join(CHAIN), &chain)?;
+            common::files::write_yaml(&RunDir::new(&out).chain(), &chain)?;
             continue;
         }
         events.emit(&Event::Ended(&End {

@@ -6,6 +6,7 @@
 use common::config::{Config, LoadedConfig};
 use common::estimate::{self, Budget, MIB};
 use common::report::{Report, Source};
+use common::wire::run_dir::{self, RunDir};
 use common::wire::train::{TrainData, TrainInfo};
 pub use common::wire::verify::Check;
 pub use common::wire::verify::Status;
@@ -458,7 +459,7 @@ impl Context<'_> {
                 Some("read the message above; `cfgcheck` the config; see README \"When a run fails\"".into()),
             );
         }
-        let rows = std::fs::read_to_string(run.join("metrics.csv"))
+        let rows = std::fs::read_to_string(RunDir::new(&run).metrics())
             .map(|t| t.lines().count().saturating_sub(1))
             .unwrap_or(0);
         if rows < 2 {
@@ -466,7 +467,7 @@ impl Context<'_> {
                 "smoke",
                 name,
                 Status::Fail,
-                format!("only {rows} epoch(s) in metrics.csv"),
+                format!("only {rows} epoch(s) in {}", run_dir::METRICS),
                 None,
             );
         }
