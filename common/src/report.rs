@@ -378,6 +378,16 @@ mod table {
 mod tests {
     use super::*;
 
+    #[test]
+    fn the_format_example_recommends_as_the_default_tiers_do() {
+        // wire cannot look tiers up; its example writes the result out.
+        use crate::wire::Versioned;
+        let example = Report::example();
+        let gpu = &example.gpus[0];
+        let total = gpu.memory.unwrap().total_mib;
+        assert_eq!(gpu.recommendation, TierTable::default().recommend(total));
+    }
+
     /// A report exercising every field: two GPUs, one with processes and one
     /// whose process list and temperature could not be read.
     pub(crate) fn sample() -> Report {
