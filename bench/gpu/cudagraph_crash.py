@@ -69,7 +69,7 @@ MARGIN, LEAST = 10, 30
 
 def failure_class(cfgcheck, text):
     """The class cfgcheck --explain gives an error (the project's one table of
-    known failures, common/src/failures.rs), or None when nothing is known."""
+    known failures, diagnose/src/failures.rs), or None when nothing is known."""
     done = subprocess.run([cfgcheck, "--explain", "-", "--format", "json"], input=text, capture_output=True, text=True)
     found = json.loads(done.stdout)["found"] if done.returncode in (0, 1) and done.stdout else []
     return found[0]["class"] if found else None

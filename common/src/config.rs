@@ -1,7 +1,8 @@
-//! The training config: one schema for cfgcheck, train and verify-fixes. Keys
-//! are the seeds' (memory_optimized, gradient_checkpointing, torch_compile,
-//! torch_compile_mode, batch_size, temporal_frames, epochs, architecture.name,
-//! ...) plus what a trainer needs; every key has a default (docs/GUIDE.md, "Config").
+//! The training config as a file: loading it (`Config::load`) and judging its
+//! values (`Config::validate`); one schema for cfgcheck, train and
+//! verify-fixes, whose types live in `wire::config` and are re-exported here
+//! so that a caller needs one import. Every key has a default
+//! (docs/GUIDE.md, "Config").
 //!
 //! Reading never panics: serde reports type errors with their key path and
 //! line, `validate` the impossible values, and an unknown key names the
@@ -10,219 +11,8 @@
 use crate::bad_input;
 use crate::input::Input;
 use crate::yaml_index::YamlIndex;
-use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
-use std::path::PathBuf;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum CompileMode {
-    Default,
-    ReduceOverhead,
-    MaxAutotune,
-    MaxAutotuneNoCudagraphs,
-}
-
-impl CompileMode {
-    /// Modes that capture CUDA graphs, which need static tensor addresses.
-    pub fn uses_cuda_graphs(self) -> bool {
-        matches!(self, CompileMode::ReduceOverhead | CompileMode::MaxAutotune)
-    }
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CompileMode::Default => "default",
-            CompileMode::ReduceOverhead => "reduce-overhead",
-            CompileMode::MaxAutotune => "max-autotune",
-            CompileMode::MaxAutotuneNoCudagraphs => "max-autotune-no-cudagraphs",
-        }
-    }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Precision {
-    Off,
-    Bf16,
-    Fp16,
-}
-
-impl Precision {
-    /// Bytes per activation element under this precision.
-    pub fn activation_bytes(self) -> u64 {
-        match self {
-            Precision::Off => 4,
-            Precision::Bf16 | Precision::Fp16 => 2,
-        }
-    }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Task {
-    Regression,
-    Classification,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Loss {
-    Mse,
-    Huber,
-    CrossEntropy,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ArchName {
-    /// Temporal self-attention across the frame embeddings.
-    Transformer,
-    /// Frame embeddings averaged, no attention.
-    Cnn,
-}
-
-/// The full model's CNN widths (seed 000, configs A and B).
-pub const FULL_CHANNELS: [u32; 3] = [64, 128, 256];
-/// The memory-optimized model's widths (seed 000, config C).
-pub const SMALL_CHANNELS: [u32; 3] = [32, 64, 128];
-
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct Architecture {
-    pub name: ArchName,
-    /// CNN widths, one conv block each; null: 64/128/256, or 32/64/128 when
-    /// memory_optimized.
-    pub channels: Option<Vec<u32>>,
-    pub embed_dim: u32,
-    pub attention_heads: u32,
-    pub attention_layers: u32,
-    /// Feed-forward width of each attention layer; null: 2 × embed_dim.
-    pub ffn_dim: Option<u32>,
-    pub scalar_hidden: u32,
-}
-
-impl Default for Architecture {
-    fn default() -> Self {
-        Architecture {
-            name: ArchName::Transformer,
-            channels: None,
-            embed_dim: 128,
-            attention_heads: 4,
-            attention_layers: 1,
-            ffn_dim: None,
-            scalar_hidden: 64,
-        }
-    }
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct Data {
-    /// A safetensors or .npz file with frames, scalars and target; null: the
-    /// built-in synthetic dataset.
-    pub path: Option<PathBuf>,
-    /// The validation file, same layout, required with `path`.
-    pub val_path: Option<PathBuf>,
-    /// Size of the synthetic dataset.
-    pub synthetic_train_examples: u64,
-    pub synthetic_val_examples: u64,
-}
-
-impl Default for Data {
-    fn default() -> Self {
-        Data {
-            path: None,
-            val_path: None,
-            synthetic_train_examples: 2000,
-            synthetic_val_examples: 400,
-        }
-    }
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct Config {
-    // Memory and speed.
-    pub memory_optimized: bool,
-    pub gradient_checkpointing: bool,
-    pub torch_compile: bool,
-    pub torch_compile_mode: CompileMode,
-    pub mixed_precision: Precision,
-    // Training.
-    pub batch_size: u32,
-    /// Split each batch into micro-batches of this size with gradient
-    /// accumulation (the same update, less activation memory); null: whole
-    /// batches. train lowers it by itself after an out-of-memory error.
-    pub micro_batch_size: Option<u32>,
-    pub temporal_frames: u32,
-    pub epochs: u32,
-    pub learning_rate: f64,
-    pub weight_decay: f64,
-    pub warmup_epochs: u32,
-    /// Gradient-norm clipping; null: off.
-    pub grad_clip: Option<f64>,
-    pub dropout: f64,
-    pub seed: u64,
-    /// Trials run at once on one GPU (seed 004).
-    pub parallel_trials: u32,
-    /// Trials in a sweep; 1 for a single run.
-    pub trials: u32,
-    // Task and inputs.
-    pub task: Task,
-    /// Classes, for classification.
-    pub num_labels: u32,
-    /// null: mse for regression, cross_entropy for classification.
-    pub loss: Option<Loss>,
-    /// Frames are image_size × image_size.
-    pub image_size: u32,
-    pub image_channels: u32,
-    pub scalar_features: u32,
-    pub data: Data,
-    pub max_train_examples: Option<u64>,
-    pub max_val_examples: Option<u64>,
-    pub num_workers: u32,
-    pub pin_memory: bool,
-    pub architecture: Architecture,
-    /// Environment variables the run gets (PYTORCH_ALLOC_CONF,
-    /// PYTORCH_CUDA_ALLOC_CONF, CUDA_LAUNCH_BLOCKING, ...).
-    pub environment: BTreeMap<String, String>,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Config {
-            memory_optimized: false,
-            gradient_checkpointing: false,
-            torch_compile: false,
-            torch_compile_mode: CompileMode::Default,
-            mixed_precision: Precision::Off,
-            batch_size: 16,
-            micro_batch_size: None,
-            temporal_frames: 5,
-            epochs: 10,
-            learning_rate: 1e-3,
-            weight_decay: 0.01,
-            warmup_epochs: 1,
-            grad_clip: Some(1.0),
-            dropout: 0.1,
-            seed: 42,
-            parallel_trials: 1,
-            trials: 1,
-            task: Task::Regression,
-            num_labels: 2,
-            loss: None,
-            image_size: 64,
-            image_channels: 3,
-            scalar_features: 8,
-            data: Data::default(),
-            max_train_examples: None,
-            max_val_examples: None,
-            num_workers: 0,
-            pin_memory: false,
-            architecture: Architecture::default(),
-            environment: BTreeMap::new(),
-        }
-    }
-}
+pub use crate::wire::config::*;
 
 /// A config and where it came from, with its position index for messages
 /// and edits.
@@ -234,56 +24,6 @@ pub struct LoadedConfig {
 }
 
 impl Config {
-    /// The CNN widths in effect.
-    pub fn channels(&self) -> Vec<u32> {
-        match &self.architecture.channels {
-            Some(c) => c.clone(),
-            None if self.memory_optimized => SMALL_CHANNELS.to_vec(),
-            None => FULL_CHANNELS.to_vec(),
-        }
-    }
-
-    pub fn ffn_dim(&self) -> u32 {
-        self.architecture
-            .ffn_dim
-            .unwrap_or(2 * self.architecture.embed_dim)
-    }
-
-    pub fn loss(&self) -> Loss {
-        self.loss.unwrap_or(match self.task {
-            Task::Regression => Loss::Mse,
-            Task::Classification => Loss::CrossEntropy,
-        })
-    }
-
-    /// The batch one forward pass holds: the micro-batch when set.
-    pub fn forward_batch(&self) -> u32 {
-        self.micro_batch_size
-            .unwrap_or(self.batch_size)
-            .min(self.batch_size)
-    }
-
-    /// Outputs of the head: 1 for regression, num_labels for classification.
-    pub fn outputs(&self) -> u32 {
-        match self.task {
-            Task::Regression => 1,
-            Task::Classification => self.num_labels,
-        }
-    }
-
-    /// A variable of the run's environment: the config's, else `process`'s
-    /// (what the run would inherit).
-    pub fn env_var<'a>(
-        &'a self,
-        name: &str,
-        process: &'a dyn Fn(&str) -> Option<String>,
-    ) -> Option<(String, &'static str)> {
-        match self.environment.get(name) {
-            Some(v) => Some((v.clone(), "config")),
-            None => process(name).map(|v| (v, "environment")),
-        }
-    }
-
     /// Parses and checks a config. Errors name the file, the key path and
     /// the line.
     pub fn load(input: &Input) -> anyhow::Result<LoadedConfig> {
@@ -327,178 +67,191 @@ impl Config {
         })
     }
 
-    /// Values serde accepts but a run cannot: (key path, what was expected).
+    /// Values serde accepts but a run cannot: (key path, what was expected),
+    /// in the order of the checks below.
     pub fn validate(&self) -> Vec<(String, String)> {
         let mut p = Vec::new();
-        let mut positive = |path: &str, v: u64| {
-            if v == 0 {
-                p.push((
-                    path.to_string(),
-                    "expected a positive integer, found 0".to_string(),
-                ));
-            }
-        };
-        positive("batch_size", self.batch_size.into());
-        positive("temporal_frames", self.temporal_frames.into());
-        positive("parallel_trials", self.parallel_trials.into());
-        positive("trials", self.trials.into());
-        positive("image_channels", self.image_channels.into());
-        positive("architecture.embed_dim", self.architecture.embed_dim.into());
-        positive(
-            "architecture.attention_heads",
-            self.architecture.attention_heads.into(),
-        );
-        positive(
-            "architecture.scalar_hidden",
-            self.architecture.scalar_hidden.into(),
-        );
-        if let Some(f) = self.architecture.ffn_dim {
-            positive("architecture.ffn_dim", f.into());
-        }
-        if let Some(m) = self.micro_batch_size {
-            positive("micro_batch_size", m.into());
-        }
-        if let Some(m) = self.max_train_examples {
-            positive("max_train_examples", m);
-        }
-        if let Some(m) = self.max_val_examples {
-            positive("max_val_examples", m);
-        }
-        let mut range = |path: &str, v: f64, ok: bool, expected: &str| {
-            if !v.is_finite() || !ok {
-                p.push((path.to_string(), format!("expected {expected}, found {v}")));
-            }
-        };
-        range(
-            "learning_rate",
-            self.learning_rate,
-            self.learning_rate > 0.0,
-            "a number > 0",
-        );
-        range(
-            "weight_decay",
-            self.weight_decay,
-            self.weight_decay >= 0.0,
-            "a number >= 0",
-        );
-        range(
-            "dropout",
-            self.dropout,
-            (0.0..1.0).contains(&self.dropout),
-            "a number in [0, 1)",
-        );
-        if let Some(c) = self.grad_clip {
-            range(
-                "grad_clip",
-                c,
-                c > 0.0,
-                "a number > 0, or null for no clipping",
-            );
-        }
-        match &self.architecture.channels {
-            Some(c) if c.is_empty() => p.push((
-                "architecture.channels".into(),
-                "expected a list of positive integers (one per conv block), found []".into(),
-            )),
-            Some(c) => {
-                for (i, w) in c.iter().enumerate() {
-                    if *w == 0 {
-                        p.push((
-                            format!("architecture.channels[{i}]"),
-                            "expected a positive integer, found 0".into(),
-                        ));
-                    }
-                }
-            }
-            None => {}
-        }
-        let blocks = self.channels().len() as u32;
-        let min_size = 1u64 << blocks.min(30);
-        if u64::from(self.image_size) < min_size {
-            p.push((
-                "image_size".into(),
-                format!(
-                    "expected at least {min_size} (each of the {blocks} conv blocks halves the frame), found {}",
-                    self.image_size
-                ),
-            ));
-        }
-        let (d, h) = (
-            self.architecture.embed_dim,
-            self.architecture.attention_heads,
-        );
-        if self.architecture.name == ArchName::Transformer && h > 0 && d % h != 0 {
-            p.push((
-                "architecture.attention_heads".into(),
-                format!("expected a divisor of embed_dim ({d}), found {h}"),
-            ));
-        }
-        if self.task == Task::Classification && self.num_labels < 2 {
-            p.push((
-                "num_labels".into(),
-                format!(
-                    "expected at least 2 classes for classification, found {}",
-                    self.num_labels
-                ),
-            ));
-        }
-        match (self.task, self.loss()) {
-            (Task::Regression, Loss::CrossEntropy) => p.push((
-                "loss".into(),
-                "expected mse or huber for task regression, found cross_entropy".into(),
-            )),
-            (Task::Classification, Loss::Mse | Loss::Huber) => p.push((
-                "loss".into(),
-                "expected cross_entropy for task classification".into(),
-            )),
-            _ => {}
-        }
-        if let Some(m) = self.micro_batch_size {
-            if m > self.batch_size {
-                p.push((
-                    "micro_batch_size".into(),
-                    format!(
-                        "expected at most batch_size ({}), found {m}",
-                        self.batch_size
-                    ),
-                ));
-            }
-        }
-        if self.data.path.is_some() && self.data.val_path.is_none() {
-            p.push((
-                "data.val_path".into(),
-                "expected a validation file (same layout as data.path)".into(),
-            ));
-        }
-        for (key, n) in [
-            (
-                "data.synthetic_train_examples",
-                self.data.synthetic_train_examples,
-            ),
-            (
-                "data.synthetic_val_examples",
-                self.data.synthetic_val_examples,
-            ),
-        ] {
-            if self.data.path.is_none() && n == 0 {
-                p.push((key.into(), "expected a positive integer, found 0".into()));
-            }
-        }
-        if self.warmup_epochs > self.epochs && self.epochs > 0 {
-            p.push((
-                "warmup_epochs".into(),
-                format!(
-                    "expected at most epochs ({}), found {}",
-                    self.epochs, self.warmup_epochs
-                ),
-            ));
-        }
+        positive_counts(self, &mut p);
+        finite_ranges(self, &mut p);
+        architecture(self, &mut p);
+        task_and_loss(self, &mut p);
+        batches_and_data(self, &mut p);
         p
     }
+}
 
-    /// The config as YAML, every key written out (the resolved config).
-    pub fn to_yaml(&self) -> String {
-        serde_yaml::to_string(self).expect("a Config always serialises")
+/// What `Config::validate` found: (key path, what was expected).
+type Problems = Vec<(String, String)>;
+
+const POSITIVE: &str = "expected a positive integer, found 0";
+
+/// Counts and sizes that must not be 0.
+fn positive_counts(c: &Config, p: &mut Problems) {
+    let mut positive = |path: &str, v: u64| {
+        if v == 0 {
+            p.push((path.to_string(), POSITIVE.to_string()));
+        }
+    };
+    positive("batch_size", c.batch_size.into());
+    positive("temporal_frames", c.temporal_frames.into());
+    positive("parallel_trials", c.parallel_trials.into());
+    positive("trials", c.trials.into());
+    positive("image_channels", c.image_channels.into());
+    positive("architecture.embed_dim", c.architecture.embed_dim.into());
+    positive(
+        "architecture.attention_heads",
+        c.architecture.attention_heads.into(),
+    );
+    positive(
+        "architecture.scalar_hidden",
+        c.architecture.scalar_hidden.into(),
+    );
+    if let Some(f) = c.architecture.ffn_dim {
+        positive("architecture.ffn_dim", f.into());
+    }
+    if let Some(m) = c.micro_batch_size {
+        positive("micro_batch_size", m.into());
+    }
+    if let Some(m) = c.max_train_examples {
+        positive("max_train_examples", m);
+    }
+    if let Some(m) = c.max_val_examples {
+        positive("max_val_examples", m);
+    }
+}
+
+/// Rates that must be finite and in their range.
+fn finite_ranges(c: &Config, p: &mut Problems) {
+    let mut range = |path: &str, v: f64, ok: bool, expected: &str| {
+        if !v.is_finite() || !ok {
+            p.push((path.to_string(), format!("expected {expected}, found {v}")));
+        }
+    };
+    range(
+        "learning_rate",
+        c.learning_rate,
+        c.learning_rate > 0.0,
+        "a number > 0",
+    );
+    range(
+        "weight_decay",
+        c.weight_decay,
+        c.weight_decay >= 0.0,
+        "a number >= 0",
+    );
+    range(
+        "dropout",
+        c.dropout,
+        (0.0..1.0).contains(&c.dropout),
+        "a number in [0, 1)",
+    );
+    if let Some(clip) = c.grad_clip {
+        range(
+            "grad_clip",
+            clip,
+            clip > 0.0,
+            "a number > 0, or null for no clipping",
+        );
+    }
+}
+
+/// A model that can be built: conv widths, a frame each block can halve,
+/// heads that divide the embedding.
+fn architecture(c: &Config, p: &mut Problems) {
+    match &c.architecture.channels {
+        Some(widths) if widths.is_empty() => p.push((
+            "architecture.channels".into(),
+            "expected a list of positive integers (one per conv block), found []".into(),
+        )),
+        Some(widths) => {
+            for (i, w) in widths.iter().enumerate() {
+                if *w == 0 {
+                    p.push((format!("architecture.channels[{i}]"), POSITIVE.into()));
+                }
+            }
+        }
+        None => {}
+    }
+    let blocks = c.channels().len() as u32;
+    let min_size = 1u64 << blocks.min(30);
+    if u64::from(c.image_size) < min_size {
+        p.push((
+            "image_size".into(),
+            format!(
+                "expected at least {min_size} (each of the {blocks} conv blocks halves the frame), found {}",
+                c.image_size
+            ),
+        ));
+    }
+    let (d, h) = (c.architecture.embed_dim, c.architecture.attention_heads);
+    if c.architecture.name == ArchName::Transformer && h > 0 && d % h != 0 {
+        p.push((
+            "architecture.attention_heads".into(),
+            format!("expected a divisor of embed_dim ({d}), found {h}"),
+        ));
+    }
+}
+
+/// Labels and a loss that fit the task.
+fn task_and_loss(c: &Config, p: &mut Problems) {
+    if c.task == Task::Classification && c.num_labels < 2 {
+        p.push((
+            "num_labels".into(),
+            format!(
+                "expected at least 2 classes for classification, found {}",
+                c.num_labels
+            ),
+        ));
+    }
+    match (c.task, c.loss()) {
+        (Task::Regression, Loss::CrossEntropy) => p.push((
+            "loss".into(),
+            "expected mse or huber for task regression, found cross_entropy".into(),
+        )),
+        (Task::Classification, Loss::Mse | Loss::Huber) => p.push((
+            "loss".into(),
+            "expected cross_entropy for task classification".into(),
+        )),
+        _ => {}
+    }
+}
+
+/// Micro-batches within the batch, data files that come in pairs, a
+/// synthetic set that is not empty, warm-up within the epochs.
+fn batches_and_data(c: &Config, p: &mut Problems) {
+    if let Some(m) = c.micro_batch_size {
+        if m > c.batch_size {
+            p.push((
+                "micro_batch_size".into(),
+                format!("expected at most batch_size ({}), found {m}", c.batch_size),
+            ));
+        }
+    }
+    if c.data.path.is_some() && c.data.val_path.is_none() {
+        p.push((
+            "data.val_path".into(),
+            "expected a validation file (same layout as data.path)".into(),
+        ));
+    }
+    for (key, n) in [
+        (
+            "data.synthetic_train_examples",
+            c.data.synthetic_train_examples,
+        ),
+        ("data.synthetic_val_examples", c.data.synthetic_val_examples),
+    ] {
+        if c.data.path.is_none() && n == 0 {
+            p.push((key.into(), POSITIVE.into()));
+        }
+    }
+    if c.warmup_epochs > c.epochs && c.epochs > 0 {
+        p.push((
+            "warmup_epochs".into(),
+            format!(
+                "expected at most epochs ({}), found {}",
+                c.epochs, c.warmup_epochs
+            ),
+        ));
     }
 }
 

@@ -4,8 +4,10 @@
 //! measurement, not an assumption: the benchmark issue compares it with
 //! measured peaks on a GPU; until then the constants below are first guesses.
 
-use crate::config::{Config, Precision};
 use crate::model::ModelSpec;
+use crate::wire::cfgcheck::{EstimateLine, EstimateOut};
+use crate::wire::config::{Config, Precision};
+use crate::wire::memdiag::Memory;
 use serde::{Deserialize, Serialize};
 
 pub const MIB: u64 = 1024 * 1024;
@@ -46,7 +48,7 @@ pub struct Budget {
 
 impl Budget {
     /// The budget on a GPU of the report, for `parallel` trials.
-    pub fn of(mem: crate::report::Memory, parallel: u32, margin: f64) -> Budget {
+    pub fn of(mem: Memory, parallel: u32, margin: f64) -> Budget {
         Budget {
             free_mib: mem.free_mib as f64,
             total_mib: mem.total_mib as f64,
@@ -124,6 +126,25 @@ pub struct Estimate {
 impl Estimate {
     pub fn peak_mib(&self) -> u64 {
         self.peak_bytes.div_ceil(MIB)
+    }
+}
+
+/// The estimate as cfgcheck/v1 writes it: MiB to one decimal per line.
+impl From<&Estimate> for EstimateOut {
+    fn from(e: &Estimate) -> Self {
+        EstimateOut {
+            parameters: e.parameters,
+            peak_mib: e.peak_mib(),
+            lines: e
+                .lines
+                .iter()
+                .map(|l| EstimateLine {
+                    component: l.component.clone(),
+                    mib: mib_1dp(l.bytes),
+                    formula: l.formula.clone(),
+                })
+                .collect(),
+        }
     }
 }
 

@@ -15,6 +15,10 @@ pub const NO_GPU: u8 = 3;
 /// The tool broke: an unexpected error such as an I/O failure or a bug; the
 /// message says what. What `cli::run` returns for an error with no code.
 pub const INTERNAL: u8 = 4;
+/// Stopped on request (SIGINT or SIGTERM), as shells report an interrupted
+/// command: `train` between two steps, `train sweep` with its trials;
+/// `--resume` continues either.
+pub const STOPPED: u8 = 130;
 
 /// An error that knows which exit code it maps to. Anything else that
 /// reaches `cli::run` exits with [`INTERNAL`].

@@ -44,6 +44,19 @@ pub fn target_report(gpu: Option<&Path>) -> anyhow::Result<Option<Report>> {
     Ok(Some(Report::parse(&input)?))
 }
 
+/// The bytes free to an unprivileged user on the filesystem holding `path`
+/// (statvfs(3)); None when it cannot be asked.
+pub fn free_bytes(path: &Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+    // SAFETY: statvfs(3) fills the zeroed struct from a NUL-terminated path.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return None;
+    }
+    Some(st.f_bavail as u64 * st.f_frsize as u64)
+}
+
 /// This machine's host name (the kernel's), as memdiag reports it and a
 /// sweep records which machine runs a trial.
 pub fn name() -> Option<String> {
@@ -72,5 +85,15 @@ mod process_tests {
         assert_eq!(super::process_start(me), Some(start));
         assert_eq!(super::process_start(u32::MAX - 1), None);
         assert!(super::name().is_some());
+    }
+
+    #[test]
+    fn the_current_directory_has_free_space_and_a_bad_path_has_none() {
+        assert!(super::free_bytes(std::path::Path::new(".")).is_some());
+        assert_eq!(
+            super::free_bytes(std::path::Path::new("/no/such/dir")),
+            None
+        );
+        assert_eq!(super::free_bytes(std::path::Path::new("a\0b")), None);
     }
 }

@@ -5,7 +5,7 @@
 //! (`transformer`) or a plain mean (`cnn`), a small MLP for the scalar inputs,
 //! a fusion layer and the head.
 
-use crate::config::{ArchName, Config};
+use crate::wire::config::{ArchName, Config};
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct ConvBlock {

@@ -85,8 +85,8 @@ pub struct Args {
 }
 
 impl Args {
-    pub fn slurm_options(&self) -> crate::slurm::Options {
-        crate::slurm::Options {
+    pub fn slurm_options(&self) -> common::wire::sweep::Options {
+        common::wire::sweep::Options {
             partition: self.partition.clone(),
             gpus_per_task: self.gpus_per_task,
             cpus_per_task: self.cpus_per_task,

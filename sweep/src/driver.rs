@@ -16,9 +16,10 @@ use crate::trial::{ParamValue, Trial, TrialState};
 use anyhow::Context;
 use common::bad_input;
 use common::config::Config;
-use common::failures::Class;
+use common::wire::failure::Class;
+use common::wire::run_dir::{self, SweepDir, TrialDir};
+use common::wire::sweep::{Options, Settings};
 use common::wire::train::{EpochRow, RunStatus, TrainSummary};
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -27,74 +28,13 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-pub const JOURNAL: &str = "journal.log";
-pub const SETTINGS: &str = "sweep.yaml";
 /// The error message kept per failed trial (seed 004 kept 500 characters).
 pub const MESSAGE_CHARS: usize = 500;
-/// Exit code after Ctrl-C or SIGTERM, as train's.
-pub const STOPPED: u8 = 130;
 /// How long a stopped trial gets to write its summary before SIGKILL (a
 /// step on a GPU can take seconds); one past its timeout has had its time.
 const GRACE: Duration = Duration::from_secs(20);
 const TIMEOUT_GRACE: Duration = Duration::from_secs(5);
 const POLL: Duration = Duration::from_millis(200);
-
-/// sweep.yaml (sweep-settings/v1): what the sweep was started with, so that
-/// `--resume` goes on with the same base config, space and settings.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Settings {
-    pub schema: String,
-    /// The study's name in the journal (what optuna.load_study takes).
-    pub study_name: String,
-    /// The base config's file, and the config resolved.
-    pub base_name: String,
-    pub base: Config,
-    /// The space's file, and its text as given (parsed again on resume).
-    pub space_name: String,
-    pub space_text: String,
-    pub seed: u64,
-    /// Trials in all (None: the space's run_cap or the grid's size).
-    pub trials: Option<u64>,
-    /// `auto` or a number.
-    pub parallel: String,
-    pub trial_timeout_s: Option<f64>,
-    pub max_consecutive_failures: u32,
-    /// `median`, or null (the space's early_terminate, if any, prunes).
-    pub pruner: Option<String>,
-}
-
-impl common::wire::Versioned for Settings {
-    const SCHEMA: &'static str = "sweep-settings/v1";
-    fn example() -> Self {
-        Settings {
-            schema: Self::SCHEMA.into(),
-            study_name: "sweep".into(),
-            base_name: "configs/demo_cpu.yaml".into(),
-            base: Config::default(),
-            space_name: "configs/sweeps/tiny_cpu.yaml".into(),
-            space_text: "method: random\n...".into(),
-            seed: 0,
-            trials: Some(20),
-            parallel: "auto".into(),
-            trial_timeout_s: Some(600.0),
-            max_consecutive_failures: 10,
-            pruner: Some("median".into()),
-        }
-    }
-}
-
-impl Settings {
-    /// The sweep's space, parsed from the text it was started with.
-    pub fn space(&self) -> anyhow::Result<crate::space::Parsed> {
-        Space::parse(
-            &common::input::Input {
-                name: self.space_name.clone(),
-                text: self.space_text.clone(),
-            },
-            &self.base,
-        )
-    }
-}
 
 /// Set by Ctrl-C or SIGTERM: stop the trials and end.
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -127,7 +67,7 @@ pub fn run(args: &Args, train: &Path) -> anyhow::Result<u8> {
         }
     };
     let base = settings.base.clone();
-    let parsed = settings.space()?;
+    let parsed = space_of(&settings)?;
     for w in &parsed.warnings {
         common::say!("train sweep: {}: {w}", settings.space_name);
     }
@@ -179,12 +119,13 @@ pub fn run(args: &Args, train: &Path) -> anyhow::Result<u8> {
         common::say!("train sweep: placement: {w}");
     }
     // Everything is checked: now the sweep's directory.
-    std::fs::create_dir_all(dir.join("trials"))
+    let sweep_dir = SweepDir::new(&dir);
+    std::fs::create_dir_all(sweep_dir.trials())
         .map_err(|e| bad_input!("{}: cannot create: {e}", dir.display()))?;
     if mode == Mode::New {
-        common::files::write_yaml(&dir.join(SETTINGS), &settings)?;
+        common::files::write_yaml(&sweep_dir.settings(), &settings)?;
     }
-    let journal = Journal::open(dir.join(JOURNAL))?;
+    let journal = Journal::open(sweep_dir.journal())?;
     let study_id = journal.create_study(&settings.study_name, space.metric.goal)?;
     let mut driver = Driver {
         dir: dir.clone(),
@@ -235,7 +176,7 @@ fn slurm_plan(parallel: Option<u32>) -> placement::Plan {
 }
 
 fn new_settings(args: &Args, dir: &Path) -> anyhow::Result<Settings> {
-    if dir.join(JOURNAL).exists() {
+    if SweepDir::new(dir).journal().exists() {
         return Err(bad_input!(
             "{}: already holds a sweep; continue it with `train sweep --resume {0}` or choose another --out",
             dir.display()
@@ -272,8 +213,19 @@ fn new_settings(args: &Args, dir: &Path) -> anyhow::Result<Settings> {
     Ok(settings)
 }
 
+/// The sweep's space, parsed from the text it was started with.
+pub fn space_of(settings: &Settings) -> anyhow::Result<crate::space::Parsed> {
+    Space::parse(
+        &common::input::Input {
+            name: settings.space_name.clone(),
+            text: settings.space_text.clone(),
+        },
+        &settings.base,
+    )
+}
+
 pub fn read_settings(dir: &Path) -> anyhow::Result<Settings> {
-    let input = common::input::read(&dir.join(SETTINGS))?;
+    let input = common::input::read(&SweepDir::new(dir).settings())?;
     common::wire::parse(&input.name, &input.text)
 }
 
@@ -362,7 +314,7 @@ struct Running {
     id: TrialId,
     child: Child,
     slot: usize,
-    dir: PathBuf,
+    dir: TrialDir,
     started: Instant,
     reported: BTreeMap<u64, f64>,
     ending: Option<(Ending, Instant)>,
@@ -415,9 +367,8 @@ fn interrupted_roots(study: &Study) -> Vec<u64> {
             .and_then(Value::as_u64)
             .unwrap_or(t.number)
     };
-    let interrupted = |t: &Trial| {
-        t.state == TrialState::Fail && attr_str(t, "error_class") == Some("interrupted")
-    };
+    let interrupted =
+        |t: &Trial| t.state == TrialState::Fail && error_class(t) == Some(Class::Interrupted);
     let mut settled: BTreeMap<u64, bool> = BTreeMap::new();
     for t in &study.trials {
         let all = settled.entry(root(t)).or_insert(true);
@@ -430,11 +381,17 @@ fn interrupted_roots(study: &Study) -> Vec<u64> {
         .collect()
 }
 
-pub(crate) fn trial_dir(dir: &Path, number: u64) -> PathBuf {
-    dir.join("trials").join(format!("{number:04}"))
+/// A trial's recorded failure class, when it is one of `Class`'s (a config
+/// the schema refused is recorded as "config", which is not).
+fn error_class(t: &Trial) -> Option<Class> {
+    serde_json::from_value(t.user_attrs.get("error_class")?.clone()).ok()
 }
 
 impl Driver {
+    fn trial_dir(&self, number: u64) -> TrialDir {
+        SweepDir::new(&self.dir).trial(number)
+    }
+
     fn study(&self) -> anyhow::Result<Study> {
         self.journal
             .load(&self.settings.study_name)?
@@ -482,7 +439,7 @@ impl Driver {
                 }
                 Liveness::Gone(why) => why,
             };
-            let dir = trial_dir(&self.dir, t.number);
+            let dir = self.trial_dir(t.number);
             let on_this_host = Owner::of(t).is_none_or(|o| o.host == here);
             if let Some(pid) = live_trial_pid(&dir).filter(|_| on_this_host) {
                 common::say!(
@@ -576,7 +533,7 @@ impl Driver {
     }
 
     /// `--slurm`: submits workers for the trials left (none: says so).
-    fn submit(&self, cap: u64, args: &Args, options: &crate::slurm::Options) -> anyhow::Result<u8> {
+    fn submit(&self, cap: u64, args: &Args, options: &Options) -> anyhow::Result<u8> {
         let study = self.study()?;
         let left = cap.saturating_sub(drawn(&study)) + interrupted_roots(&study).len() as u64;
         if left == 0 {
@@ -587,7 +544,7 @@ impl Driver {
             );
             return Ok(common::exit::OK);
         }
-        let saved = crate::slurm::SlurmJobs::read(&self.dir)?
+        let saved = crate::slurm::read_jobs(&self.dir)?
             .map(|j| j.options)
             .unwrap_or_default();
         let options = saved.merged(options);
@@ -614,7 +571,10 @@ impl Driver {
         let mut stopping: Option<(u8, String)> = None;
         loop {
             let why_stop = if STOP.load(Ordering::SeqCst) {
-                Some((STOPPED, "stopped by Ctrl-C or SIGTERM".to_string()))
+                Some((
+                    common::exit::STOPPED,
+                    "stopped by Ctrl-C or SIGTERM".to_string(),
+                ))
             } else {
                 self.disk_full.take().map(|why| {
                     (
@@ -650,7 +610,7 @@ impl Driver {
                     return Ok(match stopping {
                         Some((code, why)) => {
                             common::say!("train sweep: {why}");
-                            if code == STOPPED {
+                            if code == common::exit::STOPPED {
                                 common::say!(
                                     "train sweep: continue with `train sweep --resume {}`",
                                     self.dir.display()
@@ -676,7 +636,7 @@ impl Driver {
         let mut finished: Vec<&Trial> = study
             .trials
             .iter()
-            .filter(|t| t.state.is_finished() && attr_str(t, "error_class") != Some("interrupted"))
+            .filter(|t| t.state.is_finished() && error_class(t) != Some(Class::Interrupted))
             .collect();
         finished.sort_by(|a, b| a.datetime_complete.cmp(&b.datetime_complete));
         let tail: Vec<&Trial> = finished
@@ -691,7 +651,7 @@ impl Driver {
         let mut classes: BTreeMap<&str, u32> = BTreeMap::new();
         for t in &tail {
             *classes
-                .entry(attr_str(t, "error_class").unwrap_or("other"))
+                .entry(attr_str(t, "error_class").unwrap_or(Class::Other.as_str()))
                 .or_default() += 1;
         }
         let seen: Vec<String> = classes.iter().map(|(c, n)| format!("{c} × {n}")).collect();
@@ -714,10 +674,11 @@ impl Driver {
                 };
                 let mut record = self.record(&values, from);
                 // Under the lock the next number is the study's length.
-                let run = trial_dir(&self.dir, study.trials.len() as u64).join("run");
-                record
-                    .user_attrs
-                    .insert("run_dir".into(), Value::from(run.display().to_string()));
+                let run = self.trial_dir(study.trials.len() as u64).run();
+                record.user_attrs.insert(
+                    "run_dir".into(),
+                    Value::from(run.path().display().to_string()),
+                );
                 chosen = Some((values, from));
                 Ok(Some(record))
             })?;
@@ -753,8 +714,8 @@ impl Driver {
         retried_from: Option<u64>,
     ) -> anyhow::Result<()> {
         let config = self.space.apply(&self.settings.base, &values);
-        let dir = trial_dir(&self.dir, made.number);
-        std::fs::create_dir_all(&dir)?;
+        let dir = self.trial_dir(made.number);
+        std::fs::create_dir_all(dir.path())?;
         // A combination the schema refuses is a failed trial, not a crash.
         let config = match config {
             Ok(c) => c,
@@ -769,7 +730,7 @@ impl Driver {
                 return Ok(());
             }
         };
-        let cfg_path = dir.join("config.yaml");
+        let cfg_path = dir.config();
         common::files::write_atomic(&cfg_path, config.to_yaml().as_bytes())?;
         print_block(
             made.number,
@@ -778,12 +739,12 @@ impl Driver {
             retried_from,
             &self.runs_on(slot),
         );
-        let log = std::fs::File::create(dir.join("train.log"))?;
+        let log = std::fs::File::create(dir.log())?;
         let mut cmd = Command::new(&self.train);
         cmd.arg("--config")
             .arg(&cfg_path)
             .arg("--out")
-            .arg(dir.join("run"))
+            .arg(dir.run().path())
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log)
@@ -807,7 +768,7 @@ impl Driver {
         let child = cmd
             .spawn()
             .with_context(|| format!("starting {}", self.train.display()))?;
-        common::files::write_atomic(&dir.join("pid"), format!("{}\n", child.id()).as_bytes())?;
+        common::files::write_atomic(&dir.pid(), format!("{}\n", child.id()).as_bytes())?;
         self.running.push(Running {
             number: made.number,
             id: made.id,
@@ -858,7 +819,7 @@ impl Driver {
     fn report_epochs(&mut self, i: usize, study: &Study) -> anyhow::Result<()> {
         let metric = self.space.metric.name.clone();
         let r = &mut self.running[i];
-        let path = r.dir.join("run/metrics.csv");
+        let path = r.dir.run().metrics();
         let Ok(text) = std::fs::read_to_string(&path) else {
             return Ok(());
         };
@@ -868,7 +829,7 @@ impl Driver {
         let mut new = false;
         for row in rows {
             let step = u64::from(row.epoch);
-            if let Some(v) = metric_of(&row, &metric).filter(|v| v.is_finite()) {
+            if let Some(v) = metric.value_in(&row).filter(|v| v.is_finite()) {
                 if r.reported.get(&step) != Some(&v) {
                     self.journal.set_intermediate(r.id, step, v)?;
                     r.reported.insert(step, v);
@@ -894,13 +855,13 @@ impl Driver {
 
     /// Records how a trial ended: from its process and its summary.yaml.
     fn finish(&mut self, r: Running, status: std::process::ExitStatus) -> anyhow::Result<()> {
-        let run = r.dir.join("run");
-        let summary = std::fs::read_to_string(run.join("summary.yaml"))
+        let run = r.dir.run();
+        let summary = std::fs::read_to_string(run.summary())
             .ok()
-            .and_then(|t| common::wire::parse::<TrainSummary>("summary.yaml", &t).ok());
-        let rows = std::fs::read_to_string(run.join("metrics.csv"))
+            .and_then(|t| common::wire::parse::<TrainSummary>(run_dir::SUMMARY, &t).ok());
+        let rows = std::fs::read_to_string(run.metrics())
             .ok()
-            .and_then(|t| EpochRow::read_all("metrics.csv", &t).ok())
+            .and_then(|t| EpochRow::read_all(run_dir::METRICS, &t).ok())
             .unwrap_or_default();
         let metric = &self.space.metric;
         let mut attrs: Vec<(&str, Value)> = vec![
@@ -952,23 +913,23 @@ impl Driver {
             (None, Some(s)) if s.status == RunStatus::Finished => {
                 let best = rows
                     .iter()
-                    .filter_map(|row| metric_of(row, &metric.name))
+                    .filter_map(|row| metric.name.value_in(row))
                     .filter(|v| v.is_finite())
                     .reduce(|a, b| if metric.goal.better(b, a) { b } else { a });
                 match best {
                     Some(v) => (Outcome::Complete(v), Vec::new()),
                     None => fail(
                         Class::NonFiniteLoss.as_str(),
-                        format!("no finite {} in metrics.csv", metric.name),
+                        format!("no finite {} in {}", metric.name, run_dir::METRICS),
                     ),
                 }
             }
             (None, Some(s)) => fail(
-                s.error_class.map_or("other", Class::as_str),
+                s.error_class.map_or(Class::Other.as_str(), Class::as_str),
                 s.stop_reason.clone(),
             ),
             (None, None) => {
-                let tail = log_tail(&r.dir.join("train.log"));
+                let tail = log_tail(&r.dir.log());
                 match (status.signal(), status.code()) {
                     (Some(sig), _) => fail(
                         Class::Killed.as_str(),
@@ -1019,7 +980,7 @@ impl Driver {
                     .iter()
                     .find(|(k, _)| *k == "error_class")
                     .and_then(|(_, v)| v.as_str())
-                    .unwrap_or("other")
+                    .unwrap_or(Class::Other.as_str())
             ),
         };
         common::say!("train sweep: trial {} {word}", r.number);
@@ -1032,34 +993,13 @@ const FULL_BELOW: u64 = 1 << 20;
 
 /// "the filesystem of DIR is full (N bytes free)", if it is.
 fn full_disk(dir: &Path) -> Option<String> {
-    use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
-    // SAFETY: statvfs(3) fills the zeroed struct from a NUL-terminated path.
-    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
-        return None;
-    }
-    let free = st.f_bavail as u64 * st.f_frsize as u64;
+    let free = common::host::free_bytes(dir)?;
     (free < FULL_BELOW).then(|| {
         format!(
             "the filesystem of {} is full ({free} bytes free)",
             dir.display()
         )
     })
-}
-
-/// A metrics.csv column by name (space::METRICS).
-pub fn metric_of(row: &EpochRow, name: &str) -> Option<f64> {
-    match name {
-        "val_loss" => Some(row.val_loss),
-        "train_loss" => Some(row.train_loss),
-        "mae" => row.mae,
-        "rmse" => row.rmse,
-        "r2" => row.r2,
-        "accuracy" => row.accuracy,
-        "macro_f1" => row.macro_f1,
-        _ => None,
-    }
 }
 
 /// Seed 004's block before each trial.
@@ -1110,14 +1050,14 @@ fn signal_group(child: &Child, sig: i32) {
 
 /// The pid in a trial's pid file, if that process lives and is the train of
 /// that trial (its command line names the trial's directory).
-pub(crate) fn live_trial_pid(dir: &Path) -> Option<i32> {
-    let pid: i32 = std::fs::read_to_string(dir.join("pid"))
+pub(crate) fn live_trial_pid(dir: &TrialDir) -> Option<i32> {
+    let pid: i32 = std::fs::read_to_string(dir.pid())
         .ok()?
         .trim()
         .parse()
         .ok()?;
     let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-    let needle = dir.display().to_string();
+    let needle = dir.path().display().to_string();
     String::from_utf8_lossy(&cmdline)
         .contains(&needle)
         .then_some(pid)
@@ -1163,6 +1103,6 @@ fn log_tail(path: &Path) -> String {
     if tail.is_empty() {
         "its log is empty".into()
     } else {
-        format!("last lines of train.log: {}", tail.join(" | "))
+        format!("last lines of {}: {}", run_dir::TRIAL_LOG, tail.join(" | "))
     }
 }

@@ -4,100 +4,20 @@
 //! trial's config as a ready config file, and a plot of the objective per
 //! trial with the best so far.
 
-use crate::driver::{self, read_settings, JOURNAL};
+use crate::driver::{self, read_settings};
 use crate::journal::{Journal, Study};
 use crate::owner::Liveness;
 use crate::space::Space;
 use crate::trial::{Direction, ParamValue, Trial, TrialState};
 use common::format::Format;
-use serde::{Deserialize, Serialize};
+use common::wire::failure::Class;
+use common::wire::run_dir::{self, SweepDir};
+use common::wire::sweep::{FailureGroup, Row, Settings, SweepReport};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
 use std::time::Duration;
-
-/// `--report --format json|yaml` (sweep-report/v1).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct SweepReport {
-    pub schema: String,
-    pub study: String,
-    /// The metrics.csv column trials are ranked by, and its goal.
-    pub metric: String,
-    pub goal: String,
-    pub counts: BTreeMap<String, u64>,
-    pub best: Option<Row>,
-    pub trials: Vec<Row>,
-    pub failures: Vec<FailureGroup>,
-}
-
-/// One trial (`--report --format csv` is these, one per line).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Row {
-    pub number: u64,
-    pub state: String,
-    pub error_class: Option<String>,
-    pub params: BTreeMap<String, Value>,
-    /// The objective: the best value of the metric over the trial's epochs
-    /// (a pruned trial's is its last reported value).
-    pub value: Option<f64>,
-    /// The metric per epoch.
-    pub intermediate: BTreeMap<u64, f64>,
-    pub epochs: Option<u64>,
-    pub seconds: Option<f64>,
-    pub peak_memory_mib: Option<f64>,
-    pub error_message: Option<String>,
-    pub retried_from: Option<u64>,
-    /// A DISCARD_TRIALS record (Rustuna's) names it; Optuna 5 ignores the
-    /// record and so does the sweep (it counts, ranks and samples from the
-    /// trial). Absent when false.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub discarded: bool,
-}
-
-/// Failed trials of one class, and the parameter values all of them share.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct FailureGroup {
-    pub class: String,
-    pub count: u64,
-    pub trials: Vec<u64>,
-    pub shared: BTreeMap<String, Value>,
-}
-
-impl common::wire::Versioned for SweepReport {
-    const SCHEMA: &'static str = "sweep-report/v1";
-    fn example() -> Self {
-        let row = Row {
-            number: 3,
-            state: "FAIL".into(),
-            error_class: Some("out-of-memory".into()),
-            params: [("batch_size".to_string(), Value::from(64))].into(),
-            value: Some(0.12),
-            intermediate: [(1, 0.2), (2, 0.12)].into(),
-            epochs: Some(2),
-            seconds: Some(4.5),
-            peak_memory_mib: Some(900.0),
-            error_message: Some("out of memory at epoch 1 step 1 ...".into()),
-            retried_from: Some(1),
-            discarded: false,
-        };
-        SweepReport {
-            schema: Self::SCHEMA.into(),
-            study: "sweep".into(),
-            metric: "val_loss".into(),
-            goal: "minimize".into(),
-            counts: [("COMPLETE".to_string(), 1)].into(),
-            best: Some(row.clone()),
-            trials: vec![row],
-            failures: vec![FailureGroup {
-                class: "out-of-memory".into(),
-                count: 1,
-                trials: vec![3],
-                shared: [("batch_size".to_string(), Value::from(64))].into(),
-            }],
-        }
-    }
-}
 
 fn param_json(v: &ParamValue) -> Value {
     serde_json::to_value(v.to_yaml()).unwrap_or(Value::Null)
@@ -131,10 +51,10 @@ fn row(t: &Trial) -> Row {
     }
 }
 
-fn load(dir: &Path) -> anyhow::Result<(driver::Settings, Space, Study)> {
+fn load(dir: &Path) -> anyhow::Result<(Settings, Space, Study)> {
     let settings = read_settings(dir)?;
-    let space = settings.space()?.space;
-    let journal = Journal::open(dir.join(JOURNAL))?;
+    let space = driver::space_of(&settings)?.space;
+    let journal = Journal::open(SweepDir::new(dir).journal())?;
     let study = journal.load(&settings.study_name)?.ok_or_else(|| {
         common::bad_input!(
             "{}: no study {:?} in it",
@@ -177,7 +97,7 @@ fn failures(study: &Study) -> Vec<FailureGroup> {
             .user_attrs
             .get("error_class")
             .and_then(Value::as_str)
-            .unwrap_or("other");
+            .unwrap_or(Class::Other.as_str());
         groups.entry(class.to_string()).or_default().push(t);
     }
     groups
@@ -225,7 +145,7 @@ pub fn print_summary(study: &Study, space: &Space, took: Duration) {
 /// `--status DIR`.
 pub fn status(dir: &Path) -> anyhow::Result<u8> {
     let (_, space, study) = load(dir)?;
-    let jobs = crate::slurm::SlurmJobs::read(dir)?;
+    let jobs = crate::slurm::read_jobs(dir)?;
     let queue = match &jobs {
         Some(_) => crate::slurm::Queue::query(),
         None => Err("the sweep has no Slurm job".into()),
@@ -252,7 +172,7 @@ pub fn status(dir: &Path) -> anyhow::Result<u8> {
         let progress = last.map_or("no epoch yet".to_string(), |(e, v)| {
             format!("epoch {e}: {} {v:.6}", space.metric.name)
         });
-        let train_pid = driver::live_trial_pid(&driver::trial_dir(dir, t.number));
+        let train_pid = driver::live_trial_pid(&SweepDir::new(dir).trial(t.number));
         match crate::owner::liveness(t, &queue) {
             Liveness::Live(where_) => {
                 let pid = train_pid.map_or(String::new(), |p| format!(", train pid {p}"));
@@ -347,10 +267,14 @@ pub fn report(dir: &Path, format: Option<Format>) -> anyhow::Result<u8> {
             t.value.unwrap_or(f64::NAN),
             config.to_yaml()
         );
-        common::files::write_atomic(&dir.join("best_config.yaml"), text.as_bytes())?;
+        common::files::write_atomic(&SweepDir::new(dir).best_config(), text.as_bytes())?;
     }
-    if let Err(e) = crate::plot::objective(&dir.join("objective.png"), &study, &space.metric.name) {
-        common::say!("train sweep: objective.png not drawn: {e:#}");
+    if let Err(e) = crate::plot::objective(
+        &SweepDir::new(dir).objective(),
+        &study,
+        space.metric.name.as_str(),
+    ) {
+        common::say!("train sweep: {} not drawn: {e:#}", run_dir::OBJECTIVE);
     }
     let report = SweepReport {
         schema: <SweepReport as common::wire::Versioned>::SCHEMA.into(),
@@ -434,7 +358,7 @@ fn write_table(r: &SweepReport, w: &mut dyn Write) -> anyhow::Result<()> {
     let mut header: Vec<String> = vec!["#".into(), "state".into()];
     header.extend(names.iter().cloned());
     header.extend([
-        r.metric.clone(),
+        r.metric.to_string(),
         "epochs".into(),
         "s".into(),
         "error".into(),
@@ -473,10 +397,11 @@ fn write_table(r: &SweepReport, w: &mut dyn Write) -> anyhow::Result<()> {
     match &r.best {
         Some(b) => writeln!(
             w,
-            "best: trial {} with {} {:.6} (config: best_config.yaml)",
+            "best: trial {} with {} {:.6} (config: {})",
             b.number,
             r.metric,
-            b.value.unwrap_or(f64::NAN)
+            b.value.unwrap_or(f64::NAN),
+            run_dir::BEST_CONFIG
         )?,
         None => writeln!(w, "best: no complete trial")?,
     }

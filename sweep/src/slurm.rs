@@ -9,93 +9,21 @@
 
 use anyhow::{bail, Context};
 use common::bad_input;
-use serde::{Deserialize, Serialize};
+use common::wire::run_dir::{self, SweepDir};
+use common::wire::sweep::{Options, SlurmJobs, Submission};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-/// DIR/slurm.yaml: the options workers were submitted with (a `--resume
-/// --slurm` reuses them) and every submission's job id.
-pub const FILE: &str = "slurm.yaml";
-/// Scripts and the tasks' output, in DIR/slurm/.
-pub const SUBDIR: &str = "slurm";
-
-/// The sbatch options a user gives (`None`: the cluster's default).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Options {
-    pub partition: Option<String>,
-    pub gpus_per_task: Option<u32>,
-    pub cpus_per_task: Option<u32>,
-    /// Slurm's time format (`MM`, `HH:MM:SS`, `D-HH`, ...).
-    pub time: Option<String>,
-}
-
-impl Options {
-    /// `later`'s options where it gives one, else these.
-    pub fn merged(&self, later: &Options) -> Options {
-        Options {
-            partition: later.partition.clone().or(self.partition.clone()),
-            gpus_per_task: later.gpus_per_task.or(self.gpus_per_task),
-            cpus_per_task: later.cpus_per_task.or(self.cpus_per_task),
-            time: later.time.clone().or(self.time.clone()),
-        }
+/// The sweep's slurm.yaml (the options workers were submitted with, which a
+/// `--resume --slurm` reuses, and every submission's job id), None before
+/// the first submission.
+pub fn read_jobs(dir: &Path) -> anyhow::Result<Option<SlurmJobs>> {
+    let path = SweepDir::new(dir).slurm_jobs();
+    if !path.exists() {
+        return Ok(None);
     }
-}
-
-/// slurm.yaml (sweep-slurm/v1).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct SlurmJobs {
-    pub schema: String,
-    pub options: Options,
-    pub jobs: Vec<Submission>,
-}
-
-/// One `sbatch` of an array of workers.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Submission {
-    /// The array's job id (its tasks are `JOBID_0`, `JOBID_1`, ...).
-    pub job_id: String,
-    /// Array tasks in it.
-    pub tasks: u64,
-    /// The script submitted.
-    pub script: String,
-    /// When, naive UTC (as the journal's times).
-    pub submitted: String,
-}
-
-impl common::wire::Versioned for SlurmJobs {
-    const SCHEMA: &'static str = "sweep-slurm/v1";
-    fn example() -> Self {
-        SlurmJobs {
-            schema: Self::SCHEMA.into(),
-            options: Options {
-                partition: Some("gpu".into()),
-                gpus_per_task: Some(1),
-                cpus_per_task: Some(4),
-                time: Some("04:00:00".into()),
-            },
-            jobs: vec![Submission {
-                job_id: "4107".into(),
-                tasks: 3,
-                script: "runs/sweep/slurm/workers-1.sbatch".into(),
-                submitted: "2026-11-23T10:04:12.000000".into(),
-            }],
-        }
-    }
-}
-
-impl SlurmJobs {
-    pub fn read(dir: &Path) -> anyhow::Result<Option<SlurmJobs>> {
-        let path = dir.join(FILE);
-        if !path.exists() {
-            return Ok(None);
-        }
-        let input = common::input::read(&path)?;
-        common::wire::parse(&input.name, &input.text).map(Some)
-    }
-
-    pub fn job_ids(&self) -> Vec<String> {
-        self.jobs.iter().map(|j| j.job_id.clone()).collect()
-    }
+    let input = common::input::read(&path)?;
+    common::wire::parse(&input.name, &input.text).map(Some)
 }
 
 /// The Slurm task this process runs in: `JOBID_TASK` in an array, else
@@ -259,7 +187,11 @@ pub fn script(dir: &Path, train: &Path, name: &str, tasks: u64, o: &Options) -> 
         format!("#SBATCH --job-name={}", job_name(name)),
         format!("#SBATCH --array=0-{}", tasks.saturating_sub(1)),
         "#SBATCH --ntasks=1".to_string(),
-        format!("#SBATCH --output={dir_s}/{SUBDIR}/%A_%a.out"),
+        format!(
+            "#SBATCH --output={dir_s}/{}/{}",
+            run_dir::SLURM_DIR,
+            run_dir::SLURM_OUTPUT
+        ),
     ];
     if let Some(p) = &o.partition {
         lines.push(format!("#SBATCH --partition={p}"));
@@ -347,9 +279,9 @@ pub fn submit_workers(
             parts.len()
         );
     }
-    std::fs::create_dir_all(dir.join(SUBDIR))
-        .with_context(|| format!("creating {}", dir.join(SUBDIR).display()))?;
-    let mut record = SlurmJobs::read(dir)?.unwrap_or(SlurmJobs {
+    let scripts = SweepDir::new(dir).slurm_dir();
+    std::fs::create_dir_all(&scripts).with_context(|| format!("creating {}", scripts.display()))?;
+    let mut record = read_jobs(dir)?.unwrap_or(SlurmJobs {
         schema: <SlurmJobs as common::wire::Versioned>::SCHEMA.into(),
         options: Options::default(),
         jobs: Vec::new(),
@@ -358,9 +290,7 @@ pub fn submit_workers(
     let first = record.jobs.len() + 1;
     let mut out = std::io::stdout().lock();
     for (i, tasks) in parts.iter().enumerate() {
-        let path: PathBuf = dir
-            .join(SUBDIR)
-            .join(format!("workers-{}.sbatch", first + i));
+        let path: PathBuf = SweepDir::new(dir).worker_script(first + i);
         let text = script(dir, train, study, *tasks, options);
         common::files::write_atomic(&path, text.as_bytes())?;
         use std::io::Write;
@@ -387,10 +317,10 @@ pub fn submit_workers(
             submitted: crate::journal::iso_utc(std::time::SystemTime::now())?,
         });
         // Written after each submission: a job id is never lost.
-        common::files::write_yaml(&dir.join(FILE), &record)?;
+        common::files::write_yaml(&SweepDir::new(dir).slurm_jobs(), &record)?;
     }
     if dry_run {
-        common::files::write_yaml(&dir.join(FILE), &record)?;
+        common::files::write_yaml(&SweepDir::new(dir).slurm_jobs(), &record)?;
     } else {
         common::say!(
             "train sweep: follow it with `train sweep --status {}`",

@@ -17,6 +17,8 @@ use crate::trial::{Choice, Direction, Distribution, ParamValue};
 use common::bad_input;
 use common::config::{nearest_key, Config};
 use common::input::Input;
+use common::wire::metric::Metric as MetricName;
+use common::wire::run_dir;
 use common::yaml_index::YamlIndex;
 use serde_yaml::{Mapping, Value};
 use std::collections::BTreeMap;
@@ -54,7 +56,7 @@ impl Method {
 /// The metric trials are ranked and pruned by: a metrics.csv column.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Metric {
-    pub name: String,
+    pub name: MetricName,
     pub goal: Direction,
 }
 
@@ -82,18 +84,6 @@ pub struct Parsed {
     pub space: Space,
     pub warnings: Vec<String>,
 }
-
-/// The columns of train's metrics.csv a sweep can rank by
-/// (common::wire::train::EpochRow).
-pub const METRICS: [&str; 7] = [
-    "val_loss",
-    "train_loss",
-    "mae",
-    "rmse",
-    "r2",
-    "accuracy",
-    "macro_f1",
-];
 
 const TOP_KEYS: [&str; 5] = [
     "method",
@@ -894,7 +884,7 @@ impl Reader<'_> {
         let Some(v) = v else {
             self.warn("", "no `metric`: trials are ranked by val_loss (minimize)");
             return Ok(Metric {
-                name: "val_loss".into(),
+                name: MetricName::ValLoss,
                 goal: Direction::Minimize,
             });
         };
@@ -916,25 +906,27 @@ impl Reader<'_> {
                 self.warn(&child("metric", &k), "ignored: not used by train sweep");
             }
         }
+        let known = MetricName::known_names();
         let name = match m.get("name") {
             None => {
                 return Err(self.err(
                     "metric",
-                    format!("missing `name`: expected one of {}", METRICS.join(", ")),
+                    format!("missing `name`: expected one of {}", known.join(", ")),
                 ))
             }
-            Some(n) => n.as_str().unwrap_or_default().to_string(),
+            Some(n) => MetricName::from_name(n.as_str().unwrap_or_default()),
         };
-        if !METRICS.contains(&name.as_str()) {
-            let near = nearest_key(&name, &METRICS)
+        if !name.is_known() {
+            let near = nearest_key(name.as_str(), &known)
                 .map(|k| format!("did you mean `{k}`? "))
                 .unwrap_or_default();
             return Err(self.err(
                 "metric.name",
                 format!(
-                    "`{}` is not a column of train's metrics.csv; {near}expected one of {}",
+                    "`{}` is not a column of train's {}; {near}expected one of {}",
                     show(&m["name"]),
-                    METRICS.join(", ")
+                    run_dir::METRICS,
+                    known.join(", ")
                 ),
             ));
         }
@@ -944,19 +936,22 @@ impl Reader<'_> {
             let (task, wrong, right) = match base.task {
                 Task::Regression => (
                     "regression",
-                    ["accuracy", "macro_f1"].as_slice(),
+                    [MetricName::Accuracy, MetricName::MacroF1].as_slice(),
                     "val_loss, train_loss, mae, rmse or r2",
                 ),
                 Task::Classification => (
                     "classification",
-                    ["mae", "rmse", "r2"].as_slice(),
+                    [MetricName::Mae, MetricName::Rmse, MetricName::R2].as_slice(),
                     "val_loss, train_loss, accuracy or macro_f1",
                 ),
             };
-            if wrong.contains(&name.as_str()) {
+            if wrong.contains(&name) {
                 return Err(self.err(
                     "metric.name",
-                    format!("{name} is empty in metrics.csv for task {task} (the base config's); use {right}"),
+                    format!(
+                        "{name} is empty in {} for task {task} (the base config's); use {right}",
+                        run_dir::METRICS
+                    ),
                 ));
             }
         }
@@ -1107,7 +1102,7 @@ impl Reader<'_> {
         Ok(Space {
             method: Method::Grid,
             metric: Metric {
-                name: "val_loss".into(),
+                name: MetricName::ValLoss,
                 goal: Direction::Minimize,
             },
             params,

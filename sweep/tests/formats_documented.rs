@@ -1,5 +1,6 @@
-//! The sweep's own formats, like common's (common/tests/formats_documented.rs):
-//! docs/FORMATS.md, "File formats" names each schema and every field.
+//! The sweep's own formats (common::wire::sweep), like common's
+//! (common/tests/formats_documented.rs): docs/FORMATS.md, "File formats"
+//! names each schema and every field.
 
 #[test]
 fn formats_doc_names_every_sweep_schema_and_field() {
@@ -9,11 +10,9 @@ fn formats_doc_names_every_sweep_schema_and_field() {
     let guide = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/GUIDE.md"))
         .expect("docs/GUIDE.md at the workspace root");
     let docs = format!("{formats}\n{guide}");
-    let mut missing = common::wire::undocumented::<sweep::driver::Settings>(&docs);
-    missing.extend(common::wire::undocumented::<sweep::report::SweepReport>(
-        &docs,
-    ));
-    missing.extend(common::wire::undocumented::<sweep::slurm::SlurmJobs>(&docs));
+    let mut missing = common::wire::undocumented::<common::wire::sweep::Settings>(&docs);
+    missing.extend(common::wire::undocumented::<common::wire::sweep::SweepReport>(&docs));
+    missing.extend(common::wire::undocumented::<common::wire::sweep::SlurmJobs>(&docs));
     assert!(
         missing.is_empty(),
         "docs/FORMATS.md lacks:\n{}",

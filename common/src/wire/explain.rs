@@ -1,10 +1,9 @@
 //! `cfgcheck --explain`'s output (cfgcheck-explain/v1): every known failure
 //! found in a log, with its evidence and, with `--config`, the config diff.
 
+use super::failure::{Class, OomFigures};
+use super::hazard::HazardId;
 use super::Versioned;
-use crate::explain::{Evidence, Explained};
-use crate::failures::{Class, OomFigures};
-use crate::hazards::HazardId;
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -17,7 +16,8 @@ pub struct Output {
     pub last_error: Option<Evidence>,
 }
 
-/// One known failure (`explain::Explained`, owned) and its config diff.
+/// One known failure (`diagnose::explain::Explained`, owned) and its config
+/// diff.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Found {
     pub id: String,
@@ -36,21 +36,12 @@ pub struct Found {
     pub config_diff: Option<String>,
 }
 
-impl Found {
-    pub fn new(e: &Explained, config_diff: Option<String>) -> Found {
-        Found {
-            id: e.id.into(),
-            class: e.class,
-            title: e.title.into(),
-            cause: e.cause.into(),
-            fix: e.fix.into(),
-            rule: e.rule,
-            evidence: e.evidence.clone(),
-            matches: e.matches,
-            oom: e.oom,
-            config_diff,
-        }
-    }
+/// A line of the log that shows a failure.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Evidence {
+    /// 1-based.
+    pub line: usize,
+    pub text: String,
 }
 
 impl Versioned for Output {

@@ -7,12 +7,36 @@
 //! each one, and a test (common/tests/formats_documented.rs) checks that it
 //! names every schema in [`all`] and every field of its example.
 //!
-//! memdiag/v1 (`report`) and tiers/v1 (`tiers`) live in their own modules
-//! and are listed here too.
+//! This module is the floor of the workspace: it imports nothing of it but
+//! `exit` (for `bad_input!`), so every other module, and every crate, can
+//! stand on it. Reading a format beyond its schema and fields (memdiag's
+//! CSV, a config's validation) is done above, in the module named for it.
+//!
+//! - `config`: the training config's schema (no schema field; docs/GUIDE.md,
+//!   "Config"), with the defaults;
+//! - `memdiag`, `tiers`: memdiag/v1 and tiers/v1;
+//! - `hazard`, `failure`: the ids and classes the diagnosis formats carry;
+//! - `cfgcheck`, `explain`, `verify`: cfgcheck/v1, cfgcheck-explain/v1,
+//!   verify-fixes/v1;
+//! - `train`: train-info/v1, train-data/v1, train-metrics/v1,
+//!   train-summary/v1, train-checkpoint/v1, train-chain/v1, train-bench/v1;
+//! - `space`: space/v1;
+//! - `sweep`: sweep-settings/v1, sweep-report/v1, sweep-slurm/v1;
+//! - `metric`: the metrics.csv columns a sweep ranks by;
+//! - `run_dir`: the names of the files in a run's, a sweep's and a trial's
+//!   directory.
 
 pub mod cfgcheck;
+pub mod config;
 pub mod explain;
+pub mod failure;
+pub mod hazard;
+pub mod memdiag;
+pub mod metric;
+pub mod run_dir;
 pub mod space;
+pub mod sweep;
+pub mod tiers;
 pub mod train;
 pub mod verify;
 
@@ -90,8 +114,8 @@ pub fn all() -> Vec<(&'static str, serde_json::Value)> {
         )
     }
     vec![
-        entry::<crate::report::Report>(),
-        entry::<crate::tiers::TierTable>(),
+        entry::<memdiag::Report>(),
+        entry::<tiers::TierTable>(),
         entry::<train::TrainInfo>(),
         entry::<train::TrainData>(),
         entry::<train::EpochRow>(),
@@ -103,6 +127,9 @@ pub fn all() -> Vec<(&'static str, serde_json::Value)> {
         entry::<explain::Output>(),
         entry::<verify::Output>(),
         entry::<space::Space>(),
+        entry::<sweep::Settings>(),
+        entry::<sweep::SweepReport>(),
+        entry::<sweep::SlurmJobs>(),
     ]
 }
 

@@ -3,8 +3,9 @@
 //! summary.yaml (train-summary/v1), checkpoint metadata (train-checkpoint/v1)
 //! and chain.yaml (train-chain/v1), and `train bench` (train-bench/v1).
 
+use super::config::Config;
+use super::failure::Class;
 use super::Versioned;
-use crate::failures::Class;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -248,7 +249,7 @@ pub struct TrainSummary {
     pub schema: String,
     pub status: RunStatus,
     pub stop_reason: String,
-    /// The failure's class (common::failures), null when it finished.
+    /// The failure's class (`failure::Class`), null when it finished.
     pub error_class: Option<Class>,
     /// The config that ran last.
     pub config: String,
@@ -471,7 +472,7 @@ pub struct ChainConfig {
     /// The file it was read from.
     pub name: String,
     /// The resolved config.
-    pub config: crate::config::Config,
+    pub config: Config,
 }
 
 impl Versioned for ChainState {
@@ -482,7 +483,7 @@ impl Versioned for ChainState {
             schema: Self::SCHEMA.into(),
             configs: vec![ChainConfig {
                 name: "a.yaml".into(),
-                config: crate::config::Config::default(),
+                config: Config::default(),
             }],
             current: 1,
             carry_from_epoch: Some(1),
@@ -497,7 +498,7 @@ impl Versioned for ChainState {
 pub struct TrainBench {
     pub schema: String,
     /// The resolved config, with the bench's overrides.
-    pub config: crate::config::Config,
+    pub config: Config,
     pub threads: i32,
     pub batch_size: u32,
     pub steps: usize,
@@ -520,7 +521,7 @@ impl Versioned for TrainBench {
     fn example() -> Self {
         TrainBench {
             schema: Self::SCHEMA.into(),
-            config: crate::config::Config::default(),
+            config: Config::default(),
             threads: 2,
             batch_size: 32,
             steps: 20,

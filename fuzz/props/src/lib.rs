@@ -95,7 +95,7 @@ pub fn checkpoint_meta(data: &[u8]) -> Result<(), String> {
 
 /// The log `cfgcheck --explain` reads.
 pub fn explain(data: &[u8]) -> Result<(), String> {
-    check(common::explain::scan(NAME, data))
+    check(diagnose::explain::scan(NAME, data))
 }
 
 /// safetensors' and .npy's headers (train's data files and checkpoints).
@@ -117,10 +117,10 @@ pub fn wire(data: &[u8]) -> Result<(), String> {
         Ok(i) => i,
         Err(r) => return r,
     };
-    match parse::<sweep::driver::Settings>(NAME, &i.text) {
+    match parse::<common::wire::sweep::Settings>(NAME, &i.text) {
         // sweep.yaml keeps the space's text under the space's own name.
         Ok(settings) => {
-            if let Err(e) = settings.space() {
+            if let Err(e) = sweep::driver::space_of(&settings) {
                 let named = format!("{e:#}").contains(&settings.space_name);
                 if common::exit::code_of(&e) != common::exit::BAD_INPUT || !named {
                     return Err(format!(
@@ -131,7 +131,7 @@ pub fn wire(data: &[u8]) -> Result<(), String> {
         }
         Err(e) => refused_well(&e)?,
     }
-    check(parse::<sweep::slurm::SlurmJobs>(NAME, &i.text))?;
+    check(parse::<common::wire::sweep::SlurmJobs>(NAME, &i.text))?;
     check(parse::<train::TrainSummary>(NAME, &i.text))?;
     check(parse::<train::ChainState>(NAME, &i.text))?;
     check(train::EpochRow::read_all(NAME, &i.text))

@@ -1,17 +1,18 @@
 //! `cfgcheck --explain LOG`: from the error a user pasted to the cause and
 //! the config change. The scanning and the table of known failures live in
-//! common (`explain`, `failures`); this module turns findings into config
+//! `diagnose` (`explain`, `failures`); this module turns findings into config
 //! edits (with `--config`) and prints them.
 
 use comfy_table::{presets::UTF8_FULL_CONDENSED, ContentArrangement, Table};
 use common::config::LoadedConfig;
-use common::explain::{Explained, Scan};
+use common::exit;
 use common::format::Format;
-use common::hazards::{Edits, ExplainCx, NO_CONFIG_FIX};
 use common::report::Gpu;
 use common::wire::explain::{Found, Output};
 use common::wire::Versioned;
-use common::{exit, yaml_edit};
+use diagnose::explain::{Explained, Scan};
+use diagnose::hazards::{self, Edits, ExplainCx, NO_CONFIG_FIX};
+use diagnose::yaml_edit;
 use std::io::Write;
 
 /// The config edits (key, YAML value) that fix a finding, if any: the
@@ -29,7 +30,7 @@ fn edits(
         env,
     };
     match f.rule {
-        Some(id) => id.hazard().edits(&cx),
+        Some(id) => hazards::of(id).edits(&cx),
         None => Err(NO_CONFIG_FIX.into()),
     }
 }
@@ -69,7 +70,7 @@ pub fn print(
     let found: Vec<Found> = scan
         .found
         .iter()
-        .map(|f| Found::new(f, loaded.map(|l| diff_for(f, l, gpu, &env))))
+        .map(|f| f.found(loaded.map(|l| diff_for(f, l, gpu, &env))))
         .collect();
     let output = Output {
         schema: Output::SCHEMA.into(),

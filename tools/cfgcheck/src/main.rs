@@ -1,5 +1,5 @@
 //! cfgcheck: will this config run on that GPU? Known-hazard rules and a memory
-//! estimate (both in `common`), before the run. The target GPU comes from a
+//! estimate (`diagnose` and `common`), before the run. The target GPU comes from a
 //! memdiag report on stdin, `--gpu FILE`, or nothing.
 
 mod explain;
@@ -7,13 +7,14 @@ mod output;
 
 use anyhow::Context;
 use clap::Parser;
+use common::bad_input;
 use common::config::{Config, LoadedConfig};
 use common::exit::{self, Failure};
 use common::format::Format;
-use common::rules::{self, Severity, Target};
 use common::wire::cfgcheck::{verdict, ConfigResult, EstimateOut, Output, TargetInfo};
 use common::wire::Versioned;
-use common::{bad_input, fix};
+use diagnose::fix;
+use diagnose::rules::{self, Severity, Target};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -198,10 +199,10 @@ fn explain_log(cli: &Cli, log: &std::path::Path, out: &mut dyn Write) -> anyhow:
         log.display().to_string()
     };
     let scan = if log == std::path::Path::new("-") {
-        common::explain::scan(&name, std::io::stdin().lock())?
+        diagnose::explain::scan(&name, std::io::stdin().lock())?
     } else {
         let file = std::fs::File::open(log).map_err(|e| bad_input!("{name}: cannot open: {e}"))?;
-        common::explain::scan(&name, std::io::BufReader::with_capacity(1 << 20, file))?
+        diagnose::explain::scan(&name, std::io::BufReader::with_capacity(1 << 20, file))?
     };
     let loaded = match &cli.config {
         Some(p) => Some(load(p)?),

@@ -2,8 +2,8 @@
 //! format itself is `common::wire::cfgcheck`.
 
 use comfy_table::{presets::UTF8_FULL_CONDENSED, ContentArrangement, Table};
-use common::rules::Severity;
 use common::wire::cfgcheck::Output;
+use common::wire::hazard::Severity;
 use std::io::Write;
 
 pub fn write_csv(out: &Output, w: &mut dyn Write) -> anyhow::Result<()> {

@@ -289,7 +289,7 @@ fn usage_errors_exit_2() {
 fn list_rules_names_every_rule() {
     let out = cfgcheck().arg("--list-rules").assert().success();
     let text = String::from_utf8(out.get_output().stdout.clone()).unwrap();
-    assert_eq!(text.lines().count(), common::rules::RULES.len());
+    assert_eq!(text.lines().count(), diagnose::rules::RULES.len());
     assert!(text.contains("cuda-graphs-checkpointing"));
 }
 

@@ -1,15 +1,17 @@
 //! The checks, in the order they are printed. Each returns what it saw and,
-//! when it fails, the fix; the rules and the estimate come from `common`,
-//! and everything that needs libtorch is asked of `train` as a child process.
+//! when it fails, the fix; the rules come from `diagnose` and the estimate
+//! from `common`, and everything that needs libtorch is asked of `train` as a
+//! child process.
 
 use common::config::{Config, LoadedConfig};
 use common::estimate::{self, Budget, MIB};
 use common::report::{Report, Source};
-use common::rules::{self, Severity, Target};
+use common::wire::run_dir::{self, RunDir};
 use common::wire::train::{TrainData, TrainInfo};
 pub use common::wire::verify::Check;
 pub use common::wire::verify::Status;
 use common::wire::{self, Versioned};
+use diagnose::rules::{self, Severity, Target};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -457,7 +459,7 @@ impl Context<'_> {
                 Some("read the message above; `cfgcheck` the config; see docs/TROUBLESHOOTING.md, \"When a run fails\"".into()),
             );
         }
-        let rows = std::fs::read_to_string(run.join("metrics.csv"))
+        let rows = std::fs::read_to_string(RunDir::new(&run).metrics())
             .map(|t| t.lines().count().saturating_sub(1))
             .unwrap_or(0);
         if rows < 2 {
@@ -465,7 +467,7 @@ impl Context<'_> {
                 "smoke",
                 name,
                 Status::Fail,
-                format!("only {rows} epoch(s) in metrics.csv"),
+                format!("only {rows} epoch(s) in {}", run_dir::METRICS),
                 None,
             );
         }
@@ -573,7 +575,7 @@ impl Context<'_> {
         // checkpoint (weights + 2 moments) and best model, each briefly twice
         // (temp file + rename), plus metrics and the plot.
         let need = params * 4 * 4 * 2 + 4 * MIB;
-        match free_bytes(dir) {
+        match common::host::free_bytes(dir) {
             Some(free) if free < need => check(
                 "disk",
                 name,
@@ -615,15 +617,4 @@ fn last_line(stderr: &[u8]) -> String {
         .rfind(|l| !l.trim().is_empty())
         .unwrap_or("(no message)")
         .to_string()
-}
-
-fn free_bytes(dir: &Path) -> Option<u64> {
-    use std::ffi::CString;
-    use std::os::unix::ffi::OsStrExt;
-    let path = CString::new(dir.as_os_str().as_bytes()).ok()?;
-    // SAFETY: statvfs fills the zeroed struct for a NUL-terminated path.
-    unsafe {
-        let mut s: libc::statvfs = std::mem::zeroed();
-        (libc::statvfs(path.as_ptr(), &mut s) == 0).then(|| s.f_bavail as u64 * s.f_frsize as u64)
-    }
 }

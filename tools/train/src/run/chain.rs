@@ -3,10 +3,9 @@
 //! config starts from. The run driver (run/mod.rs) does the I/O: it runs
 //! the legs, writes chain.yaml and emits the events.
 
-use super::STOPPED;
 use crate::training::Stop;
 use common::exit;
-use common::failures::Class;
+use common::wire::failure::Class;
 use common::wire::train::{ChainConfig, ChainState, RunStatus};
 use common::wire::Versioned;
 
@@ -104,7 +103,7 @@ pub fn exit_code(status: RunStatus) -> u8 {
     match status {
         RunStatus::Finished => exit::OK,
         RunStatus::Failed => exit::FOUND,
-        RunStatus::Stopped => STOPPED,
+        RunStatus::Stopped => exit::STOPPED,
     }
 }
 

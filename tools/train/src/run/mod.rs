@@ -9,13 +9,13 @@ mod chain;
 pub mod listeners;
 pub mod setup;
 
-use crate::training::checkpoint::CHECKPOINT;
 use crate::training::events::{End, Event, Listeners, Start};
 use crate::training::{Faults, Interrupter, Stop, Trainer};
 use chain::{LegStart, Next, Outcome};
 use common::bad_input;
 use common::config::Config;
 use common::exit;
+use common::wire::run_dir::{self, RunDir};
 use common::wire::train::{ChainConfig, ChainState, EpochRow, Leg};
 use setup::{apply_environment, device_name, not_applied, pick_device, DeviceChoice};
 use std::ffi::OsString;
@@ -23,12 +23,6 @@ use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime};
 use tch::Device;
-
-pub const CHAIN: &str = "chain.yaml";
-
-/// Exit code of a run stopped on request (SIGINT or SIGTERM), as shells
-/// report an interrupted command.
-pub const STOPPED: u8 = 130;
 
 pub struct Options {
     pub device: DeviceChoice,
@@ -66,7 +60,7 @@ pub fn start(
         });
     }
     let out = out.unwrap_or_else(|| default_out(config_path));
-    if out.join(CHECKPOINT).exists() {
+    if RunDir::new(&out).checkpoint().exists() {
         return Err(bad_input!(
             "{}: already holds a run; continue it with `train --resume {0}` or choose another --out",
             out.display()
@@ -74,10 +68,10 @@ pub fn start(
     }
     std::fs::create_dir_all(&out)
         .map_err(|e| bad_input!("{}: cannot create: {e}", out.display()))?;
-    common::files::write_yaml(&out.join("config.yaml"), &configs[0].config)?;
+    common::files::write_yaml(&RunDir::new(&out).config(), &configs[0].config)?;
     let chain = chain::at_start(configs);
     if chain.configs.len() > 1 {
-        common::files::write_yaml(&out.join(CHAIN), &chain)?;
+        common::files::write_yaml(&RunDir::new(&out).chain(), &chain)?;
     }
     go_chain(chain, out, opts)
 }
@@ -85,18 +79,20 @@ pub fn start(
 /// Continues the run in `dir`: from its last checkpoint, or, when a chain's
 /// next config has not started yet, from the previous config's.
 pub fn resume(dir: &Path, opts: &Options) -> anyhow::Result<u8> {
-    if !dir.join(CHECKPOINT).exists() {
+    let run = RunDir::new(dir);
+    if !run.checkpoint().exists() {
         return Err(bad_input!(
-            "{}: no {CHECKPOINT}; nothing to resume (a run writes it at the end of its first epoch)",
-            dir.display()
+            "{}: no {}; nothing to resume (a run writes it at the end of its first epoch)",
+            dir.display(),
+            run_dir::CHECKPOINT
         ));
     }
-    let chain_path = dir.join(CHAIN);
+    let chain_path = run.chain();
     let chain = if chain_path.exists() {
         let input = common::input::read(&chain_path)?;
         common::wire::parse::<ChainState>(&input.name, &input.text)?
     } else {
-        let loaded = Config::load(&common::input::read(&dir.join("config.yaml"))?)?;
+        let loaded = Config::load(&common::input::read(&run.config())?)?;
         chain::at_start(vec![ChainConfig {
             name: loaded.name,
             config: loaded.config,
@@ -128,7 +124,7 @@ fn go_chain(chain: ChainState, out: PathBuf, opts: &Options) -> anyhow::Result<u
     let handler = interrupter.clone();
     let _ = ctrlc::set_handler(move || {
         if handler.stop() {
-            std::process::exit(i32::from(STOPPED));
+            std::process::exit(i32::from(exit::STOPPED));
         }
     });
     // Before anything touches CUDA: the first config's environment.
@@ -240,7 +236,7 @@ impl Driver<'_> {
             LegStart::Fresh => {}
             LegStart::Carry => {
                 carried = Some(trainer.carry_from_checkpoint()?);
-                common::files::write_yaml(&self.out.join("config.yaml"), config)?;
+                common::files::write_yaml(&RunDir::new(&self.out).config(), config)?;
             }
             LegStart::Resume => {
                 trainer.resume()?;
@@ -305,7 +301,7 @@ impl Driver<'_> {
         // Killed after its last checkpoint, before summary.yaml was
         // whole (found by scripts/reliability/kill_train.py): the run
         // finished every epoch but never said so; say it now.
-        if self.out.join("summary.yaml").exists() {
+        if RunDir::new(&self.out).summary().exists() {
             return Ok(());
         }
         let o = chain::outcome(Stop::Finished, config.epochs);
@@ -335,7 +331,7 @@ impl Driver<'_> {
         chain::move_to(&mut self.chain, index, on_disk);
         if fresh_process {
             self.chain.seconds_before += self.started.elapsed().as_secs_f64();
-            common::files::write_yaml(&self.out.join(CHAIN), &self.chain)?;
+            common::files::write_yaml(&RunDir::new(&self.out).chain(), &self.chain)?;
             events.emit(&Event::FreshProcess {
                 next: &self.chain.configs[index].name,
                 why: "its environment differs, and the allocator and CUDA read theirs once",
@@ -343,7 +339,7 @@ impl Driver<'_> {
             return Err(reexec(&self.out, self.opts));
         }
         // A next config exists: this is a chain, and chain.yaml follows it.
-        common::files::write_yaml(&self.out.join(CHAIN), &self.chain)?;
+        common::files::write_yaml(&RunDir::new(&self.out).chain(), &self.chain)?;
         Ok(ControlFlow::Continue(()))
     }
 

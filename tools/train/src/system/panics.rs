@@ -105,8 +105,8 @@ mod tests {
             "{m}"
         );
         assert_eq!(
-            common::failures::classify(&m),
-            common::failures::Class::OutOfMemory
+            diagnose::failures::classify(&m),
+            common::wire::failure::Class::OutOfMemory
         );
         // After it, tch works as before and panics outside `catch` still panic.
         assert_eq!(

@@ -5,14 +5,12 @@
 //! never silently starts over.
 
 use crate::system::tensor_bytes;
+use common::wire::run_dir::RunDir;
 use common::wire::train::CheckpointMeta;
 use safetensors::tensor::{Dtype, SafeTensors, TensorView};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use tch::{Kind, Tensor};
-
-pub const CHECKPOINT: &str = "checkpoint.safetensors";
-pub const BEST: &str = "best.safetensors";
 
 /// Writes `tensors` (f32, or i64 kept as i64) and `metadata` to `path`
 /// atomically.
@@ -81,7 +79,7 @@ pub fn load(path: &Path) -> anyhow::Result<Loaded> {
 /// The epoch of the checkpoint in run directory `dir`, None when it has
 /// none; read from the header alone.
 pub fn epoch_in(dir: &Path) -> anyhow::Result<Option<u32>> {
-    let path = dir.join(CHECKPOINT);
+    let path = RunDir::new(dir).checkpoint();
     if !path.exists() {
         return Ok(None);
     }
@@ -111,7 +109,7 @@ impl Checkpointer {
     }
 
     pub fn path(&self) -> PathBuf {
-        self.dir.join(CHECKPOINT)
+        RunDir::new(&self.dir).checkpoint()
     }
 
     /// The weights, the optimizer's state and the metadata, as one file.
@@ -121,7 +119,11 @@ impl Checkpointer {
 
     /// The best model's weights (loadable by PyTorch without the rest).
     pub fn save_best(&self, weights: &[(String, Tensor)]) -> anyhow::Result<()> {
-        save(&self.dir.join(BEST), weights, BTreeMap::new())
+        save(
+            &RunDir::new(&self.dir).best_weights(),
+            weights,
+            BTreeMap::new(),
+        )
     }
 
     /// The last checkpoint with its metadata read and checked.

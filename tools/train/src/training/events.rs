@@ -5,7 +5,7 @@
 //! metrics.csv, curves.png, summary.yaml. Listeners are independent of each
 //! other: none reads another's file, so their order does not matter.
 
-use common::failures::Class;
+use common::wire::failure::Class;
 use common::wire::train::{Best, EpochRow, Leg, OomEvent, PeakMemory, RunStatus};
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -12,6 +12,7 @@ pub use plot::Plot;
 pub use summary::Summary;
 
 use crate::training::events::Listeners;
+use common::wire::run_dir::RunDir;
 use common::wire::train::EpochRow;
 use std::path::Path;
 
@@ -19,7 +20,7 @@ use std::path::Path;
 /// `dir`, whose epochs from `first_epoch` on are (re)run. Returns the
 /// metrics.csv rows kept from before, which the caller emits as `History`.
 pub fn standard(dir: &Path, first_epoch: u32) -> anyhow::Result<(Listeners, Vec<EpochRow>)> {
-    let (csv, kept) = MetricsCsv::open(&dir.join("metrics.csv"), first_epoch)?;
+    let (csv, kept) = MetricsCsv::open(&RunDir::new(dir).metrics(), first_epoch)?;
     let mut l = Listeners::default();
     l.push(Console::new());
     l.push(csv);

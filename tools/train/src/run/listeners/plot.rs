@@ -4,6 +4,7 @@
 //! come as `History`), written atomically like every file train writes.
 
 use crate::training::events::{Event, Listener};
+use common::wire::run_dir::{self, RunDir};
 use common::wire::train::EpochRow;
 use plotters::prelude::*;
 use std::path::{Path, PathBuf};
@@ -25,7 +26,7 @@ struct Row {
 impl Plot {
     pub fn new(dir: &Path) -> Plot {
         Plot {
-            out: dir.join("curves.png"),
+            out: RunDir::new(dir).curves(),
             rows: Vec::new(),
         }
     }
@@ -157,7 +158,7 @@ impl Listener for Plot {
             self.add(r);
             // A plot that cannot be drawn is not worth stopping a run for.
             if let Err(e) = self.draw() {
-                common::say!("train: curves.png not drawn: {e:#}");
+                common::say!("train: {} not drawn: {e:#}", run_dir::CURVES);
             }
         }
         Ok(())

@@ -2,6 +2,7 @@
 //! from what the events said over the run.
 
 use crate::training::events::{Event, Listener};
+use common::wire::run_dir::RunDir;
 use common::wire::train::{Best, EpochRow, OomEvent, TrainSummary};
 use common::wire::Versioned;
 use std::path::{Path, PathBuf};
@@ -22,7 +23,7 @@ pub struct Summary {
 impl Summary {
     pub fn new(dir: &Path) -> Summary {
         Summary {
-            path: dir.join("summary.yaml"),
+            path: RunDir::new(dir).summary(),
             config: String::new(),
             device: String::new(),
             parameters: 0,

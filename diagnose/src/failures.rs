@@ -8,51 +8,10 @@
 //! runtime's error strings, or from the seeds' own logs. An entry that a
 //! cfgcheck rule would have caught beforehand has that rule's id.
 
-use crate::hazards::HazardId;
 use aho_corasick::AhoCorasick;
-use serde::{Deserialize, Serialize};
+use common::wire::failure::{Class, OomFigures};
+use common::wire::hazard::HazardId;
 use std::sync::OnceLock;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Class {
-    OutOfMemory,
-    CudaGraphPointer,
-    DeviceSideAssert,
-    CudaError,
-    NonFiniteLoss,
-    Killed,
-    /// A sweep's trial that ran past `--trial-timeout`.
-    Timeout,
-    /// A sweep's trial whose driver stopped (Ctrl-C) or died while it ran.
-    Interrupted,
-    Other,
-}
-
-impl Class {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Class::OutOfMemory => "out-of-memory",
-            Class::CudaGraphPointer => "cuda-graph-pointer",
-            Class::DeviceSideAssert => "device-side-assert",
-            Class::CudaError => "cuda-error",
-            Class::NonFiniteLoss => "non-finite-loss",
-            Class::Killed => "killed",
-            Class::Timeout => "timeout",
-            Class::Interrupted => "interrupted",
-            Class::Other => "other",
-        }
-    }
-
-    /// Failures a different config can avoid (the fallback chain's cue):
-    /// memory, CUDA graphs, and a loss that keeps diverging.
-    pub fn config_caused(self) -> bool {
-        matches!(
-            self,
-            Class::OutOfMemory | Class::CudaGraphPointer | Class::NonFiniteLoss
-        )
-    }
-}
 
 pub struct Known {
     /// The id; where a cfgcheck rule would have caught it, the rule's id.
@@ -219,54 +178,33 @@ pub fn classify(message: &str) -> Class {
     find(message).map_or(Class::Other, |k| k.class)
 }
 
-/// The figures of a PyTorch out-of-memory message, in MiB.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct OomFigures {
-    pub tried_mib: Option<f64>,
-    pub total_mib: Option<f64>,
-    pub free_mib: Option<f64>,
-    pub allocated_mib: Option<f64>,
-    pub reserved_unallocated_mib: Option<f64>,
-}
-
-impl OomFigures {
-    /// Reads "Tried to allocate X. GPU 0 has a total capacity of Y of which Z
-    /// is free. ... A is allocated by PyTorch, and B is reserved by PyTorch
-    /// but unallocated."
-    pub fn parse(line: &str) -> OomFigures {
-        let after = |marker: &str| {
-            line.find(marker)
-                .and_then(|i| size_mib(&line[i + marker.len()..]))
-        };
-        let before = |marker: &str| {
-            let end = line.find(marker)?;
-            let head = line[..end].trim_end();
-            let start = head
-                .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '.' || c == ' '))
-                .map_or(0, |i| i + 1);
-            // The last "<number> <unit>" before the marker.
-            let words: Vec<&str> = head[start..].split_whitespace().collect();
-            let n = words.len();
-            (n >= 2)
-                .then(|| size_mib(&format!("{} {}", words[n - 2], words[n - 1])))
-                .flatten()
-        };
-        OomFigures {
-            tried_mib: after("Tried to allocate "),
-            total_mib: after("has a total capacity of "),
-            free_mib: after(" of which ").or_else(|| before(" is free")),
-            allocated_mib: before(" is allocated by PyTorch"),
-            reserved_unallocated_mib: before(" is reserved by PyTorch but unallocated"),
-        }
-    }
-
-    /// Fragmentation, not size: the failed allocation would have fit in the
-    /// memory PyTorch reserved but left unallocated, had it been contiguous.
-    pub fn fragmented(&self) -> bool {
-        match (self.reserved_unallocated_mib, self.tried_mib) {
-            (Some(r), Some(t)) => r >= t && r > 0.0,
-            _ => false,
-        }
+/// The figures of a PyTorch out-of-memory message, in MiB: reads "Tried to
+/// allocate X. GPU 0 has a total capacity of Y of which Z is free. ... A is
+/// allocated by PyTorch, and B is reserved by PyTorch but unallocated."
+pub fn oom_figures(line: &str) -> OomFigures {
+    let after = |marker: &str| {
+        line.find(marker)
+            .and_then(|i| size_mib(&line[i + marker.len()..]))
+    };
+    let before = |marker: &str| {
+        let end = line.find(marker)?;
+        let head = line[..end].trim_end();
+        let start = head
+            .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '.' || c == ' '))
+            .map_or(0, |i| i + 1);
+        // The last "<number> <unit>" before the marker.
+        let words: Vec<&str> = head[start..].split_whitespace().collect();
+        let n = words.len();
+        (n >= 2)
+            .then(|| size_mib(&format!("{} {}", words[n - 2], words[n - 1])))
+            .flatten()
+    };
+    OomFigures {
+        tried_mib: after("Tried to allocate "),
+        total_mib: after("has a total capacity of "),
+        free_mib: after(" of which ").or_else(|| before(" is free")),
+        allocated_mib: before(" is allocated by PyTorch"),
+        reserved_unallocated_mib: before(" is reserved by PyTorch but unallocated"),
     }
 }
 
@@ -276,7 +214,7 @@ fn size_mib(s: &str) -> Option<f64> {
     let v: f64 = it.next()?.trim_end_matches(['.', ',']).parse().ok()?;
     let unit = it.next()?.trim_end_matches(['.', ',', ')']);
     let scale = match unit {
-        "bytes" | "B" => crate::estimate::mib_f64(1),
+        "bytes" | "B" => common::estimate::mib_f64(1),
         "KiB" => 1.0 / 1024.0,
         "MiB" => 1.0,
         "GiB" => 1024.0,
@@ -356,28 +294,20 @@ pub(crate) mod tests {
 
     #[test]
     fn oom_figures_tell_fragmentation_from_size() {
-        let f = OomFigures::parse(OOM);
+        let f = oom_figures(OOM);
         assert_eq!(f.tried_mib, Some(320.0));
         assert!((f.total_mib.unwrap() - 31.37 * 1024.0).abs() < 0.01);
         assert!((f.free_mib.unwrap() - 80.69).abs() < 0.01);
         assert!((f.allocated_mib.unwrap() - 30.76 * 1024.0).abs() < 0.01);
         assert!((f.reserved_unallocated_mib.unwrap() - 33.46).abs() < 0.01);
         assert!(!f.fragmented());
-        let g = OomFigures::parse(OOM_FRAGMENTED);
+        let g = oom_figures(OOM_FRAGMENTED);
         assert_eq!(g.tried_mib, Some(2048.0));
         assert!(g.fragmented(), "{g:?}");
         // Seed 004's figure alone.
-        let s = OomFigures::parse(
+        let s = oom_figures(
             "Tried to allocate 20.00 MiB. 1.41 GiB is reserved by PyTorch but unallocated.",
         );
         assert!(s.fragmented());
-    }
-
-    #[test]
-    fn config_caused_failures_are_the_fallback_cues() {
-        assert!(Class::OutOfMemory.config_caused());
-        assert!(Class::CudaGraphPointer.config_caused());
-        assert!(!Class::DeviceSideAssert.config_caused());
-        assert!(!Class::Killed.config_caused());
     }
 }

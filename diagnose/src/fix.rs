@@ -4,65 +4,10 @@
 //! compile mode default; if memory still does not fit, compile off; then the
 //! 32/64/128 model; then the largest batch that fits.
 
-use crate::config::{Config, LoadedConfig};
-use crate::hazards::FIX_ORDER;
-use crate::rules::Target;
+use crate::hazards::{self, Target, FIX_ORDER};
+use crate::plan::{Plan, Planner};
 use crate::yaml_edit;
-
-#[derive(Clone, Debug, PartialEq)]
-pub struct Change {
-    pub key: String,
-    /// The new value as YAML text.
-    pub value: String,
-    pub why: String,
-}
-
-#[derive(Debug, Default)]
-pub struct Plan {
-    pub changes: Vec<Change>,
-    /// Problems no config change can solve, each said plainly.
-    pub unfixable: Vec<String>,
-    /// The config once the changes are made.
-    pub config: Config,
-}
-
-/// A plan being made: each hazard's fix reads `config` (the config with the
-/// changes so far) and adds its changes.
-pub struct Planner {
-    pub config: Config,
-    pub plan: Plan,
-}
-
-impl Planner {
-    fn new(c: &Config) -> Planner {
-        Planner {
-            config: c.clone(),
-            plan: Plan::default(),
-        }
-    }
-
-    fn finish(mut self) -> Plan {
-        self.plan.config = self.config;
-        self.plan
-    }
-
-    /// Records a change of `key` to `value` (YAML text), made on the config
-    /// by `apply`.
-    pub fn change(
-        &mut self,
-        key: &str,
-        value: String,
-        why: String,
-        apply: impl FnOnce(&mut Config),
-    ) {
-        apply(&mut self.config);
-        self.plan.changes.push(Change {
-            key: key.to_string(),
-            value,
-            why,
-        });
-    }
-}
+use common::config::{Config, LoadedConfig};
 
 /// The memory one trial may use on the target, in bytes: the budget's
 /// per-trial share. None without a GPU.
@@ -74,7 +19,7 @@ pub fn budget_bytes(c: &Config, target: &Target) -> Option<u64> {
 pub fn plan_fix(loaded: &LoadedConfig, target: &Target) -> Plan {
     let mut p = Planner::new(&loaded.config);
     for id in FIX_ORDER {
-        id.hazard().fix(&mut p, target);
+        hazards::of(id).fix(&mut p, target);
     }
     p.finish()
 }
@@ -124,7 +69,7 @@ pub fn apply(loaded: &LoadedConfig, plan: &Plan) -> Result<String, String> {
         text = yaml_edit::set(&text, &change.key, &change.value)
             .map_err(|e| format!("cannot change `{}` in place: {e}", change.key))?;
     }
-    let input = crate::input::Input {
+    let input = common::input::Input {
         name: loaded.name.clone(),
         text: text.clone(),
     };
@@ -142,11 +87,11 @@ pub fn apply(loaded: &LoadedConfig, plan: &Plan) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::estimate;
-    use crate::input::Input;
-    use crate::report::{Gpu, Memory};
     use crate::rules;
-    use crate::rules::Severity;
+    use common::estimate;
+    use common::input::Input;
+    use common::wire::hazard::Severity;
+    use common::wire::memdiag::{Gpu, Memory};
 
     fn t4() -> Gpu {
         let mut g = Gpu::new(0);

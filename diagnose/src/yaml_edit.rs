@@ -5,7 +5,7 @@
 //! collections (`{...}`, `[...]`) and block scalars are not edited: the
 //! caller is told so.
 
-use crate::yaml_index::{Node, ValueKind, YamlIndex};
+use common::yaml_index::{Node, ValueKind, YamlIndex};
 
 /// Sets `path` (`a.b`, dotted mapping keys only) to `value`, YAML scalar text
 /// (`16`, `true`, `default`, `"a: b"`; see `scalar`), returning the new text.

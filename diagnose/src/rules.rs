@@ -5,16 +5,17 @@
 //! fix. The rules read the config, the target GPU from a memdiag report, and
 //! the host; they never touch a GPU.
 
-use crate::config::LoadedConfig;
-use crate::estimate::{self, Budget, Estimate};
-use crate::hazards::{Cx, Needs, CHECK_ORDER};
-use crate::report::Gpu;
+use crate::hazards::{self, Cx, Needs, CHECK_ORDER};
+use common::config::LoadedConfig;
+use common::estimate::{self, Estimate};
 
+// What the rules' callers (cfgcheck, verify-fixes) use beside `check`.
 pub use crate::hazards::{
-    alloc_conf, dataset_bytes, expandable_segments, long_run, with_expandable, HazardId, Severity,
+    alloc_conf, dataset_bytes, expandable_segments, long_run, with_expandable, Target,
     LONG_RUN_EPOCHS, SMALL_HOST_MIB,
 };
-pub use crate::wire::cfgcheck::{Finding, Skipped};
+pub use common::wire::cfgcheck::{Finding, Skipped};
+pub use common::wire::hazard::{HazardId, Severity};
 
 /// A rule's fixed description, for `cfgcheck --list-rules` and docs/GUIDE.md, "Rules".
 pub struct Rule {
@@ -44,29 +45,6 @@ pub const RULES: &[Rule] = &[
     rule(HazardId::ALL[9]),
     rule(HazardId::ALL[10]),
 ];
-
-/// What the config is checked against.
-pub struct Target<'a> {
-    /// The GPU from the report, if a report with a GPU was given.
-    pub gpu: Option<&'a Gpu>,
-    /// A report was given and it holds no GPU (memdiag on a CPU machine).
-    pub known_no_gpu: bool,
-    /// Host RAM in MiB, when known.
-    pub host_ram_mib: Option<u64>,
-    /// Headroom required on the GPU, as a fraction (0.10 = 10%).
-    pub margin: f64,
-    /// The environment the run inherits (the caller's process environment).
-    pub env: &'a dyn Fn(&str) -> Option<String>,
-}
-
-impl Target<'_> {
-    /// The GPU's memory budget for `parallel` trials; None without a GPU
-    /// whose memory is known.
-    pub fn budget(&self, parallel: u32) -> Option<Budget> {
-        let mem = self.gpu?.memory?;
-        Some(Budget::of(mem, parallel, self.margin))
-    }
-}
 
 pub struct Outcome {
     pub findings: Vec<Finding>,
@@ -104,7 +82,7 @@ pub fn check(loaded: &LoadedConfig, target: &Target) -> Outcome {
     let mut findings = Vec::new();
     let mut skipped: Vec<(Needs, Skipped)> = Vec::new();
     for id in CHECK_ORDER {
-        let needs = id.needs();
+        let needs = hazards::needs(id);
         if let Some(reason) = unmet(needs, target) {
             match skipped.iter_mut().find(|(n, _)| *n == needs) {
                 Some((_, s)) => s.rules.push(id),
@@ -118,7 +96,7 @@ pub fn check(loaded: &LoadedConfig, target: &Target) -> Outcome {
             }
             continue;
         }
-        findings.extend(id.hazard().check(&cx));
+        findings.extend(hazards::of(id).check(&cx));
     }
     findings.sort_by_key(|f| f.severity);
     Outcome {
@@ -131,8 +109,8 @@ pub fn check(loaded: &LoadedConfig, target: &Target) -> Outcome {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Config;
-    use crate::input::Input;
+    use common::config::Config;
+    use common::input::Input;
 
     const CUDA_GRAPHS_CHECKPOINTING: HazardId = HazardId::CudaGraphsCheckpointing;
     const MEMORY_EXCEEDS_FREE: HazardId = HazardId::MemoryExceedsFree;
@@ -145,7 +123,7 @@ mod tests {
     const UNCAPPED_DATASET: HazardId = HazardId::UncappedDataset;
     const LAUNCH_BLOCKING: HazardId = HazardId::LaunchBlocking;
     const GPU_FEATURES_WITHOUT_GPU: HazardId = HazardId::GpuFeaturesWithoutGpu;
-    use crate::report::{Gpu, Memory};
+    use common::wire::memdiag::{Gpu, Memory};
 
     fn gpu(total_mib: u64, free_mib: u64) -> Gpu {
         let mut g = Gpu::new(0);

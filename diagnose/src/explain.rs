@@ -2,17 +2,13 @@
 //! out (the table in `failures`), with the lines that show it. Read line by
 //! line in one pass, so a 50 MB log costs no more than reading it.
 
-use crate::bad_input;
-use crate::failures::{self, Class, Known, OomFigures, KNOWN};
-use crate::hazards::HazardId;
-use serde::{Deserialize, Serialize};
+use crate::failures::{self, Known, KNOWN};
+use common::bad_input;
+use common::wire::explain::{Evidence, Found};
+use common::wire::failure::{Class, OomFigures};
+use common::wire::hazard::HazardId;
+use serde::Serialize;
 use std::io::BufRead;
-
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Evidence {
-    pub line: usize,
-    pub text: String,
-}
 
 #[derive(Clone, Debug, Serialize)]
 pub struct Explained {
@@ -28,6 +24,24 @@ pub struct Explained {
     pub matches: usize,
     /// For out-of-memory messages: the figures PyTorch printed.
     pub oom: Option<OomFigures>,
+}
+
+impl Explained {
+    /// As cfgcheck-explain/v1 writes it, with its config diff.
+    pub fn found(&self, config_diff: Option<String>) -> Found {
+        Found {
+            id: self.id.into(),
+            class: self.class,
+            title: self.title.into(),
+            cause: self.cause.into(),
+            fix: self.fix.into(),
+            rule: self.rule,
+            evidence: self.evidence.clone(),
+            matches: self.matches,
+            oom: self.oom,
+            config_diff,
+        }
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -102,7 +116,7 @@ pub fn scan(name: &str, mut reader: impl BufRead) -> anyhow::Result<Scan> {
             }
             continue;
         };
-        let oom = (k.class == Class::OutOfMemory).then(|| OomFigures::parse(&line));
+        let oom = (k.class == Class::OutOfMemory).then(|| failures::oom_figures(&line));
         let k = match oom {
             Some(f) if f.fragmented() => known(HazardId::AllocatorFragmentation.as_str()),
             _ => k,

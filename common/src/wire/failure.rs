@@ -1,0 +1,100 @@
+//! How a run or a trial failed, as summary.yaml's `error_class`, a sweep's
+//! trials and `cfgcheck --explain` (cfgcheck-explain/v1) record it: the
+//! class, and the figures of an out-of-memory message. Telling a class from
+//! a message is the known-failures catalogue's (`diagnose::failures`).
+
+use serde::{Deserialize, Serialize};
+
+/// A failure's class; its kebab-case name is what every file records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Class {
+    OutOfMemory,
+    CudaGraphPointer,
+    DeviceSideAssert,
+    CudaError,
+    NonFiniteLoss,
+    Killed,
+    /// A sweep's trial that ran past `--trial-timeout`.
+    Timeout,
+    /// A sweep's trial whose driver stopped (Ctrl-C) or died while it ran.
+    Interrupted,
+    Other,
+}
+
+impl Class {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Class::OutOfMemory => "out-of-memory",
+            Class::CudaGraphPointer => "cuda-graph-pointer",
+            Class::DeviceSideAssert => "device-side-assert",
+            Class::CudaError => "cuda-error",
+            Class::NonFiniteLoss => "non-finite-loss",
+            Class::Killed => "killed",
+            Class::Timeout => "timeout",
+            Class::Interrupted => "interrupted",
+            Class::Other => "other",
+        }
+    }
+
+    /// Failures a different config can avoid (the fallback chain's cue):
+    /// memory, CUDA graphs, and a loss that keeps diverging.
+    pub fn config_caused(self) -> bool {
+        matches!(
+            self,
+            Class::OutOfMemory | Class::CudaGraphPointer | Class::NonFiniteLoss
+        )
+    }
+}
+
+/// The figures of a PyTorch out-of-memory message, in MiB (read by
+/// `diagnose::failures::oom_figures`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct OomFigures {
+    pub tried_mib: Option<f64>,
+    pub total_mib: Option<f64>,
+    pub free_mib: Option<f64>,
+    pub allocated_mib: Option<f64>,
+    pub reserved_unallocated_mib: Option<f64>,
+}
+
+impl OomFigures {
+    /// Fragmentation, not size: the failed allocation would have fit in the
+    /// memory PyTorch reserved but left unallocated, had it been contiguous.
+    pub fn fragmented(&self) -> bool {
+        match (self.reserved_unallocated_mib, self.tried_mib) {
+            (Some(r), Some(t)) => r >= t && r > 0.0,
+            _ => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classes_serialise_as_their_names() {
+        for c in [
+            Class::OutOfMemory,
+            Class::CudaGraphPointer,
+            Class::DeviceSideAssert,
+            Class::CudaError,
+            Class::NonFiniteLoss,
+            Class::Killed,
+            Class::Timeout,
+            Class::Interrupted,
+            Class::Other,
+        ] {
+            assert_eq!(serde_yaml::to_string(&c).unwrap().trim(), c.as_str());
+        }
+    }
+
+    #[test]
+    fn config_caused_failures_are_the_fallback_cues() {
+        assert!(Class::OutOfMemory.config_caused());
+        assert!(Class::CudaGraphPointer.config_caused());
+        assert!(!Class::DeviceSideAssert.config_caused());
+        assert!(!Class::Killed.config_caused());
+    }
+}

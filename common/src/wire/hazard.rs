@@ -1,0 +1,119 @@
+//! The hazards cfgcheck knows, by id: the id every file and message names
+//! (cfgcheck/v1's findings, cfgcheck-explain/v1's `rule`, verify-fixes'
+//! config check), its severity and its one-line summary. Each hazard's
+//! check and fix are `diagnose::hazards`'.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Error,
+    Warning,
+    Info,
+}
+
+impl Severity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+            Severity::Info => "info",
+        }
+    }
+}
+
+/// A hazard's stable id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum HazardId {
+    CudaGraphsCheckpointing,
+    MemoryExceedsFree,
+    MemoryHeadroom,
+    ParallelTrialsOverflow,
+    AllocatorFragmentation,
+    AllocatorConfSyntax,
+    WorkersSmallHost,
+    PinMemoryWithoutWorkers,
+    UncappedDataset,
+    LaunchBlocking,
+    GpuFeaturesWithoutGpu,
+}
+
+impl HazardId {
+    /// Every hazard, in the order `cfgcheck --list-rules` prints them.
+    pub const ALL: [HazardId; 11] = [
+        HazardId::CudaGraphsCheckpointing,
+        HazardId::MemoryExceedsFree,
+        HazardId::MemoryHeadroom,
+        HazardId::ParallelTrialsOverflow,
+        HazardId::AllocatorFragmentation,
+        HazardId::AllocatorConfSyntax,
+        HazardId::WorkersSmallHost,
+        HazardId::PinMemoryWithoutWorkers,
+        HazardId::UncappedDataset,
+        HazardId::LaunchBlocking,
+        HazardId::GpuFeaturesWithoutGpu,
+    ];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            HazardId::CudaGraphsCheckpointing => "cuda-graphs-checkpointing",
+            HazardId::MemoryExceedsFree => "memory-exceeds-free",
+            HazardId::MemoryHeadroom => "memory-headroom",
+            HazardId::ParallelTrialsOverflow => "parallel-trials-overflow",
+            HazardId::AllocatorFragmentation => "allocator-fragmentation",
+            HazardId::AllocatorConfSyntax => "allocator-conf-syntax",
+            HazardId::WorkersSmallHost => "workers-small-host",
+            HazardId::PinMemoryWithoutWorkers => "pin-memory-without-workers",
+            HazardId::UncappedDataset => "uncapped-dataset",
+            HazardId::LaunchBlocking => "launch-blocking",
+            HazardId::GpuFeaturesWithoutGpu => "gpu-features-without-gpu",
+        }
+    }
+
+    pub const fn severity(self) -> Severity {
+        match self {
+            HazardId::CudaGraphsCheckpointing
+            | HazardId::MemoryExceedsFree
+            | HazardId::ParallelTrialsOverflow
+            | HazardId::AllocatorConfSyntax => Severity::Error,
+            HazardId::MemoryHeadroom
+            | HazardId::AllocatorFragmentation
+            | HazardId::WorkersSmallHost
+            | HazardId::UncappedDataset
+            | HazardId::GpuFeaturesWithoutGpu => Severity::Warning,
+            HazardId::PinMemoryWithoutWorkers | HazardId::LaunchBlocking => Severity::Info,
+        }
+    }
+
+    /// One line for `cfgcheck --list-rules` and docs/GUIDE.md, "Rules".
+    pub const fn summary(self) -> &'static str {
+        match self {
+            HazardId::CudaGraphsCheckpointing => "torch.compile with CUDA graphs (reduce-overhead, max-autotune) and gradient checkpointing: dies at epoch 2 with \"static input data pointer changed\"",
+            HazardId::MemoryExceedsFree => "estimated peak above the target GPU's free memory: out of memory",
+            HazardId::MemoryHeadroom => "estimated peak fits with less headroom than the margin (default 10%)",
+            HazardId::ParallelTrialsOverflow => "parallel_trials × per-trial peak above the GPU's memory less the margin",
+            HazardId::AllocatorFragmentation => "long run, parallel trials or a sweep without expandable_segments:True: fragmentation (\"reserved but unallocated\") ends it",
+            HazardId::AllocatorConfSyntax => "an allocator setting PyTorch refuses at start-up (expandable_segments takes True or False)",
+            HazardId::WorkersSmallHost => "DataLoader workers on a host with little RAM: the OOM killer ends the run (exit -9)",
+            HazardId::PinMemoryWithoutWorkers => "pin_memory without workers pins host memory for no overlap",
+            HazardId::UncappedDataset => "no max_train_examples and a dataset near or above host RAM: exit -9 while loading",
+            HazardId::LaunchBlocking => "CUDA_LAUNCH_BLOCKING=1: 10-20% slower, for debugging only",
+            HazardId::GpuFeaturesWithoutGpu => "torch.compile or fp16 on a target with no GPU",
+        }
+    }
+}
+
+impl fmt::Display for HazardId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
+impl PartialEq<&str> for HazardId {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}

@@ -1,0 +1,187 @@
+//! The directories the tools leave on disk, and the one place their file
+//! names are written: a run's (`train --out DIR`), a sweep's (`train sweep
+//! --out DIR`) and, inside a sweep's, each trial's. The formats of the files
+//! are the other modules' (`train`, `sweep`, `config`).
+//!
+//! ```text
+//! RUN/                       train --out RUN
+//!   config.yaml              the resolved config in use
+//!   metrics.csv              one row per epoch (train-metrics/v1)
+//!   summary.yaml             how the run ended (train-summary/v1)
+//!   chain.yaml               with --fallback (train-chain/v1)
+//!   checkpoint.safetensors   the last epoch's state (train-checkpoint/v1)
+//!   best.safetensors         the best model's weights
+//!   curves.png               the loss and memory curves
+//! SWEEP/                     train sweep --out SWEEP
+//!   sweep.yaml               sweep-settings/v1
+//!   journal.log              Optuna's journal, the sweep's one truth
+//!   slurm.yaml               sweep-slurm/v1
+//!   slurm/                   workers-N.sbatch, and each task's %A_%a.out
+//!   best_config.yaml         the best trial's config (--report)
+//!   objective.png            the objective per trial (--report)
+//!   trials/NNNN/             one trial:
+//!     config.yaml            the config it runs
+//!     train.log              its train's stdout and stderr
+//!     pid                    its train's pid
+//!     run/                   its run directory (RUN above)
+//! ```
+
+use std::path::{Path, PathBuf};
+
+pub const CONFIG: &str = "config.yaml";
+pub const METRICS: &str = "metrics.csv";
+pub const SUMMARY: &str = "summary.yaml";
+pub const CHAIN: &str = "chain.yaml";
+pub const CHECKPOINT: &str = "checkpoint.safetensors";
+pub const BEST_WEIGHTS: &str = "best.safetensors";
+pub const CURVES: &str = "curves.png";
+
+pub const SETTINGS: &str = "sweep.yaml";
+pub const JOURNAL: &str = "journal.log";
+pub const SLURM_JOBS: &str = "slurm.yaml";
+pub const SLURM_DIR: &str = "slurm";
+/// Slurm's name for an array task's output, under `SLURM_DIR`.
+pub const SLURM_OUTPUT: &str = "%A_%a.out";
+pub const BEST_CONFIG: &str = "best_config.yaml";
+pub const OBJECTIVE: &str = "objective.png";
+pub const TRIALS: &str = "trials";
+
+pub const TRIAL_LOG: &str = "train.log";
+pub const TRIAL_PID: &str = "pid";
+pub const TRIAL_RUN: &str = "run";
+
+/// A run's directory (`train --out`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunDir(PathBuf);
+
+impl RunDir {
+    pub fn new(path: impl Into<PathBuf>) -> RunDir {
+        RunDir(path.into())
+    }
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+    /// The resolved config in use.
+    pub fn config(&self) -> PathBuf {
+        self.0.join(CONFIG)
+    }
+    pub fn metrics(&self) -> PathBuf {
+        self.0.join(METRICS)
+    }
+    pub fn summary(&self) -> PathBuf {
+        self.0.join(SUMMARY)
+    }
+    /// The fallback chain's state, with `--fallback`.
+    pub fn chain(&self) -> PathBuf {
+        self.0.join(CHAIN)
+    }
+    /// The last epoch's full state, what `--resume` reads.
+    pub fn checkpoint(&self) -> PathBuf {
+        self.0.join(CHECKPOINT)
+    }
+    /// The best model's weights.
+    pub fn best_weights(&self) -> PathBuf {
+        self.0.join(BEST_WEIGHTS)
+    }
+    pub fn curves(&self) -> PathBuf {
+        self.0.join(CURVES)
+    }
+}
+
+/// A sweep's trial directory (`SWEEP/trials/NNNN`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TrialDir(PathBuf);
+
+impl TrialDir {
+    pub fn new(path: impl Into<PathBuf>) -> TrialDir {
+        TrialDir(path.into())
+    }
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+    /// The config the trial runs.
+    pub fn config(&self) -> PathBuf {
+        self.0.join(CONFIG)
+    }
+    /// Its train's stdout and stderr.
+    pub fn log(&self) -> PathBuf {
+        self.0.join(TRIAL_LOG)
+    }
+    /// Its train's pid, so that a later driver can find and end it.
+    pub fn pid(&self) -> PathBuf {
+        self.0.join(TRIAL_PID)
+    }
+    /// Its train's run directory.
+    pub fn run(&self) -> RunDir {
+        RunDir(self.0.join(TRIAL_RUN))
+    }
+}
+
+/// A sweep's directory (`train sweep --out`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SweepDir(PathBuf);
+
+impl SweepDir {
+    pub fn new(path: impl Into<PathBuf>) -> SweepDir {
+        SweepDir(path.into())
+    }
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+    pub fn settings(&self) -> PathBuf {
+        self.0.join(SETTINGS)
+    }
+    pub fn journal(&self) -> PathBuf {
+        self.0.join(JOURNAL)
+    }
+    pub fn slurm_jobs(&self) -> PathBuf {
+        self.0.join(SLURM_JOBS)
+    }
+    /// The sbatch scripts and the tasks' output.
+    pub fn slurm_dir(&self) -> PathBuf {
+        self.0.join(SLURM_DIR)
+    }
+    /// The sbatch script of the `n`th submission (1-based).
+    pub fn worker_script(&self, n: usize) -> PathBuf {
+        self.slurm_dir().join(format!("workers-{n}.sbatch"))
+    }
+    pub fn best_config(&self) -> PathBuf {
+        self.0.join(BEST_CONFIG)
+    }
+    pub fn objective(&self) -> PathBuf {
+        self.0.join(OBJECTIVE)
+    }
+    pub fn trials(&self) -> PathBuf {
+        self.0.join(TRIALS)
+    }
+    /// Trial `number`'s directory: its number in four digits or more.
+    pub fn trial(&self, number: u64) -> TrialDir {
+        TrialDir(self.trials().join(format!("{number:04}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_trial_lives_in_its_sweep_and_holds_a_run() {
+        let sweep = SweepDir::new("runs/s");
+        let trial = sweep.trial(7);
+        assert_eq!(trial.path(), Path::new("runs/s/trials/0007"));
+        assert_eq!(sweep.trial(12345).path(), Path::new("runs/s/trials/12345"));
+        assert_eq!(trial.log(), Path::new("runs/s/trials/0007/train.log"));
+        assert_eq!(trial.pid(), Path::new("runs/s/trials/0007/pid"));
+        let run = trial.run();
+        assert_eq!(run.path(), Path::new("runs/s/trials/0007/run"));
+        assert_eq!(
+            run.metrics(),
+            Path::new("runs/s/trials/0007/run/metrics.csv")
+        );
+        assert_eq!(sweep.journal(), Path::new("runs/s/journal.log"));
+        assert_eq!(
+            sweep.worker_script(2),
+            Path::new("runs/s/slurm/workers-2.sbatch")
+        );
+    }
+}

@@ -1,0 +1,207 @@
+//! The sweep's own formats, in the sweep's directory: sweep.yaml
+//! (sweep-settings/v1, what the sweep was started with), slurm.yaml
+//! (sweep-slurm/v1, the Slurm submissions) and `train sweep --report`'s
+//! output (sweep-report/v1). Writing and reading them is the sweep crate's.
+
+use super::config::Config;
+use super::metric::Metric;
+use super::Versioned;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// sweep.yaml (sweep-settings/v1): what the sweep was started with, so that
+/// `--resume` goes on with the same base config, space and settings.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Settings {
+    pub schema: String,
+    /// The study's name in the journal (what optuna.load_study takes).
+    pub study_name: String,
+    /// The base config's file, and the config resolved.
+    pub base_name: String,
+    pub base: Config,
+    /// The space's file, and its text as given (parsed again on resume).
+    pub space_name: String,
+    pub space_text: String,
+    pub seed: u64,
+    /// Trials in all (None: the space's run_cap or the grid's size).
+    pub trials: Option<u64>,
+    /// `auto` or a number.
+    pub parallel: String,
+    pub trial_timeout_s: Option<f64>,
+    pub max_consecutive_failures: u32,
+    /// `median`, or null (the space's early_terminate, if any, prunes).
+    pub pruner: Option<String>,
+}
+
+impl Versioned for Settings {
+    const SCHEMA: &'static str = "sweep-settings/v1";
+    fn example() -> Self {
+        Settings {
+            schema: Self::SCHEMA.into(),
+            study_name: "sweep".into(),
+            base_name: "configs/demo_cpu.yaml".into(),
+            base: Config::default(),
+            space_name: "configs/sweeps/tiny_cpu.yaml".into(),
+            space_text: "method: random\n...".into(),
+            seed: 0,
+            trials: Some(20),
+            parallel: "auto".into(),
+            trial_timeout_s: Some(600.0),
+            max_consecutive_failures: 10,
+            pruner: Some("median".into()),
+        }
+    }
+}
+
+/// `--report --format json|yaml` (sweep-report/v1).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SweepReport {
+    pub schema: String,
+    pub study: String,
+    /// The metrics.csv column trials are ranked by, and its goal.
+    pub metric: Metric,
+    pub goal: String,
+    pub counts: BTreeMap<String, u64>,
+    pub best: Option<Row>,
+    pub trials: Vec<Row>,
+    pub failures: Vec<FailureGroup>,
+}
+
+/// One trial (`--report --format csv` is these, one per line).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Row {
+    pub number: u64,
+    pub state: String,
+    pub error_class: Option<String>,
+    pub params: BTreeMap<String, Value>,
+    /// The objective: the best value of the metric over the trial's epochs
+    /// (a pruned trial's is its last reported value).
+    pub value: Option<f64>,
+    /// The metric per epoch.
+    pub intermediate: BTreeMap<u64, f64>,
+    pub epochs: Option<u64>,
+    pub seconds: Option<f64>,
+    pub peak_memory_mib: Option<f64>,
+    pub error_message: Option<String>,
+    pub retried_from: Option<u64>,
+    /// A DISCARD_TRIALS record (Rustuna's) names it; Optuna 5 ignores the
+    /// record and so does the sweep (it counts, ranks and samples from the
+    /// trial). Absent when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub discarded: bool,
+}
+
+/// Failed trials of one class, and the parameter values all of them share.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FailureGroup {
+    pub class: String,
+    pub count: u64,
+    pub trials: Vec<u64>,
+    pub shared: BTreeMap<String, Value>,
+}
+
+impl Versioned for SweepReport {
+    const SCHEMA: &'static str = "sweep-report/v1";
+    fn example() -> Self {
+        let row = Row {
+            number: 3,
+            state: "FAIL".into(),
+            error_class: Some("out-of-memory".into()),
+            params: [("batch_size".to_string(), Value::from(64))].into(),
+            value: Some(0.12),
+            intermediate: [(1, 0.2), (2, 0.12)].into(),
+            epochs: Some(2),
+            seconds: Some(4.5),
+            peak_memory_mib: Some(900.0),
+            error_message: Some("out of memory at epoch 1 step 1 ...".into()),
+            retried_from: Some(1),
+            discarded: true,
+        };
+        SweepReport {
+            schema: Self::SCHEMA.into(),
+            study: "sweep".into(),
+            metric: Metric::ValLoss,
+            goal: "minimize".into(),
+            counts: [("COMPLETE".to_string(), 1)].into(),
+            best: Some(row.clone()),
+            trials: vec![row],
+            failures: vec![FailureGroup {
+                class: "out-of-memory".into(),
+                count: 1,
+                trials: vec![3],
+                shared: [("batch_size".to_string(), Value::from(64))].into(),
+            }],
+        }
+    }
+}
+
+/// The sbatch options a user gives (`None`: the cluster's default).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Options {
+    pub partition: Option<String>,
+    pub gpus_per_task: Option<u32>,
+    pub cpus_per_task: Option<u32>,
+    /// Slurm's time format (`MM`, `HH:MM:SS`, `D-HH`, ...).
+    pub time: Option<String>,
+}
+
+impl Options {
+    /// `later`'s options where it gives one, else these.
+    pub fn merged(&self, later: &Options) -> Options {
+        Options {
+            partition: later.partition.clone().or(self.partition.clone()),
+            gpus_per_task: later.gpus_per_task.or(self.gpus_per_task),
+            cpus_per_task: later.cpus_per_task.or(self.cpus_per_task),
+            time: later.time.clone().or(self.time.clone()),
+        }
+    }
+}
+
+/// slurm.yaml (sweep-slurm/v1).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SlurmJobs {
+    pub schema: String,
+    pub options: Options,
+    pub jobs: Vec<Submission>,
+}
+
+/// One `sbatch` of an array of workers.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Submission {
+    /// The array's job id (its tasks are `JOBID_0`, `JOBID_1`, ...).
+    pub job_id: String,
+    /// Array tasks in it.
+    pub tasks: u64,
+    /// The script submitted.
+    pub script: String,
+    /// When, naive UTC (as the journal's times).
+    pub submitted: String,
+}
+
+impl Versioned for SlurmJobs {
+    const SCHEMA: &'static str = "sweep-slurm/v1";
+    fn example() -> Self {
+        SlurmJobs {
+            schema: Self::SCHEMA.into(),
+            options: Options {
+                partition: Some("gpu".into()),
+                gpus_per_task: Some(1),
+                cpus_per_task: Some(4),
+                time: Some("04:00:00".into()),
+            },
+            jobs: vec![Submission {
+                job_id: "4107".into(),
+                tasks: 3,
+                script: "runs/sweep/slurm/workers-1.sbatch".into(),
+                submitted: "2026-11-23T10:04:12.000000".into(),
+            }],
+        }
+    }
+}
+
+impl SlurmJobs {
+    pub fn job_ids(&self) -> Vec<String> {
+        self.jobs.iter().map(|j| j.job_id.clone()).collect()
+    }
+}
