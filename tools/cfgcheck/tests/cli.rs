@@ -326,6 +326,20 @@ fn explain_names_cause_evidence_and_fix_from_real_messages() {
 }
 
 #[test]
+fn explain_knows_the_deallocation_face_of_the_cuda_graph_crash() {
+    // pytorch#154306: torch 2.11's cudagraph_trees.py raises this instead of
+    // "static input data pointer changed" (two spaces before "recording").
+    let log = "Epoch 1/50 | Train Loss: 4.1156 | Val Loss: 1.3616 | LR: 0.000001 | Time: 140.54s\n\
+               RuntimeError: TODO: graph recording observed an input tensor deallocate during graph  recording that did not occur during replay. Please file an issue.\n";
+    let out = explain(log.as_bytes(), &[]).success();
+    let v: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    let found = v["found"].as_array().unwrap();
+    assert_eq!(found.len(), 1, "{v}");
+    assert_eq!(found[0]["id"], "cuda-graphs-checkpointing");
+    assert_eq!(found[0]["evidence"][0]["line"], 2);
+}
+
+#[test]
 fn explain_with_a_config_gives_the_fix_as_a_diff() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("a.yaml");
