@@ -939,6 +939,51 @@ fn a_fallback_with_another_environment_runs_in_a_fresh_process() {
 }
 
 #[test]
+fn a_first_config_that_fails_before_its_first_checkpoint_hands_over_to_a_fresh_process() {
+    // Found by scripts/corpus: A fails in epoch 1 (no checkpoint yet) and C's
+    // environment differs, so C runs in a fresh process, which must start C
+    // afresh rather than say there is nothing to resume.
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let base = TINY.replace("epochs: 4", "epochs: 2");
+    let a = write(
+        d,
+        "a.yaml",
+        &(base.clone() + "environment: {TRAINGUARD_FAULT: \"cuda-graph@1:1\"}\n"),
+    );
+    let c = write(
+        d,
+        "c.yaml",
+        &(base.replace("channels: [8, 16]", "channels: [4, 8]")
+            + "environment: {TRAINGUARD_FAULT: none}\n"),
+    );
+    let out = d.join("run");
+    train()
+        .arg("--config")
+        .arg(&a)
+        .arg("--fallback")
+        .arg(&c)
+        .arg("--out")
+        .arg(&out)
+        .assert()
+        .success();
+    let summary = summary_of(&out);
+    let classes: Vec<Option<&str>> = summary
+        .configs
+        .iter()
+        .map(|l| l.error_class.map(|c| c.as_str()))
+        .collect();
+    assert_eq!(classes, [Some("cuda-graph-pointer"), None]);
+    assert_eq!(summary.config, c.display().to_string());
+    assert_eq!(rows_of(&out).len(), 2);
+    let in_use = std::fs::read_to_string(out.join("config.yaml")).unwrap();
+    assert!(
+        in_use.contains("- 4"),
+        "config.yaml names C's channels: {in_use}"
+    );
+}
+
+#[test]
 fn a_chain_killed_in_its_second_config_resumes_in_it() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();

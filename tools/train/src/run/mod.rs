@@ -80,14 +80,18 @@ pub fn start(
 /// next config has not started yet, from the previous config's.
 pub fn resume(dir: &Path, opts: &Options) -> anyhow::Result<u8> {
     let run = RunDir::new(dir);
-    if !run.checkpoint().exists() {
-        return Err(bad_input!(
+    let chain_path = run.chain();
+    let no_checkpoint = || {
+        bad_input!(
             "{}: no {}; nothing to resume (a run writes it at the end of its first epoch)",
             dir.display(),
             run_dir::CHECKPOINT
-        ));
+        )
+    };
+    let checkpointed = run.checkpoint().exists();
+    if !checkpointed && !chain_path.exists() {
+        return Err(no_checkpoint());
     }
-    let chain_path = run.chain();
     let chain = if chain_path.exists() {
         let input = common::input::read(&chain_path)?;
         common::wire::parse::<ChainState>(&input.name, &input.text)?
@@ -98,6 +102,12 @@ pub fn resume(dir: &Path, opts: &Options) -> anyhow::Result<u8> {
             config: loaded.config,
         }])
     };
+    // A chain that moved on to a later config in a fresh process before any
+    // checkpoint (its first config failed in epoch 1) starts that config
+    // afresh; a first config needs its checkpoint.
+    if !checkpointed && chain.current == 0 {
+        return Err(no_checkpoint());
+    }
     if chain.current >= chain.configs.len() {
         return Err(bad_input!(
             "{}: `current` is {}, but the chain has {} config(s)",
@@ -233,6 +243,10 @@ impl Driver<'_> {
         let (mut carried, mut resumed_at) = (None, None);
         let on_disk = crate::training::checkpoint::epoch_in(&self.out)?;
         match chain::leg_start(on_disk, self.chain.carry_from_epoch) {
+            // A later config started afresh: config.yaml names the config in use.
+            LegStart::Fresh if self.chain.current > 0 => {
+                common::files::write_yaml(&RunDir::new(&self.out).config(), config)?;
+            }
             LegStart::Fresh => {}
             LegStart::Carry => {
                 carried = Some(trainer.carry_from_checkpoint()?);
