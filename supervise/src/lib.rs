@@ -3,4 +3,5 @@
 //! metrics.csv (`readers`), and W&B's sweep command macros (`command`). The
 //! process side (spawning, process groups, sampling memory) builds on these.
 
+pub mod command;
 pub mod readers;
