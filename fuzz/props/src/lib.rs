@@ -25,6 +25,8 @@ pub const TARGETS: &[(&str, Check)] = &[
     ("explain", explain),
     ("tensor_headers", tensor_headers),
     ("wire", wire),
+    ("readers", readers),
+    ("command", command),
 ];
 
 /// A refusal is right when it exits 2 and names the input.
@@ -135,4 +137,126 @@ pub fn wire(data: &[u8]) -> Result<(), String> {
     check(parse::<train::TrainSummary>(NAME, &i.text))?;
     check(parse::<train::ChainState>(NAME, &i.text))?;
     check(train::EpochRow::read_all(NAME, &i.text))
+}
+
+/// A program's output as supervise's readers take it: every line through a
+/// reader (with no regex, and with the first line as `metric.regex`, which
+/// compiles and has one group or is refused with exit 2 naming the metric),
+/// and the bytes as an appended metrics.csv, whole and in pieces. Each
+/// metric's steps only increase; the pieces read as the whole.
+pub fn readers(data: &[u8]) -> Result<(), String> {
+    use supervise::readers::{CsvRows, Reader, Report};
+    let text = String::from_utf8_lossy(data);
+    let pattern = text.lines().next().unwrap_or("");
+    let mut readers = vec![Reader::new(NAME, None).map_err(|e| format!("{e:#}"))?];
+    match Reader::new(NAME, Some(pattern)) {
+        Ok(r) => readers.push(r),
+        Err(e) => refused_well(&e)?,
+    }
+    for mut reader in readers {
+        let reports: Vec<Report> = text.split('\n').flat_map(|l| reader.line(l)).collect();
+        increasing(&reports)?;
+    }
+    let whole = CsvRows::new().push(data);
+    increasing(&whole)?;
+    let mut rows = CsvRows::new();
+    let mut pieces = Vec::new();
+    for piece in data.chunks(7) {
+        pieces.extend(rows.push(piece));
+    }
+    let same = |a: &[Report], b: &[Report]| {
+        a.len() == b.len()
+            && a.iter().zip(b).all(|(x, y)| {
+                x.metric == y.metric
+                    && x.step == y.step
+                    && (x.value == y.value || (x.value.is_nan() && y.value.is_nan()))
+            })
+    };
+    if !same(&whole, &pieces) {
+        return Err("metrics.csv read in pieces differs from read whole".into());
+    }
+    Ok(())
+}
+
+fn increasing(reports: &[supervise::readers::Report]) -> Result<(), String> {
+    let mut last = std::collections::HashMap::new();
+    for r in reports {
+        if let Some(prev) = last.insert(r.metric.as_str().to_string(), r.step) {
+            if r.step <= prev {
+                return Err(format!("{}: step {} after {prev}", r.metric, r.step));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A sweep's `command` and its parameters: a JSON object `{"command":
+/// [...], "params": {...}}` when the bytes are one, else the lines as the
+/// command's items with fixed parameters. Expanded with and without a
+/// config: the argv, or a refusal that exits 2 and names the command; an
+/// argv keeps no item that is one whole macro.
+pub fn command(data: &[u8]) -> Result<(), String> {
+    use serde_json::{json, Value};
+    use supervise::command::{expand, Context};
+    let parsed: Option<Value> = serde_json::from_slice(data).ok();
+    let (items, params): (Vec<String>, Vec<(String, Value)>) = match parsed {
+        Some(Value::Object(o)) => (
+            o.get("command")
+                .and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .map(|v| v.as_str().map_or_else(|| v.to_string(), String::from))
+                        .collect()
+                })
+                .unwrap_or_default(),
+            o.get("params")
+                .and_then(Value::as_object)
+                .map(|p| p.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+                .unwrap_or_default(),
+        ),
+        _ => (
+            String::from_utf8_lossy(data)
+                .split('\n')
+                .map(String::from)
+                .collect(),
+            vec![
+                ("lr".into(), json!(0.001)),
+                ("amp".into(), json!(true)),
+                ("name".into(), json!("a b")),
+                ("layers".into(), json!([1, {"k": null}])),
+            ],
+        ),
+    };
+    let env = |name: &str| (name == "SET").then(|| "${args}".to_string());
+    for config in [None, Some("trial/config.yaml")] {
+        let ctx = Context {
+            params: &params,
+            program: "train.py",
+            interpreter: "python",
+            args_json_file: "trial/params.json",
+            config,
+            env: &env,
+        };
+        match expand(Some(&items), &ctx) {
+            Ok(argv) => {
+                if let Some(m) = argv.iter().find(|a| {
+                    a.starts_with("${")
+                        && a.ends_with('}')
+                        && !params.iter().any(|(_, v)| v.to_string().contains("${"))
+                }) {
+                    return Err(format!("{m} left unexpanded"));
+                }
+            }
+            Err(e) => {
+                let code = common::exit::code_of(&e);
+                let message = format!("{e:#}");
+                if code != common::exit::BAD_INPUT || !message.starts_with("command: ") {
+                    return Err(format!(
+                        "exit {code}, not 2, or not naming the command: {message}"
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
 }
