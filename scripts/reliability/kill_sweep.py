@@ -17,7 +17,7 @@ points), --parallel 2.
 
 Checks: right after each driver kill, every journal line is whole JSON (a
 torn last line is counted; --resume must cut it); at the end of each sweep
-the last driver exits 0; Optuna 4.x loads the journal
+the last driver exits 0; Optuna (5.0.0 since issue 22) loads the journal
 (optuna.load_study on JournalStorage(JournalFileBackend)); trial numbers are
 0..n-1 once each, none RUNNING; every trial that is not `interrupted` is
 COMPLETE or FAIL with an error class; every grid point is finished by

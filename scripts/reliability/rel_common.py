@@ -144,7 +144,7 @@ print(json.dumps([{"number": t.number, "state": t.state.name, "params": t.params
 
 
 def optuna_trials(journal, study):
-    """The trials as Optuna 4.x loads them (optuna.load_study on a
+    """The trials as Optuna (5.0.0 since issue 22) loads them (optuna.load_study on a
     JournalStorage(JournalFileBackend(journal))), in a fresh interpreter;
     raises RuntimeError when Optuna cannot load the journal."""
     p = subprocess.run([sys.executable, "-c", OPTUNA_SCRIPT, journal, study],

@@ -9,7 +9,7 @@ in a row (`nan`), a hang ended by --trial-timeout (`hang`) and a SIGKILL
 (`sigkill`); the other trials meet faults they recover from (an OOM halved
 away, one NaN step skipped, a failed allocation) or none.
 
-Checks: the sweep exits 0; Optuna 4.x loads the journal
+Checks: the sweep exits 0; Optuna (5.0.0 since issue 22) loads the journal
 (optuna.load_study on JournalStorage(JournalFileBackend)); it holds exactly
 --trials trials, numbered 0..N-1 once each, none RUNNING; each grid point
 ran once; each trial ended in the state and error class its fault calls
