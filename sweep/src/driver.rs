@@ -7,8 +7,11 @@
 
 use crate::cli::Args;
 use crate::journal::{Journal, Outcome, Study, StudyId, TrialId, TrialRecord, TrialRef};
+use crate::layout::{full_disk, read_settings, space_of};
+use crate::outcome::{self, Ended, Ending, MESSAGE_CHARS};
 use crate::owner::{self, Liveness, Owner};
 use crate::placement::{self, Slot};
+use crate::process::{end_group, live_trial_pid, log_tail, signal_group, GRACE, POLL};
 use crate::pruner::{Decision, PercentilePruner, Pruner};
 use crate::sampler::{self, Sampler};
 use crate::space::{Param, Space};
@@ -19,7 +22,7 @@ use common::config::Config;
 use common::wire::failure::Class;
 use common::wire::run_dir::{self, SweepDir, TrialDir};
 use common::wire::sweep::{Options, Settings};
-use common::wire::train::{EpochRow, RunStatus, TrainSummary};
+use common::wire::train::{EpochRow, TrainSummary};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -29,12 +32,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// The error message kept per failed trial (seed 004 kept 500 characters).
-pub const MESSAGE_CHARS: usize = 500;
 /// How long a stopped trial gets to write its summary before SIGKILL (a
 /// step on a GPU can take seconds); one past its timeout has had its time.
-const GRACE: Duration = Duration::from_secs(20);
 const TIMEOUT_GRACE: Duration = Duration::from_secs(5);
-const POLL: Duration = Duration::from_millis(200);
 
 /// Set by Ctrl-C or SIGTERM: stop the trials and end.
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -213,22 +213,6 @@ fn new_settings(args: &Args, dir: &Path) -> anyhow::Result<Settings> {
     Ok(settings)
 }
 
-/// The sweep's space, parsed from the text it was started with.
-pub fn space_of(settings: &Settings) -> anyhow::Result<crate::space::Parsed> {
-    Space::parse(
-        &common::input::Input {
-            name: settings.space_name.clone(),
-            text: settings.space_text.clone(),
-        },
-        &settings.base,
-    )
-}
-
-pub fn read_settings(dir: &Path) -> anyhow::Result<Settings> {
-    let input = common::input::read(&SweepDir::new(dir).settings())?;
-    common::wire::parse(&input.name, &input.text)
-}
-
 /// Trials in all: --trials, else the space's run_cap, else the grid's size.
 fn trial_cap(s: &Settings, space: &Space, search: &sampler::SearchSpace) -> anyhow::Result<u64> {
     let grid = match space.method {
@@ -300,14 +284,6 @@ fn worst_peak_mib(space: &Space, base: &Config) -> u64 {
 
 /// A trial to run: its values, and the trial it runs again (if it does).
 type Next = (BTreeMap<String, ParamValue>, Option<u64>);
-
-/// Why the driver is ending a trial it started.
-#[derive(Clone, Debug, PartialEq)]
-enum Ending {
-    Pruned(String),
-    Timeout,
-    Interrupted,
-}
 
 struct Running {
     number: u64,
@@ -854,6 +830,8 @@ impl Driver {
     }
 
     /// Records how a trial ended: from its process and its summary.yaml.
+    /// Reads what the trial left, has `outcome::judge` decide, and records
+    /// it in the journal.
     fn finish(&mut self, r: Running, status: std::process::ExitStatus) -> anyhow::Result<()> {
         let run = r.dir.run();
         let summary = std::fs::read_to_string(run.summary())
@@ -874,132 +852,39 @@ impl Driver {
         if let Some(peak) = summary.as_ref().and_then(|s| s.peak_memory.allocated_mib) {
             attrs.push(("peak_memory_mib", Value::from(peak.round())));
         }
-        let fail = |class: &str, message: String| -> (Outcome, Vec<(&str, Value)>) {
-            let message: String = message.chars().take(MESSAGE_CHARS).collect();
-            (
-                Outcome::Fail,
-                vec![
-                    ("error_class", Value::from(class.to_string())),
-                    ("error_message", Value::from(message)),
-                ],
-            )
-        };
-        // A trial that finished as it was being stopped counts as finished.
-        let finished = summary
-            .as_ref()
-            .is_some_and(|s| s.status == RunStatus::Finished);
-        let ending = if finished { None } else { r.ending.as_ref() };
-        let (outcome, more) = match (ending, &summary) {
-            (Some((Ending::Pruned(why), _)), _) => (
-                Outcome::Pruned,
-                vec![("prune_reason", Value::from(why.clone()))],
-            ),
-            (Some((Ending::Timeout, _)), _) => fail(
-                Class::Timeout.as_str(),
-                format!(
-                    "ran past --trial-timeout {} s",
-                    self.settings.trial_timeout_s.unwrap_or_default()
-                ),
-            ),
-            (Some((Ending::Interrupted, _)), _) => fail(
-                Class::Interrupted.as_str(),
-                match crate::slurm::task_from_env() {
-                    Some(task) => format!(
-                        "its worker, Slurm task {task}, got SIGTERM (scancel, its time limit or preemption)"
-                    ),
-                    None => "stopped with the sweep (Ctrl-C or SIGTERM)".into(),
-                },
-            ),
-            (None, Some(s)) if s.status == RunStatus::Finished => {
-                let best = rows
-                    .iter()
-                    .filter_map(|row| metric.name.value_in(row))
-                    .filter(|v| v.is_finite())
-                    .reduce(|a, b| if metric.goal.better(b, a) { b } else { a });
-                match best {
-                    Some(v) => (Outcome::Complete(v), Vec::new()),
-                    None => fail(
-                        Class::NonFiniteLoss.as_str(),
-                        format!("no finite {} in {}", metric.name, run_dir::METRICS),
-                    ),
-                }
-            }
-            (None, Some(s)) => fail(
-                s.error_class.map_or(Class::Other.as_str(), Class::as_str),
-                s.stop_reason.clone(),
-            ),
-            (None, None) => {
-                let tail = log_tail(&r.dir.log());
-                match (status.signal(), status.code()) {
-                    (Some(sig), _) => fail(
-                        Class::Killed.as_str(),
-                        format!("killed by signal {sig} ({}); {tail}", signal_name(sig)),
-                    ),
-                    (None, code) => fail(
-                        Class::Other.as_str(),
-                        format!(
-                            "train exited {} without a summary; {tail}",
-                            code.unwrap_or(-1)
-                        ),
-                    ),
-                }
-            }
-        };
-        // A trial that failed while the disk is full failed for the disk,
-        // not for its parameters: it runs again once there is space.
-        let full = match (outcome, ending) {
-            (Outcome::Fail, None) => full_disk(&self.dir),
-            _ => None,
-        };
-        let (outcome, more) = match full {
-            Some(full) => {
-                self.disk_full = Some(full.clone());
-                fail(
-                    Class::Interrupted.as_str(),
-                    format!(
-                        "it ended while {full}; it runs again on `train sweep --resume` (its own message: {})",
-                        more.iter()
-                            .find(|(k, _)| *k == "error_message")
-                            .and_then(|(_, v)| v.as_str())
-                            .unwrap_or("none")
-                    ),
-                )
-            }
-            None => (outcome, more),
-        };
-        attrs.extend(more);
+        let values: Vec<f64> = rows
+            .iter()
+            .filter_map(|row| metric.name.value_in(row))
+            .collect();
+        let name = metric.name.to_string();
+        let (tail, task, full) = (
+            log_tail(&r.dir.log()),
+            crate::slurm::task_from_env(),
+            full_disk(&self.dir),
+        );
+        let verdict = outcome::judge(&Ended {
+            summary: summary.as_ref(),
+            values: &values,
+            metric: &name,
+            goal: metric.goal,
+            ending: r.ending.as_ref().map(|(e, _)| e),
+            signal: status.signal(),
+            code: status.code(),
+            log_tail: &tail,
+            trial_timeout_s: self.settings.trial_timeout_s,
+            slurm_task: task.as_deref(),
+            disk_full: full.as_deref(),
+        });
+        if verdict.for_the_disk {
+            self.disk_full = full;
+        }
+        attrs.extend(verdict.attrs.iter().cloned());
         for (k, v) in &attrs {
             self.journal.set_user_attr(r.id, k, v)?;
         }
-        let word = match outcome {
-            Outcome::Complete(v) => format!("complete, {} {v:.6}", metric.name),
-            Outcome::Pruned => "pruned".into(),
-            Outcome::Fail => format!(
-                "failed ({})",
-                attrs
-                    .iter()
-                    .find(|(k, _)| *k == "error_class")
-                    .and_then(|(_, v)| v.as_str())
-                    .unwrap_or(Class::Other.as_str())
-            ),
-        };
-        common::say!("train sweep: trial {} {word}", r.number);
-        self.journal.finish_trial(r.id, outcome)
+        common::say!("train sweep: trial {} {}", r.number, verdict.word(&name));
+        self.journal.finish_trial(r.id, verdict.outcome)
     }
-}
-
-/// Under this many free bytes the sweep's filesystem counts as full.
-const FULL_BELOW: u64 = 1 << 20;
-
-/// "the filesystem of DIR is full (N bytes free)", if it is.
-fn full_disk(dir: &Path) -> Option<String> {
-    let free = common::host::free_bytes(dir)?;
-    (free < FULL_BELOW).then(|| {
-        format!(
-            "the filesystem of {} is full ({free} bytes free)",
-            dir.display()
-        )
-    })
 }
 
 /// Seed 004's block before each trial.
@@ -1038,71 +923,4 @@ fn print_block(
     lines.push(format!("  Runs on: {runs_on}"));
     lines.push(rule);
     common::say!("{}", lines.join("\n"));
-}
-
-fn signal_group(child: &Child, sig: i32) {
-    // SAFETY: kill(2) on the process group the child leads (it was started
-    // with process_group(0), so its pid is the group's id).
-    unsafe {
-        libc::kill(-(child.id() as i32), sig);
-    }
-}
-
-/// The pid in a trial's pid file, if that process lives and is the train of
-/// that trial (its command line names the trial's directory).
-pub(crate) fn live_trial_pid(dir: &TrialDir) -> Option<i32> {
-    let pid: i32 = std::fs::read_to_string(dir.pid())
-        .ok()?
-        .trim()
-        .parse()
-        .ok()?;
-    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-    let needle = dir.path().display().to_string();
-    String::from_utf8_lossy(&cmdline)
-        .contains(&needle)
-        .then_some(pid)
-}
-
-/// SIGTERM to a process group, then SIGKILL if it is still there.
-fn end_group(pid: i32) {
-    // SAFETY: kill(2) with a process group id and signals; no memory involved.
-    unsafe {
-        libc::kill(-pid, libc::SIGTERM);
-    }
-    let t = Instant::now();
-    while t.elapsed() < GRACE {
-        // SAFETY: signal 0 only checks the group exists.
-        if unsafe { libc::kill(-pid, 0) } != 0 {
-            return;
-        }
-        std::thread::sleep(POLL);
-    }
-    // SAFETY: as above.
-    unsafe {
-        libc::kill(-pid, libc::SIGKILL);
-    }
-}
-
-fn signal_name(sig: i32) -> &'static str {
-    match sig {
-        libc::SIGKILL => "SIGKILL",
-        libc::SIGABRT => "SIGABRT",
-        libc::SIGSEGV => "SIGSEGV",
-        libc::SIGTERM => "SIGTERM",
-        libc::SIGINT => "SIGINT",
-        libc::SIGBUS => "SIGBUS",
-        _ => "a signal",
-    }
-}
-
-/// The last lines of a trial's log, for a trial that left no summary.
-fn log_tail(path: &Path) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-    let tail = &lines[lines.len().saturating_sub(3)..];
-    if tail.is_empty() {
-        "its log is empty".into()
-    } else {
-        format!("last lines of {}: {}", run_dir::TRIAL_LOG, tail.join(" | "))
-    }
 }

@@ -7,16 +7,22 @@
 //!   trial states, a trial as the journal records it);
 //! - `space`: W&B sweep YAML -> typed parameters, checked against the config
 //!   schema;
-//! - `sampler`: grid | random | tpe: (space, trials so far, number) -> the
+//! - `sampler`: grid | random | tpe (and `Method`, which names one): (space, trials so far, number) -> the
 //!   next trial's parameters;
 //! - `pruner`: median | hyperband: (this trial's curve, the others') -> go on
 //!   or stop;
 //! - `journal`: Optuna's journal records: replay, append + fsync under its
 //!   lock, torn-tail repair;
 //! - `placement`: the estimate × free memory -> trials at once, per GPU;
-//! - `driver`: spawns `train` per trial in its own process group, reads
-//!   its summary.yaml and metrics.csv, writes the journal (the only I/O
-//!   loop); `--resume`, `--worker`;
+//! - `layout`: the sweep directory's settings and space, and whether its
+//!   filesystem is full;
+//! - `outcome`: a trial's end (its summary, metric values, the driver's
+//!   reason for ending it, exit status) -> the journal's state and error
+//!   class (pure, tested as a table);
+//! - `process`: a trial's process group, signals, pid file and log tail;
+//! - `driver`: spawns `train` per trial, reads its summary.yaml and
+//!   metrics.csv, writes the journal (the only I/O loop); `--resume`,
+//!   `--worker`;
 //! - `owner`: which worker runs a trial, and whether it still does;
 //! - `slurm`: sbatch scripts of workers, MaxArraySize, squeue;
 //! - `report`: journal -> table, csv, json, yaml, best config, plot.
@@ -24,9 +30,12 @@
 pub mod cli;
 pub mod driver;
 pub mod journal;
+pub mod layout;
+pub mod outcome;
 pub mod owner;
 pub mod placement;
 mod plot;
+pub mod process;
 pub mod pruner;
 pub mod report;
 pub mod sampler;

@@ -4,8 +4,8 @@
 //! trial's config as a ready config file, and a plot of the objective per
 //! trial with the best so far.
 
-use crate::driver::{self, read_settings};
 use crate::journal::{Journal, Study};
+use crate::layout::{read_settings, space_of};
 use crate::owner::Liveness;
 use crate::space::Space;
 use crate::trial::{Direction, ParamValue, Trial, TrialState};
@@ -53,7 +53,7 @@ fn row(t: &Trial) -> Row {
 
 fn load(dir: &Path) -> anyhow::Result<(Settings, Space, Study)> {
     let settings = read_settings(dir)?;
-    let space = driver::space_of(&settings)?.space;
+    let space = space_of(&settings)?.space;
     let journal = Journal::open(SweepDir::new(dir).journal())?;
     let study = journal.load(&settings.study_name)?.ok_or_else(|| {
         common::bad_input!(
@@ -172,7 +172,7 @@ pub fn status(dir: &Path) -> anyhow::Result<u8> {
         let progress = last.map_or("no epoch yet".to_string(), |(e, v)| {
             format!("epoch {e}: {} {v:.6}", space.metric.name)
         });
-        let train_pid = driver::live_trial_pid(&SweepDir::new(dir).trial(t.number));
+        let train_pid = crate::process::live_trial_pid(&SweepDir::new(dir).trial(t.number));
         match crate::owner::liveness(t, &queue) {
             Liveness::Live(where_) => {
                 let pid = train_pid.map_or(String::new(), |p| format!(", train pid {p}"));

@@ -24,34 +24,9 @@ use serde_yaml::{Mapping, Value};
 use std::collections::BTreeMap;
 use std::fmt::Display;
 
-/// How the sampler picks the next trial (W&B's `method`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Method {
-    Grid,
-    Random,
-    /// W&B's Bayesian search; ours is Optuna's TPE.
-    Bayes,
-}
-
-impl Method {
-    /// W&B's method names, and "tpe" for bayes.
-    pub fn parse(name: &str) -> anyhow::Result<Method> {
-        Ok(match name {
-            "grid" => Method::Grid,
-            "random" => Method::Random,
-            "bayes" | "tpe" => Method::Bayes,
-            other => anyhow::bail!("unknown sweep method {other:?} (grid, random, bayes or tpe)"),
-        })
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Method::Grid => "grid",
-            Method::Random => "random",
-            Method::Bayes => "bayes",
-        }
-    }
-}
+/// How the sampler picks the next trial (W&B's `method`); the type is
+/// the sampler's, which the space names.
+pub use crate::sampler::Method;
 
 /// The metric trials are ranked and pruned by: a metrics.csv column.
 #[derive(Clone, Debug, PartialEq)]

@@ -122,7 +122,7 @@ pub fn wire(data: &[u8]) -> Result<(), String> {
     match parse::<common::wire::sweep::Settings>(NAME, &i.text) {
         // sweep.yaml keeps the space's text under the space's own name.
         Ok(settings) => {
-            if let Err(e) = sweep::driver::space_of(&settings) {
+            if let Err(e) = sweep::layout::space_of(&settings) {
                 let named = format!("{e:#}").contains(&settings.space_name);
                 if common::exit::code_of(&e) != common::exit::BAD_INPUT || !named {
                     return Err(format!(

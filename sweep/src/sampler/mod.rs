@@ -60,8 +60,35 @@ pub trait Sampler {
 }
 
 /// The sampler a sweep names is the space's `method` (grid, random, bayes =
-/// Optuna's TPE): one type, in `space`.
-pub use crate::space::Method;
+/// Optuna's TPE): one type, here, below the space that names it.
+/// How the sampler picks the next trial (W&B's `method`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Method {
+    Grid,
+    Random,
+    /// W&B's Bayesian search; ours is Optuna's TPE.
+    Bayes,
+}
+
+impl Method {
+    /// W&B's method names, and "tpe" for bayes.
+    pub fn parse(name: &str) -> anyhow::Result<Method> {
+        Ok(match name {
+            "grid" => Method::Grid,
+            "random" => Method::Random,
+            "bayes" | "tpe" => Method::Bayes,
+            other => anyhow::bail!("unknown sweep method {other:?} (grid, random, bayes or tpe)"),
+        })
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Method::Grid => "grid",
+            Method::Random => "random",
+            Method::Bayes => "bayes",
+        }
+    }
+}
 
 /// A sampler for `method`; the grid is built (and a continuous parameter
 /// refused) here, so a bad space fails before any trial runs.

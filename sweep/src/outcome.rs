@@ -1,0 +1,420 @@
+//! How a trial's end is judged: what the driver knows when a trial's process
+//! is gone (its summary, the metric per epoch, why the driver was ending it,
+//! the exit status, its log's last lines, whether the disk is full) in; the
+//! journal's state and the error attributes out. Pure: the driver reads the
+//! files and writes the journal, this decides (a table of cases, tested).
+
+use crate::journal::Outcome;
+use crate::trial::Direction;
+use common::wire::failure::Class;
+use common::wire::run_dir;
+use common::wire::train::{RunStatus, TrainSummary};
+use serde_json::Value;
+
+/// The longest `error_message` the journal gets.
+pub const MESSAGE_CHARS: usize = 500;
+
+/// Why the driver was ending a trial it started.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Ending {
+    Pruned(String),
+    Timeout,
+    Interrupted,
+}
+
+/// What is known of a trial whose process has ended.
+pub struct Ended<'a> {
+    /// Its summary.yaml, if it wrote a whole one.
+    pub summary: Option<&'a TrainSummary>,
+    /// The objective metric's value per epoch (metrics.csv), in order.
+    pub values: &'a [f64],
+    /// The metric's name, for messages, and its goal.
+    pub metric: &'a str,
+    pub goal: Direction,
+    /// Why the driver was ending it, if it was.
+    pub ending: Option<&'a Ending>,
+    /// The signal that ended it, or its exit code.
+    pub signal: Option<i32>,
+    pub code: Option<i32>,
+    /// "last lines of train.log: ..." or "its log is empty".
+    pub log_tail: &'a str,
+    pub trial_timeout_s: Option<f64>,
+    /// The Slurm task this worker is (`JOBID_TASK`), if it is one.
+    pub slurm_task: Option<&'a str>,
+    /// "the filesystem of DIR is full (N bytes free)", when it is.
+    pub disk_full: Option<&'a str>,
+}
+
+/// The journal's outcome, the attributes that say why, and whether the full
+/// disk decided it (the sweep then stops).
+#[derive(Debug, PartialEq)]
+pub struct Verdict {
+    pub outcome: Outcome,
+    pub attrs: Vec<(&'static str, Value)>,
+    pub for_the_disk: bool,
+}
+
+impl Verdict {
+    fn fail(class: Class, message: String) -> Verdict {
+        let message: String = message.chars().take(MESSAGE_CHARS).collect();
+        Verdict {
+            outcome: Outcome::Fail,
+            attrs: vec![
+                ("error_class", Value::from(class.as_str())),
+                ("error_message", Value::from(message)),
+            ],
+            for_the_disk: false,
+        }
+    }
+
+    fn attr(&self, key: &str) -> Option<&str> {
+        self.attrs
+            .iter()
+            .find(|(k, _)| *k == key)
+            .and_then(|(_, v)| v.as_str())
+    }
+
+    /// The stderr word for it: "complete, val_loss 0.120000", "pruned",
+    /// "failed (out-of-memory)".
+    pub fn word(&self, metric: &str) -> String {
+        match self.outcome {
+            Outcome::Complete(v) => format!("complete, {metric} {v:.6}"),
+            Outcome::Pruned => "pruned".into(),
+            Outcome::Fail => format!(
+                "failed ({})",
+                self.attr("error_class").unwrap_or(Class::Other.as_str())
+            ),
+        }
+    }
+}
+
+/// Judges a trial's end.
+pub fn judge(e: &Ended) -> Verdict {
+    // A trial that finished as it was being stopped counts as finished.
+    let finished = e.summary.is_some_and(|s| s.status == RunStatus::Finished);
+    let ending = if finished { None } else { e.ending };
+    let verdict = match (ending, e.summary) {
+        (Some(Ending::Pruned(why)), _) => Verdict {
+            outcome: Outcome::Pruned,
+            attrs: vec![("prune_reason", Value::from(why.clone()))],
+            for_the_disk: false,
+        },
+        (Some(Ending::Timeout), _) => Verdict::fail(
+            Class::Timeout,
+            format!(
+                "ran past --trial-timeout {} s",
+                e.trial_timeout_s.unwrap_or_default()
+            ),
+        ),
+        (Some(Ending::Interrupted), _) => Verdict::fail(
+            Class::Interrupted,
+            match e.slurm_task {
+                Some(task) => format!(
+                    "its worker, Slurm task {task}, got SIGTERM (scancel, its time limit or preemption)"
+                ),
+                None => "stopped with the sweep (Ctrl-C or SIGTERM)".into(),
+            },
+        ),
+        (None, Some(s)) if s.status == RunStatus::Finished => finished_with(e),
+        (None, Some(s)) => Verdict::fail(s.error_class.unwrap_or(Class::Other), s.stop_reason.clone()),
+        (None, None) => match (e.signal, e.code) {
+            (Some(sig), _) => Verdict::fail(
+                Class::Killed,
+                format!("killed by signal {sig} ({}); {}", signal_name(sig), e.log_tail),
+            ),
+            (None, code) => Verdict::fail(
+                Class::Other,
+                format!(
+                    "train exited {} without a summary; {}",
+                    code.unwrap_or(-1),
+                    e.log_tail
+                ),
+            ),
+        },
+    };
+    // A trial that failed while the disk is full failed for the disk, not
+    // for its parameters: it runs again once there is space.
+    match (&verdict.outcome, ending, e.disk_full) {
+        (Outcome::Fail, None, Some(full)) => {
+            let mut v = Verdict::fail(
+                Class::Interrupted,
+                format!(
+                    "it ended while {full}; it runs again on `train sweep --resume` (its own message: {})",
+                    verdict.attr("error_message").unwrap_or("none")
+                ),
+            );
+            v.for_the_disk = true;
+            v
+        }
+        _ => verdict,
+    }
+}
+
+/// A trial that finished: its best finite value is the objective; none at
+/// all fails it.
+fn finished_with(e: &Ended) -> Verdict {
+    let best = e
+        .values
+        .iter()
+        .copied()
+        .filter(|v| v.is_finite())
+        .reduce(|a, b| if e.goal.better(b, a) { b } else { a });
+    match best {
+        Some(v) => Verdict {
+            outcome: Outcome::Complete(v),
+            attrs: Vec::new(),
+            for_the_disk: false,
+        },
+        None => Verdict::fail(
+            Class::NonFiniteLoss,
+            format!("no finite {} in {}", e.metric, run_dir::METRICS),
+        ),
+    }
+}
+
+pub fn signal_name(sig: i32) -> &'static str {
+    match sig {
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGINT => "SIGINT",
+        libc::SIGBUS => "SIGBUS",
+        _ => "a signal",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use common::wire::Versioned;
+
+    fn summary(status: RunStatus, class: Option<Class>, reason: &str) -> TrainSummary {
+        let mut s = TrainSummary::example();
+        s.status = status;
+        s.error_class = class;
+        s.stop_reason = reason.into();
+        s
+    }
+
+    fn ended<'a>(summary: Option<&'a TrainSummary>, values: &'a [f64]) -> Ended<'a> {
+        Ended {
+            summary,
+            values,
+            metric: "val_loss",
+            goal: Direction::Minimize,
+            ending: None,
+            signal: None,
+            code: Some(0),
+            log_tail: "its log is empty",
+            trial_timeout_s: Some(60.0),
+            slurm_task: None,
+            disk_full: None,
+        }
+    }
+
+    fn class_and_message(v: &Verdict) -> (Outcome, &str, &str) {
+        (
+            v.outcome,
+            v.attr("error_class").unwrap_or("-"),
+            v.attr("error_message").unwrap_or("-"),
+        )
+    }
+
+    #[test]
+    fn a_finished_trial_takes_its_best_finite_value_for_its_goal() {
+        let done = summary(RunStatus::Finished, None, "completed 3 epochs");
+        let values = [0.5, f64::NAN, 0.2, 0.3];
+        let min = judge(&ended(Some(&done), &values));
+        assert_eq!(min.outcome, Outcome::Complete(0.2));
+        assert!(min.attrs.is_empty());
+        assert_eq!(min.word("val_loss"), "complete, val_loss 0.200000");
+        let mut e = ended(Some(&done), &values);
+        e.goal = Direction::Maximize;
+        assert_eq!(judge(&e).outcome, Outcome::Complete(0.5));
+    }
+
+    #[test]
+    fn the_table_of_ends() {
+        let done = summary(RunStatus::Finished, None, "completed 3 epochs");
+        let oom = summary(
+            RunStatus::Failed,
+            Some(Class::OutOfMemory),
+            "out of memory at micro-batch 1",
+        );
+        let unclassed = summary(RunStatus::Failed, None, "something else");
+        let pruned = Ending::Pruned("median".into());
+        type Case<'a> = (
+            &'a str,
+            Option<&'a TrainSummary>,
+            &'a [f64],
+            Option<&'a Ending>,
+            Option<i32>,
+            Option<i32>,
+            Option<&'a str>,
+            (Outcome, &'a str, &'a str),
+        );
+        let cases: Vec<Case> = vec![
+            (
+                "finished, no finite metric",
+                Some(&done),
+                &[f64::NAN],
+                None,
+                None,
+                Some(0),
+                None,
+                (Outcome::Fail, "non-finite-loss", "no finite val_loss in metrics.csv"),
+            ),
+            (
+                "a summary with its class",
+                Some(&oom),
+                &[],
+                None,
+                None,
+                Some(1),
+                None,
+                (Outcome::Fail, "out-of-memory", "out of memory at micro-batch 1"),
+            ),
+            (
+                "a summary without a class",
+                Some(&unclassed),
+                &[],
+                None,
+                None,
+                Some(1),
+                None,
+                (Outcome::Fail, "other", "something else"),
+            ),
+            (
+                "no summary, a signal",
+                None,
+                &[],
+                None,
+                Some(libc::SIGKILL),
+                None,
+                None,
+                (Outcome::Fail, "killed", "killed by signal 9 (SIGKILL); its log is empty"),
+            ),
+            (
+                "no summary, an exit code",
+                None,
+                &[],
+                None,
+                None,
+                Some(101),
+                None,
+                (Outcome::Fail, "other", "train exited 101 without a summary; its log is empty"),
+            ),
+            (
+                "timeout",
+                None,
+                &[],
+                Some(&Ending::Timeout),
+                Some(libc::SIGTERM),
+                None,
+                None,
+                (Outcome::Fail, "timeout", "ran past --trial-timeout 60 s"),
+            ),
+            (
+                "interrupted",
+                None,
+                &[],
+                Some(&Ending::Interrupted),
+                Some(libc::SIGTERM),
+                None,
+                None,
+                (Outcome::Fail, "interrupted", "stopped with the sweep (Ctrl-C or SIGTERM)"),
+            ),
+            (
+                "interrupted in Slurm",
+                None,
+                &[],
+                Some(&Ending::Interrupted),
+                Some(libc::SIGTERM),
+                None,
+                Some("7_2"),
+                (
+                    Outcome::Fail,
+                    "interrupted",
+                    "its worker, Slurm task 7_2, got SIGTERM (scancel, its time limit or preemption)",
+                ),
+            ),
+            (
+                "pruned",
+                None,
+                &[0.4],
+                Some(&pruned),
+                Some(libc::SIGTERM),
+                None,
+                None,
+                (Outcome::Pruned, "-", "-"),
+            ),
+            (
+                "finished while being stopped counts as finished",
+                Some(&done),
+                &[0.4],
+                Some(&Ending::Interrupted),
+                None,
+                Some(0),
+                None,
+                (Outcome::Complete(0.4), "-", "-"),
+            ),
+        ];
+        for (name, summary, values, ending, signal, code, slurm, want) in cases {
+            let mut e = ended(summary, values);
+            e.ending = ending;
+            e.signal = signal;
+            e.code = code;
+            e.slurm_task = slurm;
+            let v = judge(&e);
+            assert_eq!(class_and_message(&v), want, "{name}");
+            assert!(!v.for_the_disk, "{name}");
+        }
+        let mut e = ended(None, &[]);
+        e.ending = Some(&pruned);
+        assert_eq!(
+            judge(&e).attrs,
+            vec![("prune_reason", Value::from("median"))]
+        );
+    }
+
+    #[test]
+    fn a_failure_on_a_full_disk_is_an_interruption_for_the_disk() {
+        let oom = summary(RunStatus::Failed, Some(Class::OutOfMemory), "no space left");
+        let full = "the filesystem of /x is full (12 bytes free)";
+        let mut e = ended(Some(&oom), &[]);
+        e.disk_full = Some(full);
+        let v = judge(&e);
+        assert!(v.for_the_disk);
+        assert_eq!(
+            class_and_message(&v),
+            (
+                Outcome::Fail,
+                "interrupted",
+                "it ended while the filesystem of /x is full (12 bytes free); it runs again on `train sweep --resume` (its own message: no space left)"
+            )
+        );
+        // A full disk does not change a trial that completed, or one the
+        // driver was ending.
+        let done = summary(RunStatus::Finished, None, "completed");
+        let mut e = ended(Some(&done), &[0.1]);
+        e.disk_full = Some(full);
+        assert_eq!(judge(&e).outcome, Outcome::Complete(0.1));
+        let mut e = ended(None, &[]);
+        e.ending = Some(&Ending::Timeout);
+        e.disk_full = Some(full);
+        assert_eq!(class_and_message(&judge(&e)).1, "timeout");
+    }
+
+    #[test]
+    fn messages_are_cut_at_the_journal_limit() {
+        let long = "x".repeat(MESSAGE_CHARS + 50);
+        let failed = summary(RunStatus::Failed, Some(Class::Other), &long);
+        let v = judge(&ended(Some(&failed), &[]));
+        assert_eq!(
+            v.attr("error_message").unwrap().chars().count(),
+            MESSAGE_CHARS
+        );
+        assert_eq!(v.word("val_loss"), "failed (other)");
+    }
+}

@@ -1,0 +1,67 @@
+//! The process side of a trial: its process group, signals to it, the pid
+//! file a later driver checks, and its log's last lines.
+
+use common::wire::run_dir::{self, TrialDir};
+use std::path::Path;
+use std::process::Child;
+use std::time::{Duration, Instant};
+
+/// How long a process group gets between SIGTERM and SIGKILL.
+pub const GRACE: Duration = Duration::from_secs(20);
+/// How often a wait looks again.
+pub const POLL: Duration = Duration::from_millis(200);
+
+pub fn signal_group(child: &Child, sig: i32) {
+    // SAFETY: kill(2) on the process group the child leads (it was started
+    // with process_group(0), so its pid is the group's id).
+    unsafe {
+        libc::kill(-(child.id() as i32), sig);
+    }
+}
+
+/// The pid in a trial's pid file, if that process lives and is the train of
+/// that trial (its command line names the trial's directory).
+pub fn live_trial_pid(dir: &TrialDir) -> Option<i32> {
+    let pid: i32 = std::fs::read_to_string(dir.pid())
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    let needle = dir.path().display().to_string();
+    String::from_utf8_lossy(&cmdline)
+        .contains(&needle)
+        .then_some(pid)
+}
+
+/// SIGTERM to a process group, then SIGKILL if it is still there.
+pub fn end_group(pid: i32) {
+    // SAFETY: kill(2) with a process group id and signals; no memory involved.
+    unsafe {
+        libc::kill(-pid, libc::SIGTERM);
+    }
+    let t = Instant::now();
+    while t.elapsed() < GRACE {
+        // SAFETY: signal 0 only checks the group exists.
+        if unsafe { libc::kill(-pid, 0) } != 0 {
+            return;
+        }
+        std::thread::sleep(POLL);
+    }
+    // SAFETY: as above.
+    unsafe {
+        libc::kill(-pid, libc::SIGKILL);
+    }
+}
+
+/// The last lines of a trial's log, for a trial that left no summary.
+pub fn log_tail(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    let tail = &lines[lines.len().saturating_sub(3)..];
+    if tail.is_empty() {
+        "its log is empty".into()
+    } else {
+        format!("last lines of {}: {}", run_dir::TRIAL_LOG, tail.join(" | "))
+    }
+}
