@@ -6,19 +6,20 @@
 //! be killed at any moment and `--resume`d.
 
 use crate::cli::Args;
+use crate::history::{drawn, interrupted_roots, too_many_failures};
 use crate::journal::{Journal, Outcome, Study, StudyId, TrialId, TrialRecord, TrialRef};
 use crate::layout::{full_disk, read_settings, space_of};
 use crate::outcome::{self, Ended, Ending, MESSAGE_CHARS};
 use crate::owner::{self, Liveness, Owner};
 use crate::placement::{self, Slot};
-use crate::process::{end_group, live_trial_pid, log_tail, signal_group, GRACE, POLL};
+use crate::process::{end_group, live_trial_pid, log_tail, print_block, signal_group, GRACE, POLL};
 use crate::pruner::{Decision, PercentilePruner, Pruner};
 use crate::sampler::{self, Sampler};
 use crate::space::{Param, Space};
+use crate::start::{gpus, new_settings, slurm_plan, trial_cap, worst_peak_mib};
 use crate::trial::{ParamValue, Trial, TrialState};
 use anyhow::Context;
 use common::bad_input;
-use common::config::Config;
 use common::wire::failure::Class;
 use common::wire::run_dir::{self, SweepDir, TrialDir};
 use common::wire::sweep::{Options, Settings};
@@ -31,7 +32,6 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-/// The error message kept per failed trial (seed 004 kept 500 characters).
 /// How long a stopped trial gets to write its summary before SIGKILL (a
 /// step on a GPU can take seconds); one past its timeout has had its time.
 const TIMEOUT_GRACE: Duration = Duration::from_secs(5);
@@ -153,135 +153,6 @@ pub fn run(args: &Args, train: &Path) -> anyhow::Result<u8> {
     driver.drive(cap)
 }
 
-/// A worker in a Slurm task: `--parallel` trials at once (default one) on
-/// the cores and GPUs Slurm gave the task.
-fn slurm_plan(parallel: Option<u32>) -> placement::Plan {
-    let k = parallel.unwrap_or(1).max(1);
-    let cpus = crate::slurm::cpus_from_env()
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    let slots = placement::cpu_slots(k, cpus);
-    let why = format!(
-        "Slurm task {}: {k} trial(s) at a time, {} libtorch thread(s) each of the {cpus} core(s) Slurm gave it, {}",
-        crate::slurm::task_from_env().unwrap_or_default(),
-        slots[0].threads.unwrap_or(1),
-        match std::env::var("CUDA_VISIBLE_DEVICES") {
-            Ok(g) => format!("on its GPUs (CUDA_VISIBLE_DEVICES={g})"),
-            Err(_) => "no GPU (Slurm set no CUDA_VISIBLE_DEVICES)".into(),
-        }
-    );
-    placement::Plan {
-        slots,
-        why: vec![why],
-    }
-}
-
-fn new_settings(args: &Args, dir: &Path) -> anyhow::Result<Settings> {
-    if SweepDir::new(dir).journal().exists() {
-        return Err(bad_input!(
-            "{}: already holds a sweep; continue it with `train sweep --resume {0}` or choose another --out",
-            dir.display()
-        ));
-    }
-    let base_path = args.config.as_ref().expect("clap requires --config");
-    let space_path = args.space.as_ref().expect("clap requires --space");
-    let base = Config::load(&common::input::read(base_path)?)?;
-    let space = common::input::read(space_path)?;
-    let settings = Settings {
-        schema: <Settings as common::wire::Versioned>::SCHEMA.into(),
-        study_name: dir
-            .file_name()
-            .map_or("sweep".into(), |n| n.to_string_lossy().into_owned()),
-        base_name: base.name,
-        base: base.config,
-        space_name: space.name,
-        space_text: space.text,
-        seed: args.seed,
-        trials: args.trials,
-        parallel: args.parallel.clone(),
-        trial_timeout_s: args.trial_timeout,
-        max_consecutive_failures: args.max_consecutive_failures,
-        pruner: args.pruner.clone(),
-    };
-    if let Some(t) = settings
-        .trial_timeout_s
-        .filter(|t| !(t.is_finite() && *t > 0.0))
-    {
-        return Err(bad_input!(
-            "--trial-timeout: expected a positive number of seconds, found {t}"
-        ));
-    }
-    Ok(settings)
-}
-
-/// Trials in all: --trials, else the space's run_cap, else the grid's size.
-fn trial_cap(s: &Settings, space: &Space, search: &sampler::SearchSpace) -> anyhow::Result<u64> {
-    let grid = match space.method {
-        crate::space::Method::Grid => Some(
-            sampler::GridSampler::new(search)
-                .map_err(|e| bad_input!("{}: {e:#}", s.space_name))?
-                .len(),
-        ),
-        _ => None,
-    };
-    s.trials
-        .or(space.run_cap)
-        .map(|n| grid.map_or(n, |g| n.min(g)))
-        .or(grid)
-        .ok_or_else(|| {
-            bad_input!(
-                "{}: no end: give --trials N or `run_cap` (a {} search has no size of its own)",
-                s.space_name,
-                space.method.as_str()
-            )
-        })
-}
-
-/// The GPUs memdiag (beside train) sees, with their free memory.
-fn gpus(train: &Path) -> Vec<placement::Gpu> {
-    let memdiag = train.with_file_name("memdiag");
-    let Ok(out) = Command::new(&memdiag)
-        .args(["--format", "yaml"])
-        .stdin(Stdio::null())
-        .stderr(Stdio::null())
-        .output()
-    else {
-        common::say!(
-            "train sweep: placement: {} did not run: placing trials as on a machine without a GPU",
-            memdiag.display()
-        );
-        return Vec::new();
-    };
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let Ok(report) = common::report::Report::parse(&common::input::Input {
-        name: "memdiag".into(),
-        text,
-    }) else {
-        return Vec::new();
-    };
-    report
-        .gpus
-        .iter()
-        .filter_map(|g| {
-            g.memory.map(|m| placement::Gpu {
-                index: g.index,
-                name: g.name.clone().unwrap_or_default(),
-                total_mib: m.total_mib,
-                free_mib: m.free_mib,
-            })
-        })
-        .collect()
-}
-
-/// cfgcheck's estimate of the space's worst combination.
-fn worst_peak_mib(space: &Space, base: &Config) -> u64 {
-    space
-        .corners(base)
-        .iter()
-        .map(|(_, c)| common::estimate::estimate(c).peak_mib())
-        .max()
-        .unwrap_or_else(|| common::estimate::estimate(base).peak_mib())
-}
-
 /// A trial to run: its values, and the trial it runs again (if it does).
 type Next = (BTreeMap<String, ParamValue>, Option<u64>);
 
@@ -317,50 +188,6 @@ struct Driver {
     /// This worker (`Owner::this`), read once: each trial records it, and
     /// a claim should not read /proc under the journal's lock.
     owner: Value,
-}
-
-fn attr_str<'a>(t: &'a Trial, key: &str) -> Option<&'a str> {
-    t.user_attrs.get(key).and_then(Value::as_str)
-}
-
-/// Trials drawn by the sampler (not re-runs of interrupted ones): the grid
-/// index and the random stream of the next new trial.
-fn drawn(study: &Study) -> u64 {
-    study
-        .trials
-        .iter()
-        .filter(|t| !t.user_attrs.contains_key("retried_from"))
-        .count() as u64
-}
-
-/// The first numbers of trials whose every run was interrupted (a trial
-/// and its re-runs share that root); a re-run RUNNING or finished otherwise
-/// takes its root off the list.
-fn interrupted_roots(study: &Study) -> Vec<u64> {
-    let root = |t: &Trial| {
-        t.user_attrs
-            .get("retried_from")
-            .and_then(Value::as_u64)
-            .unwrap_or(t.number)
-    };
-    let interrupted =
-        |t: &Trial| t.state == TrialState::Fail && error_class(t) == Some(Class::Interrupted);
-    let mut settled: BTreeMap<u64, bool> = BTreeMap::new();
-    for t in &study.trials {
-        let all = settled.entry(root(t)).or_insert(true);
-        *all &= interrupted(t);
-    }
-    settled
-        .into_iter()
-        .filter(|(_, all)| *all)
-        .map(|(r, _)| r)
-        .collect()
-}
-
-/// A trial's recorded failure class, when it is one of `Class`'s (a config
-/// the schema refused is recorded as "config", which is not).
-fn error_class(t: &Trial) -> Option<Class> {
-    serde_json::from_value(t.user_attrs.get("error_class")?.clone()).ok()
 }
 
 impl Driver {
@@ -602,41 +429,9 @@ impl Driver {
         }
     }
 
-    /// Seed 004's lesson (and W&B's after an agent failed 470 of 500 runs):
-    /// a sweep that only fails stops, saying which classes it saw.
+    /// Seed 004's lesson: `history::too_many_failures` on this sweep.
     fn too_many_failures(&self, study: &Study) -> Option<String> {
-        let limit = self.settings.max_consecutive_failures;
-        if limit == 0 {
-            return None;
-        }
-        let mut finished: Vec<&Trial> = study
-            .trials
-            .iter()
-            .filter(|t| t.state.is_finished() && error_class(t) != Some(Class::Interrupted))
-            .collect();
-        finished.sort_by(|a, b| a.datetime_complete.cmp(&b.datetime_complete));
-        let tail: Vec<&Trial> = finished
-            .iter()
-            .rev()
-            .take_while(|t| t.state == TrialState::Fail)
-            .copied()
-            .collect();
-        if (tail.len() as u32) < limit {
-            return None;
-        }
-        let mut classes: BTreeMap<&str, u32> = BTreeMap::new();
-        for t in &tail {
-            *classes
-                .entry(attr_str(t, "error_class").unwrap_or(Class::Other.as_str()))
-                .or_default() += 1;
-        }
-        let seen: Vec<String> = classes.iter().map(|(c, n)| format!("{c} × {n}")).collect();
-        Some(format!(
-            "stopped: the last {} trials failed ({}); see `train sweep --report {}`",
-            tail.len(),
-            seen.join(", "),
-            self.dir.display()
-        ))
+        too_many_failures(study, self.settings.max_consecutive_failures, &self.dir)
     }
 
     /// Starts trials in free slots, each claimed from the journal (other
@@ -885,42 +680,4 @@ impl Driver {
         common::say!("train sweep: trial {} {}", r.number, verdict.word(&name));
         self.journal.finish_trial(r.id, verdict.outcome)
     }
-}
-
-/// Seed 004's block before each trial.
-fn print_block(
-    number: u64,
-    c: &Config,
-    values: &BTreeMap<String, ParamValue>,
-    retried_from: Option<u64>,
-    runs_on: &str,
-) {
-    let rule = "=".repeat(80);
-    let channels: Vec<String> = c.channels().iter().map(u32::to_string).collect();
-    let mut lines = vec![
-        rule.clone(),
-        format!(
-            "TRIAL {number} - Configuration:{}",
-            retried_from.map_or(String::new(), |f| format!(
-                " (again, for interrupted trial {f})"
-            ))
-        ),
-        format!(
-            "  Model: {} channels, {:?} head",
-            channels.join("/"),
-            c.architecture.name
-        ),
-        format!("  Batch size: {}", c.batch_size),
-        format!("  Learning rate: {}", c.learning_rate),
-        format!("  Dropout: {}", c.dropout),
-    ];
-    for (k, v) in values {
-        if !["batch_size", "learning_rate", "dropout"].contains(&k.as_str()) {
-            let text = serde_yaml::to_string(&v.to_yaml()).unwrap_or_default();
-            lines.push(format!("  {k}: {}", text.trim()));
-        }
-    }
-    lines.push(format!("  Runs on: {runs_on}"));
-    lines.push(rule);
-    common::say!("{}", lines.join("\n"));
 }

@@ -14,6 +14,8 @@
 //! - `journal`: Optuna's journal records: replay, append + fsync under its
 //!   lock, torn-tail repair;
 //! - `placement`: the estimate × free memory -> trials at once, per GPU;
+//! - `start`: settings from the command line, the trial cap, placement's
+//!   inputs; `history`: what the study says of drawn and interrupted trials;
 //! - `layout`: the sweep directory's settings and space, and whether its
 //!   filesystem is full;
 //! - `outcome`: a trial's end (its summary, metric values, the driver's
@@ -29,6 +31,7 @@
 
 pub mod cli;
 pub mod driver;
+pub mod history;
 pub mod journal;
 pub mod layout;
 pub mod outcome;
@@ -41,4 +44,5 @@ pub mod report;
 pub mod sampler;
 pub mod slurm;
 pub mod space;
+pub mod start;
 pub mod trial;

@@ -1,7 +1,10 @@
 //! The process side of a trial: its process group, signals to it, the pid
 //! file a later driver checks, and its log's last lines.
 
+use crate::trial::ParamValue;
+use common::config::Config;
 use common::wire::run_dir::{self, TrialDir};
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Child;
 use std::time::{Duration, Instant};
@@ -64,4 +67,42 @@ pub fn log_tail(path: &Path) -> String {
     } else {
         format!("last lines of {}: {}", run_dir::TRIAL_LOG, tail.join(" | "))
     }
+}
+
+/// Seed 004's block before each trial.
+pub fn print_block(
+    number: u64,
+    c: &Config,
+    values: &BTreeMap<String, ParamValue>,
+    retried_from: Option<u64>,
+    runs_on: &str,
+) {
+    let rule = "=".repeat(80);
+    let channels: Vec<String> = c.channels().iter().map(u32::to_string).collect();
+    let mut lines = vec![
+        rule.clone(),
+        format!(
+            "TRIAL {number} - Configuration:{}",
+            retried_from.map_or(String::new(), |f| format!(
+                " (again, for interrupted trial {f})"
+            ))
+        ),
+        format!(
+            "  Model: {} channels, {:?} head",
+            channels.join("/"),
+            c.architecture.name
+        ),
+        format!("  Batch size: {}", c.batch_size),
+        format!("  Learning rate: {}", c.learning_rate),
+        format!("  Dropout: {}", c.dropout),
+    ];
+    for (k, v) in values {
+        if !["batch_size", "learning_rate", "dropout"].contains(&k.as_str()) {
+            let text = serde_yaml::to_string(&v.to_yaml()).unwrap_or_default();
+            lines.push(format!("  {k}: {}", text.trim()));
+        }
+    }
+    lines.push(format!("  Runs on: {runs_on}"));
+    lines.push(rule);
+    common::say!("{}", lines.join("\n"));
 }

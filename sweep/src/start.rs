@@ -1,0 +1,147 @@
+//! What a sweep settles before its first trial: its settings from the
+//! command line, how many trials it runs, and the inputs of its placement
+//! (the GPUs memdiag sees, the space's worst estimate, a Slurm task's share).
+
+use crate::cli::Args;
+use crate::placement::{self};
+use crate::sampler::{self};
+use crate::space::Space;
+use common::bad_input;
+use common::config::Config;
+use common::wire::run_dir::SweepDir;
+use common::wire::sweep::Settings;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+/// A worker in a Slurm task: `--parallel` trials at once (default one) on
+/// the cores and GPUs Slurm gave the task.
+pub fn slurm_plan(parallel: Option<u32>) -> placement::Plan {
+    let k = parallel.unwrap_or(1).max(1);
+    let cpus = crate::slurm::cpus_from_env()
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let slots = placement::cpu_slots(k, cpus);
+    let why = format!(
+        "Slurm task {}: {k} trial(s) at a time, {} libtorch thread(s) each of the {cpus} core(s) Slurm gave it, {}",
+        crate::slurm::task_from_env().unwrap_or_default(),
+        slots[0].threads.unwrap_or(1),
+        match std::env::var("CUDA_VISIBLE_DEVICES") {
+            Ok(g) => format!("on its GPUs (CUDA_VISIBLE_DEVICES={g})"),
+            Err(_) => "no GPU (Slurm set no CUDA_VISIBLE_DEVICES)".into(),
+        }
+    );
+    placement::Plan {
+        slots,
+        why: vec![why],
+    }
+}
+
+pub fn new_settings(args: &Args, dir: &Path) -> anyhow::Result<Settings> {
+    if SweepDir::new(dir).journal().exists() {
+        return Err(bad_input!(
+            "{}: already holds a sweep; continue it with `train sweep --resume {0}` or choose another --out",
+            dir.display()
+        ));
+    }
+    let base_path = args.config.as_ref().expect("clap requires --config");
+    let space_path = args.space.as_ref().expect("clap requires --space");
+    let base = Config::load(&common::input::read(base_path)?)?;
+    let space = common::input::read(space_path)?;
+    let settings = Settings {
+        schema: <Settings as common::wire::Versioned>::SCHEMA.into(),
+        study_name: dir
+            .file_name()
+            .map_or("sweep".into(), |n| n.to_string_lossy().into_owned()),
+        base_name: base.name,
+        base: base.config,
+        space_name: space.name,
+        space_text: space.text,
+        seed: args.seed,
+        trials: args.trials,
+        parallel: args.parallel.clone(),
+        trial_timeout_s: args.trial_timeout,
+        max_consecutive_failures: args.max_consecutive_failures,
+        pruner: args.pruner.clone(),
+    };
+    if let Some(t) = settings
+        .trial_timeout_s
+        .filter(|t| !(t.is_finite() && *t > 0.0))
+    {
+        return Err(bad_input!(
+            "--trial-timeout: expected a positive number of seconds, found {t}"
+        ));
+    }
+    Ok(settings)
+}
+
+/// Trials in all: --trials, else the space's run_cap, else the grid's size.
+pub fn trial_cap(
+    s: &Settings,
+    space: &Space,
+    search: &sampler::SearchSpace,
+) -> anyhow::Result<u64> {
+    let grid = match space.method {
+        crate::space::Method::Grid => Some(
+            sampler::GridSampler::new(search)
+                .map_err(|e| bad_input!("{}: {e:#}", s.space_name))?
+                .len(),
+        ),
+        _ => None,
+    };
+    s.trials
+        .or(space.run_cap)
+        .map(|n| grid.map_or(n, |g| n.min(g)))
+        .or(grid)
+        .ok_or_else(|| {
+            bad_input!(
+                "{}: no end: give --trials N or `run_cap` (a {} search has no size of its own)",
+                s.space_name,
+                space.method.as_str()
+            )
+        })
+}
+
+/// The GPUs memdiag (beside train) sees, with their free memory.
+pub fn gpus(train: &Path) -> Vec<placement::Gpu> {
+    let memdiag = train.with_file_name("memdiag");
+    let Ok(out) = Command::new(&memdiag)
+        .args(["--format", "yaml"])
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+    else {
+        common::say!(
+            "train sweep: placement: {} did not run: placing trials as on a machine without a GPU",
+            memdiag.display()
+        );
+        return Vec::new();
+    };
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let Ok(report) = common::report::Report::parse(&common::input::Input {
+        name: "memdiag".into(),
+        text,
+    }) else {
+        return Vec::new();
+    };
+    report
+        .gpus
+        .iter()
+        .filter_map(|g| {
+            g.memory.map(|m| placement::Gpu {
+                index: g.index,
+                name: g.name.clone().unwrap_or_default(),
+                total_mib: m.total_mib,
+                free_mib: m.free_mib,
+            })
+        })
+        .collect()
+}
+
+/// cfgcheck's estimate of the space's worst combination.
+pub fn worst_peak_mib(space: &Space, base: &Config) -> u64 {
+    space
+        .corners(base)
+        .iter()
+        .map(|(_, c)| common::estimate::estimate(c).peak_mib())
+        .max()
+        .unwrap_or_else(|| common::estimate::estimate(base).peak_mib())
+}
