@@ -14,6 +14,9 @@ pub enum Class {
     DeviceSideAssert,
     CudaError,
     NonFiniteLoss,
+    /// A class label outside the model's classes (IndexError "Target N is
+    /// out of bounds" on the CPU; a device-side assert on a GPU).
+    LabelOutOfRange,
     Killed,
     /// A sweep's trial that ran past `--trial-timeout`.
     Timeout,
@@ -30,6 +33,7 @@ impl Class {
             Class::DeviceSideAssert => "device-side-assert",
             Class::CudaError => "cuda-error",
             Class::NonFiniteLoss => "non-finite-loss",
+            Class::LabelOutOfRange => "label-out-of-range",
             Class::Killed => "killed",
             Class::Timeout => "timeout",
             Class::Interrupted => "interrupted",
@@ -81,6 +85,7 @@ mod tests {
             Class::DeviceSideAssert,
             Class::CudaError,
             Class::NonFiniteLoss,
+            Class::LabelOutOfRange,
             Class::Killed,
             Class::Timeout,
             Class::Interrupted,

@@ -12,6 +12,13 @@
 //!   checkpoint.safetensors   the last epoch's state (train-checkpoint/v1)
 //!   best.safetensors         the best model's weights
 //!   curves.png               the loss and memory curves
+//! RUN/                       train run --out RUN -- CMD (a supervised command)
+//!   output.log               its stdout and stderr, as they came
+//!   metrics.csv              the reports read from them (supervise-metrics/v1)
+//!   memory.csv               its process tree's memory every 0.5 s (supervise-memory/v1)
+//!   memory.png               that timeline, a mark per reported epoch
+//!   summary.yaml             how it ended, each leg (program-summary/v1)
+//!   own-metrics.csv          rows the program appends ($TRAINGUARD_METRICS_CSV)
 //! SWEEP/                     train sweep --out SWEEP
 //!   sweep.yaml               sweep-settings/v1
 //!   journal.log              Optuna's journal, the sweep's one truth
@@ -24,6 +31,16 @@
 //!     train.log              its train's stdout and stderr
 //!     pid                    its train's pid
 //!     run/                   its run directory (RUN above)
+//!   trials/NNNN/ of a program sweep (the space names `program`):
+//!     config.yaml            with `${config}`: the base config, the trial's values applied
+//!     train.log              the program's stdout and stderr
+//!     pid                    the program's pid (its process group's id)
+//!     params.json            the trial's parameters ($TRAINGUARD_PARAMS)
+//!     wandb-config.yaml      the same as W&B's agent writes it ($WANDB_SWEEP_PARAM_PATH)
+//!     args.json              `${args_json_file}`
+//!     metrics.csv            rows the program appends ($TRAINGUARD_TRIAL_DIR/metrics.csv)
+//!     work/                  its working directory, with `working_dir: trial`
+//!     run/                   the supervisor's record (a supervised RUN above)
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -46,7 +63,16 @@ pub const BEST_CONFIG: &str = "best_config.yaml";
 pub const OBJECTIVE: &str = "objective.png";
 pub const TRIALS: &str = "trials";
 
+pub const OUTPUT_LOG: &str = "output.log";
+pub const MEMORY_CSV: &str = "memory.csv";
+pub const MEMORY_PNG: &str = "memory.png";
+pub const OWN_METRICS: &str = "own-metrics.csv";
+
 pub const TRIAL_LOG: &str = "train.log";
+pub const TRIAL_PARAMS: &str = "params.json";
+pub const TRIAL_WANDB_PARAMS: &str = "wandb-config.yaml";
+pub const TRIAL_ARGS_JSON: &str = "args.json";
+pub const TRIAL_WORK: &str = "work";
 pub const TRIAL_PID: &str = "pid";
 pub const TRIAL_RUN: &str = "run";
 
@@ -86,6 +112,21 @@ impl RunDir {
     pub fn curves(&self) -> PathBuf {
         self.0.join(CURVES)
     }
+    /// A supervised command's stdout and stderr (`train run`).
+    pub fn output_log(&self) -> PathBuf {
+        self.0.join(OUTPUT_LOG)
+    }
+    /// Its process tree's memory over time.
+    pub fn memory_csv(&self) -> PathBuf {
+        self.0.join(MEMORY_CSV)
+    }
+    pub fn memory_png(&self) -> PathBuf {
+        self.0.join(MEMORY_PNG)
+    }
+    /// Where `train run`'s command may append its own metric rows.
+    pub fn own_metrics(&self) -> PathBuf {
+        self.0.join(OWN_METRICS)
+    }
 }
 
 /// A sweep's trial directory (`SWEEP/trials/NNNN`).
@@ -110,6 +151,26 @@ impl TrialDir {
     /// Its train's pid, so that a later driver can find and end it.
     pub fn pid(&self) -> PathBuf {
         self.0.join(TRIAL_PID)
+    }
+    /// A program trial's parameters as JSON.
+    pub fn params(&self) -> PathBuf {
+        self.0.join(TRIAL_PARAMS)
+    }
+    /// The same, as W&B's agent writes them for `wandb.init`.
+    pub fn wandb_params(&self) -> PathBuf {
+        self.0.join(TRIAL_WANDB_PARAMS)
+    }
+    /// `${args_json_file}`.
+    pub fn args_json(&self) -> PathBuf {
+        self.0.join(TRIAL_ARGS_JSON)
+    }
+    /// Rows a program trial appends ($TRAINGUARD_TRIAL_DIR/metrics.csv).
+    pub fn own_metrics(&self) -> PathBuf {
+        self.0.join(METRICS)
+    }
+    /// A program trial's working directory with `working_dir: trial`.
+    pub fn work(&self) -> PathBuf {
+        self.0.join(TRIAL_WORK)
     }
     /// Its train's run directory.
     pub fn run(&self) -> RunDir {
