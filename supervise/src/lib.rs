@@ -1,7 +1,10 @@
-//! The pure parts of trainguard's supervisor of any training command
-//! (issue 23): the metric reports read from a program's output and its
-//! metrics.csv (`readers`), and W&B's sweep command macros (`command`). The
-//! process side (spawning, process groups, sampling memory) builds on these.
+//! trainguard's supervisor of any training command (issue 23). Pure parts:
+//! the metric reports read from a program's output and its metrics.csv
+//! (`readers`), W&B's sweep command macros (`command`), the environment
+//! fixes (`env`). The process side: `child` spawns a command in its own
+//! process group and reads its output as it comes.
 
+pub mod child;
 pub mod command;
+pub mod env;
 pub mod readers;

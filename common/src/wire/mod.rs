@@ -23,6 +23,8 @@
 //! - `space`: space/v1;
 //! - `sweep`: sweep-settings/v1, sweep-report/v1, sweep-slurm/v1;
 //! - `metric`: the metrics.csv columns a sweep ranks by;
+//! - `program`: program-summary/v1 and supervise-metrics/v1, what the
+//!   supervisor of any command writes;
 //! - `run_dir`: the names of the files in a run's, a sweep's and a trial's
 //!   directory.
 
@@ -33,6 +35,7 @@ pub mod failure;
 pub mod hazard;
 pub mod memdiag;
 pub mod metric;
+pub mod program;
 pub mod run_dir;
 pub mod space;
 pub mod sweep;
@@ -130,6 +133,8 @@ pub fn all() -> Vec<(&'static str, serde_json::Value)> {
         entry::<sweep::Settings>(),
         entry::<sweep::SweepReport>(),
         entry::<sweep::SlurmJobs>(),
+        entry::<program::ProgramSummary>(),
+        entry::<program::ReportRow>(),
     ]
 }
 

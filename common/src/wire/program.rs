@@ -1,0 +1,189 @@
+//! What the supervisor of any command writes (`train run -- CMD`, and each
+//! trial of a program sweep under `trials/NNNN/run/`): program-summary/v1,
+//! how it ended, leg by leg; supervise-metrics/v1, the reports it read from
+//! the program's output and its own metrics.csv.
+
+use super::failure::Class;
+use super::Versioned;
+use serde::{Deserialize, Serialize};
+
+/// How a supervised command ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ProgramStatus {
+    /// It exited 0 and reported no non-finite metric.
+    Finished,
+    /// It exited non-zero, died of a signal, reported a non-finite metric
+    /// or ran past its time.
+    Failed,
+    /// The supervisor was stopped (Ctrl-C, SIGTERM) and ended it.
+    Stopped,
+    /// A sweep's pruner ended it.
+    Pruned,
+}
+
+/// One command line of a run (several with `--fallback`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ProgramLeg {
+    /// The file in `{config}`'s place, if the command has one.
+    pub config: Option<String>,
+    pub command: Vec<String>,
+    pub status: ProgramStatus,
+    pub class: Option<Class>,
+    /// The output line (or the exit) that says why, in words.
+    pub evidence: String,
+    /// What to change: an environment variable or the code, for a program.
+    pub advice: Option<String>,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub seconds: f64,
+    /// Reports read (output lines and its own metrics.csv).
+    pub reports: u64,
+    pub peak: ProgramPeak,
+}
+
+/// The process tree's peak memory, sampled every 0.5 s: host memory as PSS
+/// (shared pages counted once), GPU memory as NVML attributes it to the
+/// tree's pids; null with the reason in `gpu_note` where not measured.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ProgramPeak {
+    pub host_pss_mib: Option<f64>,
+    pub host_rss_mib: Option<f64>,
+    pub gpu_mib: Option<f64>,
+    pub gpu_note: Option<String>,
+}
+
+/// The objective's best (or last) report.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ProgramValue {
+    pub metric: String,
+    pub value: f64,
+    pub step: u64,
+}
+
+/// summary.yaml of a supervised run, rewritten after each leg.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ProgramSummary {
+    pub schema: String,
+    /// The last leg's.
+    pub status: ProgramStatus,
+    pub class: Option<Class>,
+    pub evidence: String,
+    pub advice: Option<String>,
+    /// The directory the command ran in.
+    pub cwd: String,
+    /// The variables the supervisor set, each with why (`K=V (why)`).
+    pub env_set: Vec<String>,
+    pub best: Option<ProgramValue>,
+    pub last: Option<ProgramValue>,
+    pub seconds: f64,
+    pub legs: Vec<ProgramLeg>,
+}
+
+impl Versioned for ProgramSummary {
+    const SCHEMA: &'static str = "program-summary/v1";
+    fn example() -> Self {
+        let leg = ProgramLeg {
+            config: Some("b.yaml".into()),
+            command: vec!["python".into(), "main.py".into(), "--config".into(), "b.yaml".into()],
+            status: ProgramStatus::Failed,
+            class: Some(Class::OutOfMemory),
+            evidence: "RuntimeError: DefaultCPUAllocator: can't allocate memory: you tried to allocate 1073741824 bytes.".into(),
+            advice: Some("a smaller batch size in your config".into()),
+            exit_code: Some(1),
+            signal: None,
+            seconds: 4.2,
+            reports: 3,
+            peak: ProgramPeak {
+                host_pss_mib: Some(812.4),
+                host_rss_mib: Some(905.0),
+                gpu_mib: None,
+                gpu_note: Some("not available: NVML cannot be loaded".into()),
+            },
+        };
+        let value = ProgramValue {
+            metric: "val_loss".into(),
+            value: 1.2103,
+            step: 2,
+        };
+        ProgramSummary {
+            schema: Self::SCHEMA.into(),
+            status: leg.status,
+            class: leg.class,
+            evidence: leg.evidence.clone(),
+            advice: leg.advice.clone(),
+            cwd: "/home/me/project".into(),
+            env_set: vec!["PYTORCH_ALLOC_CONF=expandable_segments:True (...)".into()],
+            best: Some(value.clone()),
+            last: Some(value),
+            seconds: 4.2,
+            legs: vec![leg],
+        }
+    }
+}
+
+/// One row of a supervised run's metrics.csv: one report.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ReportRow {
+    /// Since the command (its leg) started.
+    pub seconds: f64,
+    /// The leg (1 for a run without `--fallback`).
+    pub leg: u32,
+    pub metric: String,
+    pub step: u64,
+    pub value: f64,
+}
+
+impl ReportRow {
+    pub const HEADER: &'static str = "seconds,leg,metric,step,value\n";
+
+    /// The row as a CSV line (with its newline).
+    pub fn to_csv_line(&self) -> String {
+        let metric = if self.metric.contains([',', '"', '\n']) {
+            format!("\"{}\"", self.metric.replace('"', "\"\""))
+        } else {
+            self.metric.clone()
+        };
+        format!(
+            "{:.1},{},{},{},{}\n",
+            self.seconds, self.leg, metric, self.step, self.value
+        )
+    }
+}
+
+impl Versioned for ReportRow {
+    const SCHEMA: &'static str = "supervise-metrics/v1";
+    fn example() -> Self {
+        ReportRow {
+            seconds: 95.3,
+            leg: 1,
+            metric: "val_loss".into(),
+            step: 2,
+            value: 1.2103,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_summary_reads_back_and_a_row_quotes_its_metric() {
+        let s = ProgramSummary::example();
+        let text = serde_yaml::to_string(&s).unwrap();
+        assert_eq!(
+            super::super::parse::<ProgramSummary>("summary.yaml", &text).unwrap(),
+            s
+        );
+        let row = ReportRow {
+            metric: "eval/loss, smoothed".into(),
+            ..ReportRow::example()
+        };
+        let text = format!("{}{}", ReportRow::HEADER, row.to_csv_line());
+        let mut r = csv::Reader::from_reader(text.as_bytes());
+        let back: ReportRow = r.deserialize().next().unwrap().unwrap();
+        assert_eq!(back.metric, "eval/loss, smoothed");
+        assert_eq!(back.value, 1.2103);
+    }
+}
