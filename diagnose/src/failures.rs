@@ -23,6 +23,9 @@ pub struct Known {
     /// The root cause, in two or three sentences (from the seeds).
     pub cause: &'static str,
     pub fix: &'static str,
+    /// The same for the user's own script (`train run`, program sweeps):
+    /// an environment variable or a code change, never train's flags.
+    pub program_fix: &'static str,
     /// The cfgcheck rule that catches it before the run, if any.
     pub rule: Option<HazardId>,
 }
@@ -44,6 +47,7 @@ pub const KNOWN: &[Known] = &[
         title: "CUDA out of memory: the step needs more than the GPU has free",
         cause: "The model, its optimizer state and one step's activations do not fit in the GPU's free memory: the batch, the image size, the frames or the model are too large for this card, or another process holds part of it. The allocation that failed is named in the message.",
         fix: "a smaller batch_size (cfgcheck --fit computes it), gradient_checkpointing: true, mixed_precision: bf16, or the 32/64/128 model (memory_optimized: true); train splits the batch into micro-batches by itself",
+        program_fix: "a smaller batch size in your config or script, gradient checkpointing (torch.utils.checkpoint), bf16 autocast, or fewer parallel trials on the GPU",
         rule: Some(HazardId::MemoryExceedsFree),
     },
     // Chosen by `explain` from an out-of-memory message's figures, not by a
@@ -55,16 +59,19 @@ pub const KNOWN: &[Known] = &[
         title: "CUDA out of memory from fragmentation: memory reserved but unallocated",
         cause: "PyTorch's caching allocator held enough free memory for the allocation, but in pieces: \"reserved by PyTorch but unallocated\" is at least what was asked for. Over many epochs, parallel trials or a sweep, fragmentation grows until a small allocation fails (seed 004 died at trial 182 this way).",
         fix: "PYTORCH_ALLOC_CONF=expandable_segments:True (PYTORCH_CUDA_ALLOC_CONF before PyTorch 2.9); fewer parallel trials; train sets it by default",
+        program_fix: "PYTORCH_ALLOC_CONF=expandable_segments:True (PYTORCH_CUDA_ALLOC_CONF before torch 2.9; train run and program sweeps set it unless you did), or fewer parallel trials",
         rule: Some(HazardId::AllocatorFragmentation),
     },
     Known {
         id: "host-out-of-memory",
         class: Class::OutOfMemory,
         // libc10.so's CPU allocator.
-        needles: &["DefaultCPUAllocator: can't allocate memory"],
+        // Python's own, for memory a script allocates outside torch.
+        needles: &["DefaultCPUAllocator: can't allocate memory", "MemoryError"],
         title: "out of host memory: libtorch's CPU allocator refused",
         cause: "A tensor in host memory did not fit in the RAM left: a batch too large for a run on the CPU, a whole dataset materialised at once, or other processes holding the memory. Unlike the kernel's out-of-memory killer (signal 9), libtorch reports it as an error the program can recover from.",
         fix: "a smaller batch_size, or a max_train_examples cap; train splits the batch into micro-batches by itself",
+        program_fix: "a smaller batch size, a dataset loaded lazily rather than whole, fewer DataLoader workers, or fewer parallel trials (--parallel)",
         rule: None,
     },
     Known {
@@ -86,7 +93,20 @@ pub const KNOWN: &[Known] = &[
         title: "CUDA graph replay found a tensor at a new address",
         cause: "torch.compile's \"reduce-overhead\" and \"max-autotune\" modes record CUDA graphs, which replay kernels on the exact memory addresses recorded in epoch 1. Gradient checkpointing recomputes activations during backward and they land at different addresses, so the replay in epoch 2 stops rather than compute on stale memory (seed 001).",
         fix: "torch_compile_mode: default (keeps most of the speed-up), or torch_compile: false",
+        program_fix: "torch.compile(mode=\"default\") instead of \"reduce-overhead\", or torch.compiler.cudagraph_mark_step_begin() before each step, or no gradient checkpointing under CUDA graphs",
         rule: Some(HazardId::CudaGraphsCheckpointing),
+    },
+    Known {
+        id: "label-out-of-range",
+        class: Class::LabelOutOfRange,
+        // torch's nll_loss on the CPU (aten/src/ATen/native/LossNLL.cpp),
+        // as examples/own_script/main.py's `fault: label` prints it.
+        needles: &["IndexError: Target "],
+        title: "a class label outside the model's classes",
+        cause: "A target reached cross-entropy that is not in [0, num_classes): labels counted from 1, a class the head does not have, or -1 for \"unlabelled\". On the CPU torch says so (IndexError: Target N is out of bounds); on a GPU the same label is a device-side assert whose traceback points elsewhere (seed 004's trial 182).",
+        fix: "check the labels (verify-fixes' data check, or train check-data), or raise num_classes",
+        program_fix: "check the labels: every target in [0, num_classes) (e.g. assert y.min() >= 0 and y.max() < num_classes), or raise the model's number of classes",
+        rule: None,
     },
     Known {
         id: "device-side-assert",
@@ -95,6 +115,7 @@ pub const KNOWN: &[Known] = &[
         title: "a CUDA kernel's assertion failed (device-side assert)",
         cause: "Most often a label outside [0, num_labels) reached cross-entropy, or an index went out of range. CUDA errors are asynchronous: they surface at a later synchronising call (such as model.cpu() or .item()), so the traceback points at the wrong line, and the CUDA context is unusable afterwards (seed 004).",
         fix: "check the labels (verify-fixes' data check, or train's pre-training pass); rerun with CUDA_LAUNCH_BLOCKING=1 (train --sync-errors) to see the failing line",
+        program_fix: "CUDA_LAUNCH_BLOCKING=1 to name the failing kernel (a program sweep reruns the trial once with it); check that every label is in [0, num_classes)",
         rule: None,
     },
     Known {
@@ -104,6 +125,7 @@ pub const KNOWN: &[Known] = &[
         title: "a cuDNN call failed",
         cause: "cuDNN refused or failed a convolution: often memory pressure in disguise (no room for its workspace), sometimes an input layout or size it does not support, or a cuDNN that does not match the libtorch build.",
         fix: "free memory as for an out-of-memory error (smaller batch, checkpointing); check that `train info` reports the cuDNN torch was built with",
+        program_fix: "free GPU memory (a smaller batch), and check torch.backends.cudnn.version() against the one torch was built with",
         rule: None,
     },
     Known {
@@ -113,6 +135,7 @@ pub const KNOWN: &[Known] = &[
         title: "the process was killed by the host (signal 9)",
         cause: "The host ran out of RAM and its out-of-memory killer ended the process, with no Python traceback: a whole dataset loaded into memory, or DataLoader worker processes each holding copies, on a small host such as Colab's 12.7 GB (seed 002).",
         fix: "num_workers: 0 and a max_train_examples cap; train --resume continues from the last epoch",
+        program_fix: "load less into host memory (a lazy dataset, DataLoader num_workers=0), or fewer parallel trials; `dmesg | grep -i oom` confirms the OOM killer",
         rule: Some(HazardId::WorkersSmallHost),
     },
     Known {
@@ -122,6 +145,7 @@ pub const KNOWN: &[Known] = &[
         title: "the loss became NaN or infinite",
         cause: "The optimisation diverged: a learning rate too high for the batch, fp16 overflow without a loss scaler, or NaN or inf already in the inputs or targets.",
         fix: "a lower learning_rate, grad_clip, bf16 instead of fp16, and a data check (verify-fixes) for NaN or inf",
+        program_fix: "a lower learning rate, gradient clipping (torch.nn.utils.clip_grad_norm_), bf16 instead of fp16, and a check of the inputs for NaN (torch.isnan(x).any())",
         rule: None,
     },
     Known {
@@ -131,6 +155,7 @@ pub const KNOWN: &[Known] = &[
         title: "libtorch's CUDA library is not loaded",
         cause: "The binary was linked with --as-needed, which drops libtorch_cuda because nothing refers to it by symbol, so libtorch runs CPU-only and fails at the first CUDA call.",
         fix: "link libtorch_cuda explicitly (-Wl,--no-as-needed -ltorch_cuda), as train's build.rs does; check with `ldd train | grep torch_cuda`",
+        program_fix: "a torch build with CUDA (pip's CUDA wheels), and `python -c \"import torch; print(torch.cuda.is_available())\"`",
         rule: None,
     },
     Known {
@@ -140,6 +165,7 @@ pub const KNOWN: &[Known] = &[
         title: "libtorch and the build do not match",
         cause: "The program was built against one libtorch and runs against another (or tch expects another PyTorch version): C++ symbols differ between releases, so loading fails or the build refuses.",
         fix: "use torch==2.11.0 for tch 0.24 (just setup), and run with the same libraries the build used (train's rpath)",
+        program_fix: "matching versions of torch and the libraries built against it (torchvision, torchaudio, extensions): reinstall them together",
         rule: None,
     },
     Known {
@@ -149,6 +175,7 @@ pub const KNOWN: &[Known] = &[
         title: "a CUDA error",
         cause: "A CUDA call failed. CUDA errors are asynchronous and surface at a later synchronising call, so the traceback may point elsewhere; the context may be unusable afterwards.",
         fix: "rerun with CUDA_LAUNCH_BLOCKING=1 (train --sync-errors) to find the failing kernel",
+        program_fix: "CUDA_LAUNCH_BLOCKING=1 to find the failing kernel (a program sweep reruns a device-side assert with it)",
         rule: None,
     },
 ];
@@ -174,11 +201,29 @@ fn automaton() -> &'static (AhoCorasick, Vec<usize>) {
 
 /// The first entry (in table order) that a text matches.
 pub fn find(text: &str) -> Option<&'static Known> {
+    rank(text).map(|i| &KNOWN[i])
+}
+
+/// The index in KNOWN of the first entry a text matches.
+fn rank(text: &str) -> Option<usize> {
     let (ac, owner) = automaton();
     ac.find_overlapping_iter(text)
         .map(|m| owner[m.pattern().as_usize()])
         .min()
-        .map(|i| &KNOWN[i])
+}
+
+/// The entry a program's last output lines match, and the line that says
+/// it: the first entry in table order that any line matches, at the last
+/// line that matches it (the final error, after earlier warnings).
+pub fn in_output(lines: &[&str]) -> Option<(&'static Known, usize)> {
+    let mut best: Option<(usize, usize)> = None;
+    for (i, line) in lines.iter().enumerate() {
+        let Some(rank) = rank(line) else { continue };
+        if best.is_none_or(|(r, _)| rank <= r) {
+            best = Some((rank, i));
+        }
+    }
+    best.map(|(rank, i)| (&KNOWN[rank], i))
 }
 
 /// The class of an error message.

@@ -37,7 +37,7 @@ pub struct Spec {
     pub cwd: Option<PathBuf>,
     /// Variables set for it, on top of ours.
     pub env: Vec<(String, String)>,
-    /// Its stdout and stderr, as they came.
+    /// Its stdout and stderr, as they came (appended to).
     pub log: PathBuf,
     /// Rows it may append (`$TRAINGUARD_METRICS_CSV`), read as they grow.
     pub own_metrics: Option<PathBuf>,
@@ -68,8 +68,12 @@ impl Child {
         let Some((program, args)) = spec.argv.split_first() else {
             anyhow::bail!("the command is empty");
         };
-        let log =
-            File::create(&spec.log).with_context(|| format!("creating {}", spec.log.display()))?;
+        // Appended to: the legs of a `--fallback` chain share one log.
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&spec.log)
+            .with_context(|| format!("opening {}", spec.log.display()))?;
         let log = Arc::new(Mutex::new(log));
         let mut cmd = Command::new(program);
         cmd.args(args)

@@ -7,4 +7,7 @@
 pub mod child;
 pub mod command;
 pub mod env;
+pub mod leg;
+pub mod memory;
 pub mod readers;
+pub mod verdict;

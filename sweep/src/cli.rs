@@ -10,8 +10,10 @@ use std::path::PathBuf;
                   With --slurm: 0 submitted (or nothing left to run)."
 )]
 pub struct Args {
-    /// The base config every trial starts from.
-    #[arg(long, value_name = "CFG", required_unless_present_any = ["resume", "status", "report", "worker"])]
+    /// The base config every trial starts from (for a space that names
+    /// `program`: the file `${config}` gets, the trial's values applied;
+    /// optional there).
+    #[arg(long, value_name = "CFG")]
     pub config: Option<PathBuf>,
     /// The search space (W&B sweep YAML).
     #[arg(long, value_name = "SPACE", required_unless_present_any = ["resume", "status", "report", "worker"])]
@@ -20,9 +22,18 @@ pub struct Args {
     #[arg(long, value_name = "DIR", required_unless_present_any = ["resume", "status", "report", "worker"])]
     pub out: Option<PathBuf>,
     /// Trials at once: `auto` (as many as fit, from the estimate and
-    /// memdiag's free memory) or a number.
+    /// memdiag's free memory; for a program, from the peaks measured) or a
+    /// number.
     #[arg(long, value_name = "auto|K", default_value = "auto")]
     pub parallel: String,
+    /// A program sweep's `${interpreter}` [default: the `python` on PATH].
+    #[arg(long, value_name = "PYTHON")]
+    pub interpreter: Option<PathBuf>,
+    /// `--parallel auto` for a program on the CPU: the host memory its
+    /// trials may use, in MiB [default: what /proc/meminfo says is
+    /// available].
+    #[arg(long, value_name = "MIB")]
+    pub memory_budget: Option<f64>,
     /// Trials in all [default: the space's run_cap, or the grid's size].
     #[arg(long, value_name = "N")]
     pub trials: Option<u64>,

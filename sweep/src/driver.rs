@@ -1,19 +1,22 @@
-//! The only I/O loop of a sweep: each trial is a child `train` in its own
-//! process group, in `DIR/trials/NNNN/`. The driver never touches CUDA. It
+//! The only I/O loop of a sweep: each trial is a child `train` (or, when
+//! the space names `program`, the user's program under a supervisor: see
+//! `program`) in its own process group, in `DIR/trials/NNNN/`; `running`
+//! watches them and records their ends. The driver never touches CUDA. It
 //! learns that a trial ended from the process (exit status or signal) and the
 //! typed summary.yaml the trial wrote, never from heartbeats, so a live trial
 //! is never declared dead. Everything it knows is in the journal, so it can
 //! be killed at any moment and `--resume`d.
 
 use crate::cli::Args;
-use crate::history::{drawn, interrupted_roots, too_many_failures};
+use crate::history::{drawn, interrupted_roots, rerun_reason, too_many_failures};
 use crate::journal::{Journal, Outcome, Study, StudyId, TrialId, TrialRecord, TrialRef};
-use crate::layout::{full_disk, read_settings, space_of};
-use crate::outcome::{self, Ended, Ending, MESSAGE_CHARS};
+use crate::layout::{read_settings, space_of};
+use crate::outcome::{self, Ending, MESSAGE_CHARS};
 use crate::owner::{self, Liveness, Owner};
 use crate::placement::{self, Slot};
-use crate::process::{end_group, live_trial_pid, log_tail, print_block, signal_group, GRACE, POLL};
-use crate::pruner::{Decision, PercentilePruner, Pruner};
+use crate::process::{end_group, live_trial_pid, print_block, POLL};
+use crate::pruner::{PercentilePruner, Pruner};
+use crate::running::{Proc, Running};
 use crate::sampler::{self, Sampler};
 use crate::space::{Param, Space};
 use crate::start::{gpus, new_settings, slurm_plan, trial_cap, worst_peak_mib};
@@ -21,20 +24,15 @@ use crate::trial::{ParamValue, Trial, TrialState};
 use anyhow::Context;
 use common::bad_input;
 use common::wire::failure::Class;
-use common::wire::run_dir::{self, SweepDir, TrialDir};
+use common::wire::run_dir::{SweepDir, TrialDir};
 use common::wire::sweep::{Options, Settings};
-use common::wire::train::{EpochRow, TrainSummary};
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
-
-/// How long a stopped trial gets to write its summary before SIGKILL (a
-/// step on a GPU can take seconds); one past its timeout has had its time.
-const TIMEOUT_GRACE: Duration = Duration::from_secs(5);
+use std::time::Instant;
 
 /// Set by Ctrl-C or SIGTERM: stop the trials and end.
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -72,6 +70,7 @@ pub fn run(args: &Args, train: &Path) -> anyhow::Result<u8> {
         common::say!("train sweep: {}: {w}", settings.space_name);
     }
     let space = parsed.space;
+    crate::program::check(&space, &settings)?;
     let search = space.search_space();
     let sampler = sampler::build(space.method, &search, settings.seed)
         .map_err(|e| bad_input!("{}: {e:#}", settings.space_name))?;
@@ -105,6 +104,9 @@ pub fn run(args: &Args, train: &Path) -> anyhow::Result<u8> {
         }
     } else if in_slurm {
         slurm_plan(parallel)
+    } else if space.program.is_some() {
+        // A program has no estimate: measured (`measured`).
+        crate::measured::program_plan(&gpus(train), parallel, settings.memory_budget_mib)
     } else {
         placement::plan(
             &gpus(train),
@@ -125,6 +127,11 @@ pub fn run(args: &Args, train: &Path) -> anyhow::Result<u8> {
     if mode == Mode::New {
         common::files::write_yaml(&sweep_dir.settings(), &settings)?;
     }
+    let measuring = space.program.is_some() && parallel.is_none() && !in_slurm && !args.slurm;
+    let torch = match (&space.program, &settings.interpreter) {
+        (Some(_), Some(i)) => supervise::env::torch_version(Path::new(i)),
+        _ => None,
+    };
     let journal = Journal::open(sweep_dir.journal())?;
     let study_id = journal.create_study(&settings.study_name, space.metric.goal)?;
     let mut driver = Driver {
@@ -137,8 +144,13 @@ pub fn run(args: &Args, train: &Path) -> anyhow::Result<u8> {
         search,
         sampler,
         pruner,
+        closed: vec![false; plan.slots.len()],
+        crowded: 0,
         slots: plan.slots,
         inherit_gpus: in_slurm && std::env::var_os("CUDA_VISIBLE_DEVICES").is_some(),
+        measuring,
+        peak_mib: None,
+        torch,
         running: Vec::new(),
         disk_full: None,
         owner: Owner::this().to_json(),
@@ -156,42 +168,42 @@ pub fn run(args: &Args, train: &Path) -> anyhow::Result<u8> {
 /// A trial to run: its values, and the trial it runs again (if it does).
 type Next = (BTreeMap<String, ParamValue>, Option<u64>);
 
-struct Running {
-    number: u64,
-    id: TrialId,
-    child: Child,
-    slot: usize,
-    dir: TrialDir,
-    started: Instant,
-    reported: BTreeMap<u64, f64>,
-    ending: Option<(Ending, Instant)>,
-}
-
-struct Driver {
-    dir: PathBuf,
-    train: PathBuf,
-    journal: Journal,
-    study_id: StudyId,
-    settings: Settings,
-    space: Space,
+pub(crate) struct Driver {
+    pub(crate) dir: PathBuf,
+    pub(crate) train: PathBuf,
+    pub(crate) journal: Journal,
+    pub(crate) study_id: StudyId,
+    pub(crate) settings: Settings,
+    pub(crate) space: Space,
     /// What the sampler draws from (the space's sampled and fixed values).
-    search: sampler::SearchSpace,
-    sampler: Box<dyn Sampler>,
-    pruner: Option<Box<dyn Pruner>>,
-    slots: Vec<Slot>,
+    pub(crate) search: sampler::SearchSpace,
+    pub(crate) sampler: Box<dyn Sampler>,
+    pub(crate) pruner: Option<Box<dyn Pruner>>,
+    pub(crate) slots: Vec<Slot>,
+    /// Slots closed (a trial ran out of memory while crowded, or fewer
+    /// trials fit the measured peaks).
+    pub(crate) closed: Vec<bool>,
+    /// Slots taken away for crowding.
+    pub(crate) crowded: usize,
     /// Slurm chose this worker's GPUs: trials inherit CUDA_VISIBLE_DEVICES.
-    inherit_gpus: bool,
-    running: Vec<Running>,
+    pub(crate) inherit_gpus: bool,
+    /// `--parallel auto` of a program: slots follow the measured peaks.
+    pub(crate) measuring: bool,
+    /// The largest peak a program trial has reached (MiB).
+    pub(crate) peak_mib: Option<f64>,
+    /// A program sweep interpreter's torch (which allocator variable).
+    pub(crate) torch: supervise::env::TorchVersion,
+    pub(crate) running: Vec<Running>,
     /// Set when a trial failed while the sweep's filesystem was full: the
     /// sweep stops (its trials would all fail the same way).
-    disk_full: Option<String>,
+    pub(crate) disk_full: Option<String>,
     /// This worker (`Owner::this`), read once: each trial records it, and
     /// a claim should not read /proc under the journal's lock.
-    owner: Value,
+    pub(crate) owner: Value,
 }
 
 impl Driver {
-    fn trial_dir(&self, number: u64) -> TrialDir {
+    pub(crate) fn trial_dir(&self, number: u64) -> TrialDir {
         SweepDir::new(&self.dir).trial(number)
     }
 
@@ -392,10 +404,7 @@ impl Driver {
             if let (Some(why), None) = (why_stop, &stopping) {
                 stopping = Some(why);
                 for r in &mut self.running {
-                    if r.ending.is_none() {
-                        r.ending = Some((Ending::Interrupted, Instant::now()));
-                        signal_group(&r.child, libc::SIGTERM);
-                    }
+                    r.stop(Ending::Interrupted);
                 }
             }
             let study = self.study()?;
@@ -405,6 +414,9 @@ impl Driver {
                 }
             }
             self.watch(&study)?;
+            if self.measuring {
+                self.replan(&study);
+            }
             let exhausted = stopping.is_none() && self.disk_full.is_none() && self.launch(cap)?;
             if self.running.is_empty() {
                 let study = self.study()?;
@@ -450,19 +462,26 @@ impl Driver {
                     "run_dir".into(),
                     Value::from(run.path().display().to_string()),
                 );
-                chosen = Some((values, from));
+                // A device-side assert runs again to name its kernel.
+                let blocking =
+                    from.and_then(|r| rerun_reason(study, r)) == Some(outcome::RERUN_BLOCKING);
+                chosen = Some((values, from, blocking));
                 Ok(Some(record))
             })?;
-            let (Some(made), Some((values, retried_from))) = (made, chosen) else {
+            let (Some(made), Some((values, retried_from, blocking))) = (made, chosen) else {
                 return Ok(true);
             };
-            self.start(slot, made, values, retried_from)?;
+            if self.space.program.is_some() {
+                self.start_program(slot, made, values, retried_from, blocking)?;
+            } else {
+                self.start(slot, made, values, retried_from)?;
+            }
         }
         Ok(false)
     }
 
     /// Where a slot's trial runs, for its block.
-    fn runs_on(&self, slot: usize) -> String {
+    pub(crate) fn runs_on(&self, slot: usize) -> String {
         match (self.slots[slot].gpu, self.inherit_gpus) {
             (Some(g), _) => format!("GPU {g}"),
             (None, true) => format!(
@@ -474,7 +493,35 @@ impl Driver {
     }
 
     fn free_slot(&self) -> Option<usize> {
-        (0..self.slots.len()).find(|i| self.running.iter().all(|r| r.slot != *i))
+        (0..self.slots.len())
+            .find(|i| !self.closed[*i] && self.running.iter().all(|r| r.slot != *i))
+    }
+
+    /// Trials on the device of `slot` (its GPU, or the CPU) now.
+    pub(crate) fn crowd(&self, slot: usize) -> usize {
+        let gpu = self.slots[slot].gpu;
+        self.running
+            .iter()
+            .filter(|r| self.slots[r.slot].gpu == gpu)
+            .count()
+    }
+
+    /// One trial fewer on the device of `slot` (a trial there ran out of
+    /// memory while it shared it): `slot` closes, if another stays open.
+    pub(crate) fn close_slot(&mut self, slot: usize) {
+        let gpu = self.slots[slot].gpu;
+        let open = (0..self.slots.len())
+            .filter(|i| !self.closed[*i] && self.slots[*i].gpu == gpu)
+            .count();
+        if open > 1 {
+            self.closed[slot] = true;
+            self.crowded += 1;
+            common::say!(
+                "train sweep: placement: {} trial(s) at once on {} from now on (a trial ran out of memory while it shared it)",
+                open - 1,
+                self.runs_on(slot)
+            );
+        }
     }
 
     fn start(
@@ -540,144 +587,19 @@ impl Driver {
             .spawn()
             .with_context(|| format!("starting {}", self.train.display()))?;
         common::files::write_atomic(&dir.pid(), format!("{}\n", child.id()).as_bytes())?;
+        let crowd = self.crowd(slot) + 1;
         self.running.push(Running {
             number: made.number,
             id: made.id,
-            child,
+            proc: Proc::Train(child),
             slot,
             dir,
             started: Instant::now(),
             reported: BTreeMap::new(),
             ending: None,
+            crowd,
+            launch_blocking: false,
         });
         Ok(())
-    }
-
-    /// Each running trial: new epochs into the journal (and the pruner),
-    /// the timeout, and its end.
-    fn watch(&mut self, study: &Study) -> anyhow::Result<()> {
-        let mut i = 0;
-        while i < self.running.len() {
-            self.report_epochs(i, study)?;
-            let r = &mut self.running[i];
-            if let (None, Some(limit)) = (&r.ending, self.settings.trial_timeout_s) {
-                if r.started.elapsed().as_secs_f64() > limit {
-                    r.ending = Some((Ending::Timeout, Instant::now()));
-                    signal_group(&r.child, libc::SIGTERM);
-                }
-            }
-            if let Some((why, since)) = &r.ending {
-                let grace = if *why == Ending::Timeout {
-                    TIMEOUT_GRACE
-                } else {
-                    GRACE
-                };
-                if since.elapsed() > grace {
-                    signal_group(&r.child, libc::SIGKILL);
-                }
-            }
-            match r.child.try_wait()? {
-                None => i += 1,
-                Some(status) => {
-                    let r = self.running.remove(i);
-                    self.finish(r, status)?;
-                }
-            }
-        }
-        Ok(())
-    }
-
-    fn report_epochs(&mut self, i: usize, study: &Study) -> anyhow::Result<()> {
-        let metric = self.space.metric.name.clone();
-        let r = &mut self.running[i];
-        let path = r.dir.run().metrics();
-        let Ok(text) = std::fs::read_to_string(&path) else {
-            return Ok(());
-        };
-        let Ok(rows) = EpochRow::read_all(&path.display().to_string(), &text) else {
-            return Ok(());
-        };
-        let mut new = false;
-        for row in rows {
-            let step = u64::from(row.epoch);
-            if let Some(v) = metric.value_in(&row).filter(|v| v.is_finite()) {
-                if r.reported.get(&step) != Some(&v) {
-                    self.journal.set_intermediate(r.id, step, v)?;
-                    r.reported.insert(step, v);
-                    new = true;
-                }
-            }
-        }
-        if let (true, None, Some(p)) = (new, &r.ending, &self.pruner) {
-            let others: Vec<Trial> = study
-                .trials
-                .iter()
-                .filter(|t| t.number != r.number)
-                .cloned()
-                .collect();
-            if let Decision::Prune(why) = p.decide(&r.reported, &others, self.space.metric.goal) {
-                common::say!("train sweep: trial {} pruned: {why}", r.number);
-                r.ending = Some((Ending::Pruned(why), Instant::now()));
-                signal_group(&r.child, libc::SIGTERM);
-            }
-        }
-        Ok(())
-    }
-
-    /// Records how a trial ended: from its process and its summary.yaml.
-    /// Reads what the trial left, has `outcome::judge` decide, and records
-    /// it in the journal.
-    fn finish(&mut self, r: Running, status: std::process::ExitStatus) -> anyhow::Result<()> {
-        let run = r.dir.run();
-        let summary = std::fs::read_to_string(run.summary())
-            .ok()
-            .and_then(|t| common::wire::parse::<TrainSummary>(run_dir::SUMMARY, &t).ok());
-        let rows = std::fs::read_to_string(run.metrics())
-            .ok()
-            .and_then(|t| EpochRow::read_all(run_dir::METRICS, &t).ok())
-            .unwrap_or_default();
-        let metric = &self.space.metric;
-        let mut attrs: Vec<(&str, Value)> = vec![
-            ("epochs", Value::from(rows.len() as u64)),
-            (
-                "seconds",
-                Value::from((r.started.elapsed().as_secs_f64() * 10.0).round() / 10.0),
-            ),
-        ];
-        if let Some(peak) = summary.as_ref().and_then(|s| s.peak_memory.allocated_mib) {
-            attrs.push(("peak_memory_mib", Value::from(peak.round())));
-        }
-        let values: Vec<f64> = rows
-            .iter()
-            .filter_map(|row| metric.name.value_in(row))
-            .collect();
-        let name = metric.name.to_string();
-        let (tail, task, full) = (
-            log_tail(&r.dir.log()),
-            crate::slurm::task_from_env(),
-            full_disk(&self.dir),
-        );
-        let verdict = outcome::judge(&Ended {
-            summary: summary.as_ref(),
-            values: &values,
-            metric: &name,
-            goal: metric.goal,
-            ending: r.ending.as_ref().map(|(e, _)| e),
-            signal: status.signal(),
-            code: status.code(),
-            log_tail: &tail,
-            trial_timeout_s: self.settings.trial_timeout_s,
-            slurm_task: task.as_deref(),
-            disk_full: full.as_deref(),
-        });
-        if verdict.for_the_disk {
-            self.disk_full = full;
-        }
-        attrs.extend(verdict.attrs.iter().cloned());
-        for (k, v) in &attrs {
-            self.journal.set_user_attr(r.id, k, v)?;
-        }
-        common::say!("train sweep: trial {} {}", r.number, verdict.word(&name));
-        self.journal.finish_trial(r.id, verdict.outcome)
     }
 }

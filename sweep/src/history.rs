@@ -23,9 +23,18 @@ pub fn drawn(study: &Study) -> u64 {
         .count() as u64
 }
 
-/// The first numbers of trials whose every run was interrupted (a trial
-/// and its re-runs share that root); a re-run RUNNING or finished otherwise
-/// takes its root off the list.
+/// Whether a failed trial's end was not its parameters' fault: interrupted
+/// (its worker died or was stopped), or marked `rerun` by the driver (out
+/// of memory while crowded, a device-side assert to run again with
+/// CUDA_LAUNCH_BLOCKING=1).
+pub fn not_its_fault(t: &Trial) -> bool {
+    t.state == TrialState::Fail
+        && (error_class(t) == Some(Class::Interrupted) || t.user_attrs.contains_key("rerun"))
+}
+
+/// The first numbers of trials whose every run was interrupted or marked
+/// to run again (a trial and its re-runs share that root); a re-run RUNNING
+/// or finished otherwise takes its root off the list.
 pub fn interrupted_roots(study: &Study) -> Vec<u64> {
     let root = |t: &Trial| {
         t.user_attrs
@@ -33,8 +42,7 @@ pub fn interrupted_roots(study: &Study) -> Vec<u64> {
             .and_then(Value::as_u64)
             .unwrap_or(t.number)
     };
-    let interrupted =
-        |t: &Trial| t.state == TrialState::Fail && error_class(t) == Some(Class::Interrupted);
+    let interrupted = not_its_fault;
     let mut settled: BTreeMap<u64, bool> = BTreeMap::new();
     for t in &study.trials {
         let all = settled.entry(root(t)).or_insert(true);
@@ -45,6 +53,19 @@ pub fn interrupted_roots(study: &Study) -> Vec<u64> {
         .filter(|(_, all)| *all)
         .map(|(r, _)| r)
         .collect()
+}
+
+/// The `rerun` reason of the latest run of `root` (itself or a re-run).
+pub fn rerun_reason(study: &Study, root: u64) -> Option<&str> {
+    study
+        .trials
+        .iter()
+        .rev()
+        .find(|t| {
+            t.number == root
+                || t.user_attrs.get("retried_from").and_then(Value::as_u64) == Some(root)
+        })
+        .and_then(|t| attr_str(t, "rerun"))
 }
 
 /// A trial's recorded failure class, when it is one of `Class`'s (a config
@@ -63,7 +84,7 @@ pub fn too_many_failures(study: &Study, limit: u32, dir: &Path) -> Option<String
     let mut finished: Vec<&Trial> = study
         .trials
         .iter()
-        .filter(|t| t.state.is_finished() && error_class(t) != Some(Class::Interrupted))
+        .filter(|t| t.state.is_finished() && !not_its_fault(t))
         .collect();
     finished.sort_by(|a, b| a.datetime_complete.cmp(&b.datetime_complete));
     let tail: Vec<&Trial> = finished

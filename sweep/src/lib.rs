@@ -14,6 +14,8 @@
 //! - `journal`: Optuna's journal records: replay, append + fsync under its
 //!   lock, torn-tail repair;
 //! - `placement`: the estimate × free memory -> trials at once, per GPU;
+//!   for a program, the largest measured peak in the estimate's place;
+//! - `measured`: the driver's side of that: peaks in, slots out;
 //! - `start`: settings from the command line, the trial cap, placement's
 //!   inputs; `history`: what the study says of drawn and interrupted trials;
 //! - `layout`: the sweep directory's settings and space, and whether its
@@ -22,6 +24,10 @@
 //!   reason for ending it, exit status) -> the journal's state and error
 //!   class (pure, tested as a table);
 //! - `process`: a trial's process group, signals, pid file and log tail;
+//! - `program`: a program trial's files, command line and environment (the
+//!   space names `program`; supervised by the supervise crate);
+//! - `running`: the running trials (train or program): their values into
+//!   the journal and the pruner, timeouts, their ends recorded;
 //! - `driver`: spawns `train` per trial, reads its summary.yaml and
 //!   metrics.csv, writes the journal (the only I/O loop); `--resume`,
 //!   `--worker`;
@@ -34,13 +40,16 @@ pub mod driver;
 pub mod history;
 pub mod journal;
 pub mod layout;
+pub(crate) mod measured;
 pub mod outcome;
 pub mod owner;
 pub mod placement;
 mod plot;
 pub mod process;
+pub mod program;
 pub mod pruner;
 pub mod report;
+pub(crate) mod running;
 pub mod sampler;
 pub mod slurm;
 pub mod space;

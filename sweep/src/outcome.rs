@@ -7,6 +7,7 @@
 use crate::journal::Outcome;
 use crate::trial::Direction;
 use common::wire::failure::Class;
+use common::wire::program::{ProgramStatus, ProgramSummary};
 use common::wire::run_dir;
 use common::wire::train::{RunStatus, TrainSummary};
 use serde_json::Value;
@@ -170,6 +171,88 @@ fn finished_with(e: &Ended) -> Verdict {
             format!("no finite {} in {}", e.metric, run_dir::METRICS),
         ),
     }
+}
+
+/// What is known of a program trial whose process has ended: its leg's
+/// summary (the supervisor's verdict over its output and exit), a W&B
+/// offline summary's value, and how crowded its device was.
+pub struct ProgramEnd<'a> {
+    pub summary: &'a ProgramSummary,
+    /// `metric.summary: last` (W&B's summary) rather than the best.
+    pub summary_last: bool,
+    /// The metric in the summary a W&B script's offline run wrote.
+    pub wandb_value: Option<f64>,
+    pub metric: &'a str,
+    /// Trials on its device when it started, itself included.
+    pub crowd: usize,
+    /// It already ran with CUDA_LAUNCH_BLOCKING=1.
+    pub launch_blocking: bool,
+    pub disk_full: Option<&'a str>,
+}
+
+/// The `rerun` attribute's prefix for a trial crowded out of memory.
+pub const RERUN_CROWDED: &str = "crowded";
+/// The `rerun` attribute of a device-side assert's rerun.
+pub const RERUN_BLOCKING: &str = "CUDA_LAUNCH_BLOCKING=1";
+
+/// Judges a program trial's end.
+pub fn judge_program(e: &ProgramEnd) -> Verdict {
+    let s = e.summary;
+    let evidence = || match &s.advice {
+        Some(a) => format!("{}; what to change: {a}", s.evidence),
+        None => s.evidence.clone(),
+    };
+    let mut verdict = match s.status {
+        ProgramStatus::Pruned => Verdict {
+            outcome: Outcome::Pruned,
+            attrs: vec![("prune_reason", Value::from(s.evidence.clone()))],
+            for_the_disk: false,
+        },
+        ProgramStatus::Stopped => Verdict::fail(Class::Interrupted, s.evidence.clone()),
+        ProgramStatus::Finished => {
+            let read = if e.summary_last { &s.last } else { &s.best };
+            match read.as_ref().map(|v| v.value).or(e.wandb_value) {
+                Some(v) => Verdict {
+                    outcome: Outcome::Complete(v),
+                    attrs: Vec::new(),
+                    for_the_disk: false,
+                },
+                None => Verdict::fail(
+                    Class::Other,
+                    format!(
+                        "it exited 0 without reporting {}: no epoch, JSON or dict line, metric.regex match, $TRAINGUARD_TRIAL_DIR/metrics.csv row or W&B offline summary gave it",
+                        e.metric
+                    ),
+                ),
+            }
+        }
+        ProgramStatus::Failed => Verdict::fail(s.class.unwrap_or(Class::Other), evidence()),
+    };
+    if verdict.outcome != Outcome::Fail || s.status == ProgramStatus::Stopped {
+        return verdict;
+    }
+    if let Some(full) = e.disk_full {
+        let mut v = Verdict::fail(
+            Class::Interrupted,
+            format!("it ended while {full}; it runs again on `train sweep --resume` (its own message: {})", s.evidence),
+        );
+        v.for_the_disk = true;
+        return v;
+    }
+    // Not the trial's fault: run again with the same parameters.
+    let sigkill = s.legs.last().and_then(|l| l.signal) == Some(libc::SIGKILL);
+    let rerun = match s.class {
+        Some(Class::OutOfMemory) | Some(Class::Killed) if e.crowd > 1 && (s.class == Some(Class::OutOfMemory) || sigkill) => Some(format!(
+            "{RERUN_CROWDED}: out of memory while sharing its device with {} other trial(s); it runs again with one trial fewer there",
+            e.crowd - 1
+        )),
+        Some(Class::DeviceSideAssert) if !e.launch_blocking => Some(RERUN_BLOCKING.to_string()),
+        _ => None,
+    };
+    if let Some(why) = rerun {
+        verdict.attrs.push(("rerun", Value::from(why)));
+    }
+    verdict
 }
 
 pub fn signal_name(sig: i32) -> &'static str {

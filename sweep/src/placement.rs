@@ -111,6 +111,80 @@ pub fn cpu_slots(k: u32, cpus: usize) -> Vec<Slot> {
     ]
 }
 
+/// The headroom over the largest measured peak a program trial is given
+/// (its next trial may draw a larger configuration).
+pub const MEASURED_HEADROOM: f64 = 1.15;
+
+/// What `--parallel auto` knows of a program sweep (no estimate: measured).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Measured {
+    /// The largest peak any trial reached so far, MiB (host PSS on the CPU,
+    /// NVML's on a GPU); None until the first trial has run.
+    pub peak_mib: Option<f64>,
+    /// Host memory available now plus what our own running trials hold
+    /// (theirs to keep), or `--memory-budget`.
+    pub host_mib: f64,
+    pub cores: usize,
+    /// Each GPU, its free memory plus what our trials on it hold.
+    pub gpus: Vec<Gpu>,
+}
+
+/// Trials at once for a program sweep: one until a trial has been measured,
+/// then as many as fit `peak × 1.15` in each device's memory (on the CPU
+/// also at most one per core), the cores split between them.
+pub fn measured(m: &Measured) -> Plan {
+    let Some(peak) = m.peak_mib else {
+        return Plan {
+            slots: if m.gpus.is_empty() {
+                cpu_slots(1, m.cores)
+            } else {
+                vec![Slot {
+                    gpu: Some(m.gpus[0].index),
+                    threads: None,
+                }]
+            },
+            why: vec!["auto: the first trial runs alone, to measure its peak".into()],
+        };
+    };
+    let need = (peak * MEASURED_HEADROOM).max(1.0);
+    if m.gpus.is_empty() {
+        let by_memory = (m.host_mib / need).floor().max(1.0) as u32;
+        let k = by_memory.min(m.cores.max(1) as u32);
+        let binding = if by_memory <= m.cores as u32 {
+            "memory"
+        } else {
+            "cores"
+        };
+        let slots = cpu_slots(k, m.cores);
+        return Plan {
+            why: vec![format!(
+                "auto, measured: largest peak {peak:.0} MiB × {MEASURED_HEADROOM} = {need:.0} MiB per trial; {:.0} MiB of host memory -> {by_memory}, {} core(s) -> {k} trial(s) at once ({binding} binds), {} thread(s) each",
+                m.host_mib,
+                m.cores,
+                slots[0].threads.unwrap_or(1)
+            )],
+            slots,
+        };
+    }
+    let mut slots = Vec::new();
+    let mut why = Vec::new();
+    for g in &m.gpus {
+        let n = ((g.free_mib as f64 / need).floor() as u64)
+            .max(u64::from(slots.is_empty() && g.index == m.gpus[0].index));
+        why.push(format!(
+            "auto, measured: GPU {} ({}): {} MiB free (our trials' own counted as free) / {need:.0} MiB (largest peak {peak:.0} × {MEASURED_HEADROOM}) = {n} trial(s)",
+            g.index, g.name, g.free_mib
+        ));
+        for _ in 0..n {
+            slots.push(Slot {
+                gpu: Some(g.index),
+                threads: None,
+            });
+        }
+    }
+    Plan { slots, why }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -148,5 +222,34 @@ mod tests {
         assert_eq!(p.slots[0].threads, Some(2));
         let p = plan(&[], 100, 0.1, Some(2), 2).unwrap();
         assert_eq!((p.slots.len(), p.slots[0].threads), (2, Some(1)));
+    }
+
+    #[test]
+    fn measured_parallelism_follows_the_largest_peak() {
+        let m = |peak: Option<f64>, host: f64, cores: usize| Measured {
+            peak_mib: peak,
+            host_mib: host,
+            cores,
+            gpus: Vec::new(),
+        };
+        assert_eq!(measured(&m(None, 10000.0, 8)).slots.len(), 1);
+        // 1000 MiB of budget, 300 MiB peak -> 345 per trial -> 2 fit.
+        let p = measured(&m(Some(300.0), 1000.0, 8));
+        assert_eq!(p.slots.len(), 2, "{:?}", p.why);
+        assert_eq!(p.slots[0].threads, Some(4));
+        assert!(p.why[0].contains("memory binds"), "{:?}", p.why);
+        // The cores bind when memory is plenty.
+        let p = measured(&m(Some(300.0), 100000.0, 2));
+        assert_eq!(p.slots.len(), 2);
+        assert!(p.why[0].contains("cores binds"));
+        // Never fewer than one.
+        assert_eq!(measured(&m(Some(5000.0), 1000.0, 8)).slots.len(), 1);
+        let g = Measured {
+            gpus: vec![gpu(0, 15000), gpu(1, 3000)],
+            ..m(Some(4000.0), 0.0, 8)
+        };
+        let p = measured(&g);
+        let on = |i| p.slots.iter().filter(|s| s.gpu == Some(i)).count();
+        assert_eq!((on(0), on(1)), (3, 0), "{:?}", p.why);
     }
 }

@@ -106,3 +106,32 @@ pub fn print_block(
     lines.push(rule);
     common::say!("{}", lines.join("\n"));
 }
+
+/// Seed 004's block before a program trial: its parameters and command.
+pub fn print_program_block(
+    number: u64,
+    values: &BTreeMap<String, ParamValue>,
+    retried_from: Option<u64>,
+    argv: &[String],
+    runs_on: &str,
+    launch_blocking: bool,
+) {
+    let rule = "=".repeat(80);
+    let again = match (retried_from, launch_blocking) {
+        (Some(f), true) => format!(" (again, for trial {f}, with CUDA_LAUNCH_BLOCKING=1)"),
+        (Some(f), false) => format!(" (again, for trial {f})"),
+        (None, _) => String::new(),
+    };
+    let mut lines = vec![
+        rule.clone(),
+        format!("TRIAL {number} - Configuration:{again}"),
+    ];
+    for (k, v) in values {
+        let text = serde_yaml::to_string(&v.to_yaml()).unwrap_or_default();
+        lines.push(format!("  {k}: {}", text.trim()));
+    }
+    lines.push(format!("  Command: {}", argv.join(" ")));
+    lines.push(format!("  Runs on: {runs_on}"));
+    lines.push(rule);
+    common::say!("{}", lines.join("\n"));
+}

@@ -42,17 +42,42 @@ pub fn new_settings(args: &Args, dir: &Path) -> anyhow::Result<Settings> {
             dir.display()
         ));
     }
-    let base_path = args.config.as_ref().expect("clap requires --config");
     let space_path = args.space.as_ref().expect("clap requires --space");
-    let base = Config::load(&common::input::read(base_path)?)?;
     let space = common::input::read(space_path)?;
+    // A program's base config is its own format: kept as text, not loaded.
+    let program = names_program(&space.text);
+    let (base_name, base, base_text) = match (&args.config, program) {
+        (Some(p), false) => {
+            let b = Config::load(&common::input::read(p)?)?;
+            (b.name, b.config, None)
+        }
+        (None, false) => {
+            return Err(bad_input!(
+                "--config is required: the base config each trial's parameters are set in (only a space that names `program` runs without one)"
+            ))
+        }
+        (Some(p), true) => {
+            let i = common::input::read(p)?;
+            (i.name, Config::default(), Some(i.text))
+        }
+        (None, true) => (String::new(), Config::default(), None),
+    };
+    let launch_dir = std::env::current_dir()
+        .ok()
+        .and_then(|d| std::fs::canonicalize(d).ok())
+        .map(|d| d.display().to_string());
+    let interpreter = match (&args.interpreter, program) {
+        (_, false) => None,
+        (Some(p), true) => Some(absolute(p)),
+        (None, true) => python_on_path(),
+    };
     let settings = Settings {
         schema: <Settings as common::wire::Versioned>::SCHEMA.into(),
         study_name: dir
             .file_name()
             .map_or("sweep".into(), |n| n.to_string_lossy().into_owned()),
-        base_name: base.name,
-        base: base.config,
+        base_name,
+        base,
         space_name: space.name,
         space_text: space.text,
         seed: args.seed,
@@ -61,6 +86,10 @@ pub fn new_settings(args: &Args, dir: &Path) -> anyhow::Result<Settings> {
         trial_timeout_s: args.trial_timeout,
         max_consecutive_failures: args.max_consecutive_failures,
         pruner: args.pruner.clone(),
+        launch_dir,
+        interpreter,
+        base_text,
+        memory_budget_mib: args.memory_budget,
     };
     if let Some(t) = settings
         .trial_timeout_s
@@ -71,6 +100,34 @@ pub fn new_settings(args: &Args, dir: &Path) -> anyhow::Result<Settings> {
         ));
     }
     Ok(settings)
+}
+
+/// Whether a space's text names `program` (its full parse comes later).
+fn names_program(text: &str) -> bool {
+    serde_yaml::from_str::<serde_yaml::Value>(text)
+        .ok()
+        .and_then(|v| v.as_mapping().map(|m| m.contains_key("program")))
+        .unwrap_or(false)
+}
+
+/// Absolute, symlinks kept: a venv's `bin/python` is a symlink whose
+/// target would lose the venv.
+fn absolute(p: &Path) -> String {
+    std::path::absolute(p)
+        .unwrap_or_else(|_| p.to_path_buf())
+        .display()
+        .to_string()
+}
+
+/// The `python` (else `python3`) on PATH, as W&B's agent runs it.
+fn python_on_path() -> Option<String> {
+    let path = std::env::var_os("PATH")?;
+    ["python", "python3"].iter().find_map(|name| {
+        std::env::split_paths(&path)
+            .map(|d| d.join(name))
+            .find(|p| p.is_file())
+            .map(|p| p.display().to_string())
+    })
 }
 
 /// Trials in all: --trials, else the space's run_cap, else the grid's size.

@@ -248,3 +248,33 @@ impl CmdResult {
         serde_json::from_slice(&self.output.stdout).unwrap_or(serde_json::Value::Null)
     }
 }
+
+/// Every trial as Optuna sees it: number, state, params, value,
+/// intermediate values, user attributes.
+pub fn optuna_trials(dir: &Path, study: &str) -> serde_json::Value {
+    let script = r#"
+import json, sys
+try:
+    import optuna
+except ImportError:
+    sys.exit("optuna is not installed: run `just setup`")
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(sys.argv[1]))
+s = optuna.load_study(study_name=sys.argv[2], storage=storage)
+print(json.dumps([{"number": t.number, "state": t.state.name, "params": t.params,
+    "value": t.value, "intermediate": {str(k): v for k, v in t.intermediate_values.items()},
+    "user_attrs": t.user_attrs} for t in s.trials]))
+"#;
+    let out = Command::new(python())
+        .args(["-c", script])
+        .arg(dir.join("journal.log"))
+        .arg(study)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "Optuna could not load the journal: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}

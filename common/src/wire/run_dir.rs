@@ -17,6 +17,7 @@
 //!   metrics.csv              the reports read from them (supervise-metrics/v1)
 //!   memory.csv               its process tree's memory every 0.5 s (supervise-memory/v1)
 //!   memory.png               that timeline, a mark per reported epoch
+//!   memory-N.csv, memory-N.png  the same for leg N of a --fallback chain
 //!   summary.yaml             how it ended, each leg (program-summary/v1)
 //!   own-metrics.csv          rows the program appends ($TRAINGUARD_METRICS_CSV)
 //! SWEEP/                     train sweep --out SWEEP
@@ -122,6 +123,20 @@ impl RunDir {
     }
     pub fn memory_png(&self) -> PathBuf {
         self.0.join(MEMORY_PNG)
+    }
+    /// Leg `n`'s (from 1) memory.csv: the first is `memory.csv`, a
+    /// fallback's `memory-N.csv`.
+    pub fn memory_csv_of(&self, n: u32) -> PathBuf {
+        self.legged(MEMORY_CSV, n)
+    }
+    pub fn memory_png_of(&self, n: u32) -> PathBuf {
+        self.legged(MEMORY_PNG, n)
+    }
+    fn legged(&self, name: &str, n: u32) -> PathBuf {
+        match (n, name.rsplit_once('.')) {
+            (0 | 1, _) | (_, None) => self.0.join(name),
+            (_, Some((stem, ext))) => self.0.join(format!("{stem}-{n}.{ext}")),
+        }
     }
     /// Where `train run`'s command may append its own metric rows.
     pub fn own_metrics(&self) -> PathBuf {

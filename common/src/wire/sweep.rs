@@ -32,6 +32,20 @@ pub struct Settings {
     pub max_consecutive_failures: u32,
     /// `median`, or null (the space's early_terminate, if any, prunes).
     pub pruner: Option<String>,
+    /// Where `train sweep` was started: a program's trials run from here,
+    /// whoever runs them (`--resume`, `--worker`). Absent before issue 23.
+    #[serde(default)]
+    pub launch_dir: Option<String>,
+    /// A program sweep's `${interpreter}` (absolute).
+    #[serde(default)]
+    pub interpreter: Option<String>,
+    /// A program sweep's `--config` as it was at the start: what each
+    /// trial's `${config}` file is made from.
+    #[serde(default)]
+    pub base_text: Option<String>,
+    /// `--memory-budget` (MiB) for `--parallel auto` of a program.
+    #[serde(default)]
+    pub memory_budget_mib: Option<f64>,
 }
 
 impl Versioned for Settings {
@@ -50,6 +64,10 @@ impl Versioned for Settings {
             trial_timeout_s: Some(600.0),
             max_consecutive_failures: 10,
             pruner: Some("median".into()),
+            launch_dir: Some("/home/me/project".into()),
+            interpreter: Some("/home/me/project/.venv/bin/python".into()),
+            base_text: Some("epochs: 50\n".into()),
+            memory_budget_mib: Some(8192.0),
         }
     }
 }

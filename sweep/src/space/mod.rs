@@ -7,8 +7,12 @@
 //! Accepted: `method` (grid | random | bayes), `metric` ({name, goal}; name a
 //! column of train's metrics.csv), `parameters` (config keys, dotted for
 //! nested ones, or W&B's nested `parameters:`), `run_cap`, and
-//! `early_terminate: {type: hyperband, ...}`. `program`, `name`,
-//! `description`, `entity`, `project` and `command` are W&B's and ignored.
+//! `early_terminate: {type: hyperband, ...}`. `name`, `description`,
+//! `entity` and `project` are W&B's and ignored. With `program` (W&B's
+//! meaning: each trial runs the user's program, by `command` and W&B's
+//! macros) the parameters are the program's own, not config keys, the
+//! metric any name the program reports, and trainguard adds `working_dir:
+//! launch|trial`, `metric.regex` and `metric.summary: best|last`.
 //! The older `schema: space/v1` (`parameters: {key: [values...]}`) is read
 //! as a deprecated alias.
 
@@ -28,11 +32,28 @@ use std::fmt::Display;
 /// the sampler's, which the space names.
 pub use crate::sampler::Method;
 
-/// The metric trials are ranked and pruned by: a metrics.csv column.
+/// The metric trials are ranked and pruned by: a metrics.csv column, or
+/// for a program any name it reports.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Metric {
     pub name: MetricName,
     pub goal: Direction,
+    /// A program's `metric.regex`: one capture group around the value.
+    pub regex: Option<String>,
+    /// `summary: last` (W&B's summary): the last report is the objective,
+    /// not the best.
+    pub summary_last: bool,
+}
+
+/// The user's program, each trial's command (the space's `program`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Program {
+    /// As written: relative to the directory `train sweep` started in.
+    pub file: String,
+    /// The space's `command` (None: W&B's default).
+    pub command: Option<Vec<String>>,
+    /// `working_dir: trial`: each trial runs in its own `trials/NNNN/work`.
+    pub work_in_trial: bool,
 }
 
 /// One parameter: held at a value, or drawn from a distribution.
@@ -50,6 +71,7 @@ pub struct Space {
     pub params: Vec<(String, Param)>,
     pub run_cap: Option<u64>,
     pub early_terminate: Option<Hyperband>,
+    pub program: Option<Program>,
 }
 
 /// A space and the warnings for the caller to print (deprecated format,
@@ -60,23 +82,19 @@ pub struct Parsed {
     pub warnings: Vec<String>,
 }
 
-const TOP_KEYS: [&str; 5] = [
+const TOP_KEYS: [&str; 8] = [
     "method",
     "metric",
     "parameters",
     "early_terminate",
     "run_cap",
+    "program",
+    "command",
+    "working_dir",
 ];
 /// W&B keys that do not apply to train sweep; accepted so that a W&B file
 /// reads as it is.
-const IGNORED_KEYS: [&str; 6] = [
-    "program",
-    "name",
-    "description",
-    "entity",
-    "project",
-    "command",
-];
+const IGNORED_KEYS: [&str; 4] = ["name", "description", "entity", "project"];
 const PARAM_KEYS: [&str; 6] = ["values", "value", "min", "max", "distribution", "q"];
 const DISTRIBUTIONS: [&str; 6] = [
     "uniform",
@@ -334,7 +352,9 @@ impl Space {
             }
             None => r.wandb(&entries, base)?,
         };
-        r.check_against(&space, base)?;
+        if space.program.is_none() {
+            r.check_against(&space, base)?;
+        }
         Ok(Parsed {
             space,
             warnings: r.warnings,
@@ -437,6 +457,7 @@ fn config_keys() -> Vec<String> {
 }
 
 mod params;
+mod program;
 #[cfg(test)]
 mod tests;
 mod wandb;

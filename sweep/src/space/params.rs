@@ -276,12 +276,15 @@ impl Reader<'_> {
         v: Option<&Value>,
         base: &Config,
         params: &[(String, Param)],
+        program: bool,
     ) -> anyhow::Result<Metric> {
         let Some(v) = v else {
             self.warn("", "no `metric`: trials are ranked by val_loss (minimize)");
             return Ok(Metric {
                 name: MetricName::ValLoss,
                 goal: Direction::Minimize,
+                regex: None,
+                summary_last: false,
             });
         };
         let Some(m) = v.as_mapping() else {
@@ -293,14 +296,31 @@ impl Reader<'_> {
                 ),
             ));
         };
-        let known = ["name", "goal", "target", "impute", "impute_while_running"];
+        let known = [
+            "name",
+            "goal",
+            "regex",
+            "summary",
+            "target",
+            "impute",
+            "impute_while_running",
+        ];
         for (k, _) in self.entries(m, "metric")? {
             if !known.contains(&k.as_str()) {
                 return Err(self.unknown(&child("metric", &k), &k, &known));
             }
-            if !["name", "goal"].contains(&k.as_str()) {
+            if ["regex", "summary"].contains(&k.as_str()) && !program {
+                return Err(self.err(
+                    &child("metric", &k),
+                    "only for a space that names `program` (train's own metrics are its metrics.csv columns)",
+                ));
+            }
+            if !["name", "goal", "regex", "summary"].contains(&k.as_str()) {
                 self.warn(&child("metric", &k), "ignored: not used by train sweep");
             }
+        }
+        if program {
+            return self.program_metric(m);
         }
         let known = MetricName::known_names();
         let name = match m.get("name") {
@@ -364,7 +384,73 @@ impl Reader<'_> {
                 }
             },
         };
-        Ok(Metric { name, goal })
+        Ok(Metric {
+            name,
+            goal,
+            regex: None,
+            summary_last: false,
+        })
+    }
+
+    /// A program's metric: any name it reports, its goal, `regex` (one
+    /// capture group) and `summary: best|last`.
+    fn program_metric(&mut self, m: &serde_yaml::Mapping) -> anyhow::Result<Metric> {
+        let name = match m.get("name").and_then(Value::as_str) {
+            Some(n) if !n.trim().is_empty() => n.to_string(),
+            _ => {
+                return Err(self.err(
+                    "metric",
+                    "missing `name`: the metric your program reports (val_loss, eval/loss, accuracy, ...)",
+                ))
+            }
+        };
+        let goal = match m.get("goal").map(|g| (g, g.as_str())) {
+            None => Direction::Minimize,
+            Some((_, Some("minimize"))) => Direction::Minimize,
+            Some((_, Some("maximize"))) => Direction::Maximize,
+            Some((g, _)) => {
+                return Err(self.err(
+                    "metric.goal",
+                    format!("expected minimize or maximize, found {}", show(g)),
+                ))
+            }
+        };
+        let regex = match m.get("regex") {
+            None => None,
+            Some(Value::String(r)) => {
+                supervise::readers::Reader::new(&name, Some(r))
+                    .map_err(|e| self.err("metric.regex", format!("{e:#}")))?;
+                Some(r.clone())
+            }
+            Some(v) => {
+                return Err(self.err(
+                    "metric.regex",
+                    format!(
+                        "expected a regular expression (a string), found {}",
+                        show(v)
+                    ),
+                ))
+            }
+        };
+        let summary_last = match m.get("summary").map(|v| (v, v.as_str())) {
+            None | Some((_, Some("best"))) => false,
+            Some((_, Some("last"))) => true,
+            Some((v, _)) => {
+                return Err(self.err(
+                    "metric.summary",
+                    format!(
+                        "expected best (the default) or last (W&B's summary), found {}",
+                        show(v)
+                    ),
+                ))
+            }
+        };
+        Ok(Metric {
+            name: MetricName::from_name(&name),
+            goal,
+            regex,
+            summary_last,
+        })
     }
 
     pub(super) fn hyperband(&mut self, v: &Value) -> anyhow::Result<Hyperband> {

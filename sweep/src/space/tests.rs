@@ -40,7 +40,9 @@ fn every_parameter_form_maps_to_optuna_distributions() {
         s.metric,
         Metric {
             name: "val_loss".into(),
-            goal: Direction::Minimize
+            goal: Direction::Minimize,
+            regex: None,
+            summary_last: false
         }
     );
     assert!(p.warnings.is_empty(), "{:?}", p.warnings);
@@ -112,7 +114,7 @@ fn every_parameter_form_maps_to_optuna_distributions() {
 #[test]
 fn wandb_extras_nested_parameters_and_early_terminate() {
     let p = parse(
-        "program: train.py\nname: demo\ndescription: a sweep\nproject: x\ncommand: [python, train.py]\n\
+        "name: demo\ndescription: a sweep\nproject: x\ncommand: [python, train.py]\n\
          method: bayes\nmetric: {name: val_loss, target: 0.1}\nrun_cap: 40\n\
          early_terminate: {type: hyperband, min_iter: 3}\n\
          parameters:\n  architecture:\n    parameters:\n      embed_dim: {values: [64, 128]}\n      name: {value: cnn}\n  environment.PYTORCH_ALLOC_CONF: {value: 'expandable_segments:True'}\n",
@@ -141,12 +143,12 @@ fn wandb_extras_nested_parameters_and_early_terminate() {
     );
     assert_eq!(p.warnings.len(), 2, "{:?}", p.warnings);
     assert!(
-        p.warnings[0].starts_with("space.yaml: line 5: `command`: ignored"),
+        p.warnings[0].starts_with("space.yaml: line 4: `command`: ignored"),
         "{:?}",
         p.warnings
     );
     assert!(
-        p.warnings[1].contains("line 7: `metric.target`: ignored"),
+        p.warnings[1].contains("line 6: `metric.target`: ignored"),
         "{:?}",
         p.warnings
     );
@@ -162,7 +164,9 @@ fn wandb_extras_nested_parameters_and_early_terminate() {
         p.space.metric,
         Metric {
             name: "val_loss".into(),
-            goal: Direction::Minimize
+            goal: Direction::Minimize,
+            regex: None,
+            summary_last: false
         }
     );
     assert!(p.warnings[0].contains("no `metric`"), "{:?}", p.warnings);
@@ -176,7 +180,9 @@ fn wandb_extras_nested_parameters_and_early_terminate() {
         p.space.metric,
         Metric {
             name: "accuracy".into(),
-            goal: Direction::Maximize
+            goal: Direction::Maximize,
+            regex: None,
+            summary_last: false
         }
     );
 }
@@ -493,7 +499,9 @@ fn example_spaces_parse_against_the_demo_config() {
             p.space.metric,
             Metric {
                 name: "val_loss".into(),
-                goal: Direction::Minimize
+                goal: Direction::Minimize,
+                regex: None,
+                summary_last: false
             }
         );
         assert!(p.space.early_terminate.is_some(), "{file}");

@@ -17,13 +17,8 @@ impl Reader<'_> {
                 return Err(self.unknown(k, k, &known));
             }
         }
-        if entries.iter().any(|(k, _)| k == "command") {
-            self.warn(
-                "command",
-                "ignored: train sweep runs train itself with each trial's config",
-            );
-        }
         let get = |key: &str| entries.iter().find(|(k, _)| k == key).map(|(_, v)| *v);
+        let program = self.program(get("program"), get("command"), get("working_dir"))?;
 
         let method = match get("method") {
             None => {
@@ -55,7 +50,10 @@ impl Reader<'_> {
                 params
             }
         };
-        let metric = self.metric(get("metric"), base, &params)?;
+        let metric = self.metric(get("metric"), base, &params, program.is_some())?;
+        if let Some(p) = &program {
+            self.check_command(p, &params)?;
+        }
         let run_cap = match get("run_cap") {
             None => None,
             Some(v) => match v.as_u64() {
@@ -78,6 +76,7 @@ impl Reader<'_> {
             params,
             run_cap,
             early_terminate,
+            program,
         })
     }
 
@@ -206,10 +205,13 @@ impl Reader<'_> {
             metric: Metric {
                 name: MetricName::ValLoss,
                 goal: Direction::Minimize,
+                regex: None,
+                summary_last: false,
             },
             params,
             run_cap: None,
             early_terminate: None,
+            program: None,
         })
     }
 

@@ -18,8 +18,11 @@
 //! - `system`: where train meets libtorch and CUDA: the C++ shim, the CUDA
 //!   driver, libtorch's panics as errors, tensors as bytes.
 //! - `commands`: `train info`, `train bench`, `train check-data`.
+//! - `guard`: `train run -- CMD`, any command supervised (the supervise
+//!   crate), with the fallback chain over `{config}`.
 
 mod commands;
+mod guard;
 mod model;
 mod run;
 mod system;
@@ -88,6 +91,10 @@ enum Command {
     /// A hyper-parameter search, each trial a train process, every result
     /// in an Optuna journal (docs/GUIDE.md, "Sweeps: train sweep").
     Sweep(Box<sweep::cli::Args>),
+    /// One guarded run of any command: `train run --out DIR [--config A
+    /// --fallback B] -- python main.py --config {config}` (docs/GUIDE.md,
+    /// "Your own training script").
+    Run(Box<guard::Args>),
 }
 
 /// The whole of `train`'s binary.
@@ -112,6 +119,7 @@ pub fn main() -> ExitCode {
                     .map_err(|e| anyhow::anyhow!("cannot find train's own executable: {e}"))?;
                 sweep::driver::run(args, &me)
             }
+            (Some(Command::Run(args)), _, _) => guard::run(args),
             (None, Some(dir), _) => run::resume(dir, &opts),
             (None, None, Some(cfg)) => run::start(cfg, &cli.fallback, cli.out.clone(), &opts),
             (None, None, None) => unreachable!("clap requires --config or --resume"),

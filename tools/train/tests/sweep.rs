@@ -5,7 +5,7 @@
 use serde_json::Value;
 use std::path::Path;
 use std::process::{Command, Output};
-use testkit::write;
+use testkit::{optuna_trials, write};
 
 const BIN: &str = env!("CARGO_BIN_EXE_train");
 
@@ -27,36 +27,6 @@ fn sweep(args: &[&str]) -> Output {
         .env_remove("TRAINGUARD_FAULT")
         .output()
         .unwrap()
-}
-
-/// Every trial as Optuna sees it: number, state, params, value,
-/// intermediate values, user attributes.
-fn optuna_trials(dir: &Path, study: &str) -> Value {
-    let script = r#"
-import json, sys
-try:
-    import optuna
-except ImportError:
-    sys.exit("optuna is not installed: run `just setup`")
-optuna.logging.set_verbosity(optuna.logging.WARNING)
-storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(sys.argv[1]))
-s = optuna.load_study(study_name=sys.argv[2], storage=storage)
-print(json.dumps([{"number": t.number, "state": t.state.name, "params": t.params,
-    "value": t.value, "intermediate": {str(k): v for k, v in t.intermediate_values.items()},
-    "user_attrs": t.user_attrs} for t in s.trials]))
-"#;
-    let out = Command::new(testkit::python())
-        .args(["-c", script])
-        .arg(dir.join("journal.log"))
-        .arg(study)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "Optuna could not load the journal: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
 }
 
 /// What optuna-dashboard's own API serves for the journal (its WSGI app,

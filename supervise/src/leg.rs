@@ -1,0 +1,272 @@
+//! One leg of a supervised run: the command (`child`), its memory sampled
+//! (`memory`), the reports written to the run's metrics.csv as they are
+//! read, the objective's best and last values, and its end said in words
+//! (`verdict`). `train run` runs one leg per config of its chain; a program
+//! sweep runs one per trial. Polled, never blocking.
+
+use crate::child::{Child, Spec};
+use crate::memory::{self, Sampler};
+use crate::readers::{Reader, Report};
+use crate::verdict::{self, End, Stop};
+use common::wire::failure::Class;
+use common::wire::program::{ProgramLeg, ProgramPeak, ProgramStatus, ProgramValue, ReportRow};
+use common::wire::run_dir::RunDir;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::process::ExitStatus;
+use std::time::{Duration, Instant};
+
+/// How often memory is sampled.
+pub const SAMPLE_EVERY: Duration = Duration::from_millis(500);
+
+/// The metric a run is judged by.
+#[derive(Clone, Debug)]
+pub struct Objective {
+    pub metric: String,
+    pub maximize: bool,
+}
+
+/// A running leg.
+pub struct Leg {
+    child: Child,
+    sampler: Option<Sampler>,
+    sampler_note: Option<String>,
+    rows: Option<File>,
+    records: RunDir,
+    number: u32,
+    objective: Objective,
+    config: Option<String>,
+    command: Vec<String>,
+    best: Option<ProgramValue>,
+    last: Option<ProgramValue>,
+    reports: u64,
+    non_finite: Option<String>,
+    /// Seconds since the start and step of each report of the objective.
+    marks: Vec<(f64, u64)>,
+    stop: Option<(Stop, Instant)>,
+    grace: Duration,
+}
+
+/// A leg's end: its record, and the parts the caller decides with.
+pub struct Ended {
+    pub leg: ProgramLeg,
+    pub verdict: verdict::Verdict,
+    /// The objective's best and last reports.
+    pub best: Option<ProgramValue>,
+    pub last: Option<ProgramValue>,
+}
+
+impl Leg {
+    /// Starts the command of leg `number` (from 1), its records in `records`
+    /// (metrics.csv appended to, memory.csv per leg).
+    pub fn start(
+        spec: &Spec,
+        reader: Reader,
+        records: &RunDir,
+        number: u32,
+        objective: Objective,
+        config: Option<String>,
+    ) -> anyhow::Result<Leg> {
+        let child = Child::spawn(spec, reader)?;
+        let memory_csv = records.memory_csv_of(number);
+        let (sampler, sampler_note) = match Sampler::start(child.pid(), &memory_csv, SAMPLE_EVERY) {
+            Ok(s) => (Some(s), None),
+            Err(e) => (None, Some(format!("memory not sampled: {e:#}"))),
+        };
+        let metrics = records.metrics();
+        let fresh = !metrics.exists();
+        let mut rows = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&metrics)
+            .ok();
+        if let (true, Some(f)) = (fresh, rows.as_mut()) {
+            let _ = f.write_all(ReportRow::HEADER.as_bytes());
+        }
+        Ok(Leg {
+            child,
+            sampler,
+            sampler_note,
+            rows,
+            records: records.clone(),
+            number,
+            objective,
+            config,
+            command: spec.argv.clone(),
+            best: None,
+            last: None,
+            reports: 0,
+            non_finite: None,
+            marks: Vec::new(),
+            stop: None,
+            grace: spec.grace,
+        })
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.pid()
+    }
+
+    pub fn seconds(&self) -> f64 {
+        self.child.started.elapsed().as_secs_f64()
+    }
+
+    /// The reports since the last call, each also written to metrics.csv;
+    /// the objective's best and last follow them.
+    pub fn poll(&mut self) -> Vec<Report> {
+        let reports = self.child.poll();
+        let seconds = self.seconds();
+        for r in &reports {
+            self.reports += 1;
+            let name = r.metric.to_string();
+            if let Some(f) = self.rows.as_mut() {
+                let row = ReportRow {
+                    seconds,
+                    leg: self.number,
+                    metric: name.clone(),
+                    step: r.step,
+                    value: r.value,
+                };
+                let _ = f.write_all(row.to_csv_line().as_bytes());
+            }
+            if name != self.objective.metric {
+                continue;
+            }
+            self.marks.push((seconds, r.step));
+            if !r.value.is_finite() {
+                self.non_finite
+                    .get_or_insert_with(|| format!("{name} {} at step {}", r.value, r.step));
+                continue;
+            }
+            let value = ProgramValue {
+                metric: name,
+                value: r.value,
+                step: r.step,
+            };
+            let better = self.best.as_ref().is_none_or(|b| {
+                if self.objective.maximize {
+                    r.value > b.value
+                } else {
+                    r.value < b.value
+                }
+            });
+            if better {
+                self.best = Some(value.clone());
+            }
+            self.last = Some(value);
+        }
+        reports
+    }
+
+    /// The host memory peak so far (MiB of PSS), for placement.
+    pub fn host_peak_mib(&self) -> Option<f64> {
+        self.sampler.as_ref().map(|s| s.peaks().host_pss_mib)
+    }
+
+    /// Ends the command for `why`: SIGTERM to its group now, SIGKILL after
+    /// the grace period (`tick`). The first reason is the one recorded.
+    pub fn stop(&mut self, why: Stop) {
+        if self.stop.is_none() {
+            self.child.signal(libc::SIGTERM);
+            self.stop = Some((why, Instant::now()));
+        }
+    }
+
+    /// A signal to its process group (SIGKILL past a caller's own grace).
+    pub fn signal(&self, sig: i32) {
+        self.child.signal(sig);
+    }
+
+    pub fn stopping(&self) -> Option<&Stop> {
+        self.stop.as_ref().map(|(s, _)| s)
+    }
+
+    /// Escalates a stop past its grace, and returns the exit status once
+    /// the command has ended.
+    pub fn tick(&mut self) -> anyhow::Result<Option<ExitStatus>> {
+        if let Some((_, since)) = &self.stop {
+            if since.elapsed() > self.grace {
+                self.child.signal(libc::SIGKILL);
+            }
+        }
+        self.child.try_wait()
+    }
+
+    /// After `tick` gave its status: the last reports, the last sample, the
+    /// plot, the verdict.
+    pub fn end(mut self, status: ExitStatus) -> Ended {
+        use std::os::unix::process::ExitStatusExt;
+        self.poll();
+        let seconds = self.seconds();
+        // Its leftover workers, if any, go with it.
+        if self.child.group_alive() {
+            self.child.signal(libc::SIGKILL);
+        }
+        let peaks = self.sampler.take().map(Sampler::finish);
+        let memory_csv = self.records.memory_csv_of(self.number);
+        let _ = memory::plot(
+            &memory_csv,
+            &self.marks,
+            &self.records.memory_png_of(self.number),
+        );
+        let tail = self.child.tail();
+        let verdict = verdict::judge(&End {
+            code: status.code(),
+            signal: status.signal(),
+            stop: self.stop.as_ref().map(|(s, _)| s),
+            tail: &tail,
+            non_finite: self.non_finite.as_deref(),
+            reports: self.reports as usize,
+        });
+        let peak = match &peaks {
+            Some(p) => ProgramPeak {
+                host_pss_mib: Some(round1(p.host_pss_mib)),
+                host_rss_mib: Some(round1(p.host_rss_mib)),
+                gpu_mib: p.gpu_mib.map(round1),
+                gpu_note: p.gpu_note.clone(),
+            },
+            None => ProgramPeak {
+                gpu_note: self.sampler_note.clone(),
+                ..ProgramPeak::default()
+            },
+        };
+        let leg = ProgramLeg {
+            config: self.config.clone(),
+            command: self.command.clone(),
+            status: status_of(&verdict),
+            class: verdict.class,
+            evidence: verdict.evidence.clone(),
+            advice: verdict.advice.clone(),
+            exit_code: status.code(),
+            signal: status.signal(),
+            seconds: round1(seconds),
+            reports: self.reports,
+            peak,
+        };
+        Ended {
+            leg,
+            verdict,
+            best: self.best.take(),
+            last: self.last.take(),
+        }
+    }
+}
+
+fn status_of(v: &verdict::Verdict) -> ProgramStatus {
+    match v.status {
+        verdict::Status::Finished => ProgramStatus::Finished,
+        verdict::Status::Failed => ProgramStatus::Failed,
+        verdict::Status::Stopped => ProgramStatus::Stopped,
+        verdict::Status::Pruned => ProgramStatus::Pruned,
+    }
+}
+
+fn round1(x: f64) -> f64 {
+    (x * 10.0).round() / 10.0
+}
+
+/// Whether a failure of this class is one a different config may avoid
+/// (the fallback chain's cue).
+pub fn config_caused(class: Option<Class>) -> bool {
+    class.is_some_and(Class::config_caused)
+}

@@ -1,0 +1,235 @@
+//! A supervised command's memory, its whole process tree sampled every
+//! period on a thread: host memory as PSS from /proc/PID/smaps_rollup (the
+//! pages every `import torch` shares count once, not once per process;
+//! RSS kept beside it), and on a GPU the memory NVML attributes to the
+//! tree's pids. Rows go to memory.csv (supervise-memory/v1) as they are
+//! taken, so a killed supervisor leaves a readable file.
+
+mod plot;
+
+pub use plot::plot;
+
+use nvml_wrapper::enums::device::UsedGpuMemory;
+use nvml_wrapper::Nvml;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs::File;
+use std::io::Write;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// memory.csv's header (supervise-memory/v1).
+pub const HEADER: &str = "seconds,host_pss_mib,host_rss_mib,processes,gpu_mib\n";
+
+/// The peaks so far.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Peaks {
+    pub host_pss_mib: f64,
+    pub host_rss_mib: f64,
+    /// None where the GPU side was not measured (`gpu_note` says why).
+    pub gpu_mib: Option<f64>,
+    pub gpu_note: Option<String>,
+    pub samples: u64,
+    pub processes: u32,
+}
+
+/// The sampling thread of one process tree.
+pub struct Sampler {
+    peaks: Arc<Mutex<Peaks>>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Sampler {
+    /// Starts sampling the tree rooted at `pid` (and process group `pid`)
+    /// every `period`, writing rows to `csv` (created with its header).
+    pub fn start(pid: u32, csv: &Path, period: Duration) -> anyhow::Result<Sampler> {
+        let mut file =
+            File::create(csv).map_err(|e| anyhow::anyhow!("creating {}: {e}", csv.display()))?;
+        file.write_all(HEADER.as_bytes())?;
+        let peaks = Arc::new(Mutex::new(Peaks::default()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (p, s) = (peaks.clone(), stop.clone());
+        let thread = std::thread::spawn(move || run(pid, file, period, &p, &s));
+        Ok(Sampler {
+            peaks,
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    /// The peaks so far.
+    pub fn peaks(&self) -> Peaks {
+        self.peaks.lock().map(|p| p.clone()).unwrap_or_default()
+    }
+
+    /// Stops the thread (after its last sample) and returns the peaks.
+    pub fn finish(mut self) -> Peaks {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        self.peaks()
+    }
+}
+
+impl Drop for Sampler {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
+}
+
+fn run(pid: u32, mut csv: File, period: Duration, peaks: &Mutex<Peaks>, stop: &AtomicBool) {
+    let started = Instant::now();
+    let (nvml, note) = match Nvml::init() {
+        Ok(n) => (Some(n), None),
+        Err(e) => (
+            None,
+            Some(format!("not available: NVML cannot be used ({e})")),
+        ),
+    };
+    if let Ok(mut p) = peaks.lock() {
+        p.gpu_note = note;
+    }
+    loop {
+        // The last sample is taken after the stop was asked.
+        let last = stop.load(Ordering::SeqCst);
+        let pids = tree(pid);
+        let (mut pss, mut rss) = (0u64, 0u64);
+        let mut seen = 0u32;
+        for p in &pids {
+            if let Some((a, b)) = pss_kib(*p) {
+                pss += a;
+                rss += b;
+                seen += 1;
+            }
+        }
+        let gpu = nvml.as_ref().map(|n| gpu_mib(n, &pids));
+        if seen > 0 {
+            let (pss, rss) = (pss as f64 / 1024.0, rss as f64 / 1024.0);
+            let gpu_cell = match &gpu {
+                Some(Ok(m)) => format!("{m:.1}"),
+                _ => String::new(),
+            };
+            let _ = writeln!(
+                csv,
+                "{:.1},{pss:.1},{rss:.1},{seen},{gpu_cell}",
+                started.elapsed().as_secs_f64()
+            );
+            if let Ok(mut p) = peaks.lock() {
+                p.samples += 1;
+                p.host_pss_mib = p.host_pss_mib.max(pss);
+                p.host_rss_mib = p.host_rss_mib.max(rss);
+                p.processes = p.processes.max(seen);
+                match gpu {
+                    Some(Ok(m)) => p.gpu_mib = Some(p.gpu_mib.unwrap_or(0.0).max(m)),
+                    Some(Err(why)) if p.gpu_mib.is_none() => p.gpu_note = Some(why),
+                    _ => {}
+                }
+            }
+        }
+        if last {
+            return;
+        }
+        // Sleep in short steps, so a stop is not kept waiting a period.
+        let until = Instant::now() + period;
+        while Instant::now() < until && !stop.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(20).min(period));
+        }
+    }
+}
+
+/// The memory NVML attributes to `pids` on every GPU, MiB; Err with why
+/// when it attributes none to them while some GPU has compute processes
+/// (a container sees host pids; MIG hides them).
+fn gpu_mib(nvml: &Nvml, pids: &[u32]) -> Result<f64, String> {
+    let count = nvml.device_count().map_err(|e| format!("NVML: {e}"))?;
+    let mine: BTreeSet<u32> = pids.iter().copied().collect();
+    let (mut ours, mut others) = (0u64, 0usize);
+    for i in 0..count {
+        let Ok(dev) = nvml.device_by_index(i) else {
+            continue;
+        };
+        for p in dev.running_compute_processes().unwrap_or_default() {
+            match (mine.contains(&p.pid), p.used_gpu_memory) {
+                (true, UsedGpuMemory::Used(b)) => ours += b,
+                (false, _) => others += 1,
+                _ => {}
+            }
+        }
+    }
+    if ours == 0 && others > 0 {
+        return Err(
+            "NVML attributes no GPU memory to these pids (a container's pid namespace, or MIG?): not measured".into(),
+        );
+    }
+    Ok(ours as f64 / (1024.0 * 1024.0))
+}
+
+/// `root`, its descendants (by parent pid) and the members of its process
+/// group, from /proc.
+pub fn tree(root: u32) -> Vec<u32> {
+    let mut parent: BTreeMap<u32, u32> = BTreeMap::new();
+    let mut in_group = BTreeSet::new();
+    if let Ok(dir) = std::fs::read_dir("/proc") {
+        for e in dir.flatten() {
+            let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+                continue;
+            };
+            let Some((ppid, pgrp)) = stat(pid) else {
+                continue;
+            };
+            parent.insert(pid, ppid);
+            if pgrp == root {
+                in_group.insert(pid);
+            }
+        }
+    }
+    let mut out: BTreeSet<u32> = in_group;
+    if parent.contains_key(&root) {
+        out.insert(root);
+    }
+    // Descendants: repeat until nothing new (a tree is shallow).
+    loop {
+        let before = out.len();
+        for (pid, ppid) in &parent {
+            if out.contains(ppid) {
+                out.insert(*pid);
+            }
+        }
+        if out.len() == before {
+            break;
+        }
+    }
+    out.into_iter().collect()
+}
+
+/// (ppid, pgrp) from /proc/PID/stat; the command name may hold spaces and
+/// parentheses, so fields are read after its last `)`.
+fn stat(pid: u32) -> Option<(u32, u32)> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = text.rsplit_once(") ")?;
+    let mut f = rest.split_whitespace();
+    let state = f.next()?;
+    if state == "Z" {
+        return None;
+    }
+    let ppid = f.next()?.parse().ok()?;
+    let pgrp = f.next()?.parse().ok()?;
+    Some((ppid, pgrp))
+}
+
+/// (PSS, RSS) in KiB from /proc/PID/smaps_rollup; None when the process
+/// is gone (or not ours to read).
+pub fn pss_kib(pid: u32) -> Option<(u64, u64)> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).ok()?;
+    let field = |name: &str| {
+        text.lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse::<u64>().ok())
+    };
+    Some((field("Pss:")?, field("Rss:")?))
+}

@@ -1,0 +1,238 @@
+//! How a supervised command ended, said in words: its exit status or
+//! signal, why the supervisor ended it (if it did), the known-failure
+//! catalogue (`diagnose::failures`, the one `cfgcheck --explain` reads
+//! with) over its last output lines, and whether it reported a non-finite
+//! metric. Pure: the caller brings what it saw.
+
+use common::wire::failure::Class;
+use diagnose::failures;
+
+/// The longest evidence kept.
+pub const EVIDENCE_CHARS: usize = 500;
+
+/// Why the supervisor ended the command.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Stop {
+    Timeout { limit_s: f64 },
+    Interrupted(String),
+    Pruned(String),
+}
+
+/// What is known when the command has ended.
+pub struct End<'a> {
+    pub code: Option<i32>,
+    pub signal: Option<i32>,
+    pub stop: Option<&'a Stop>,
+    /// Its last output lines, oldest first.
+    pub tail: &'a [String],
+    /// The first non-finite report of its objective, in words.
+    pub non_finite: Option<&'a str>,
+    pub reports: usize,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Status {
+    Finished,
+    Failed,
+    Stopped,
+    Pruned,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Verdict {
+    pub status: Status,
+    /// None when it finished.
+    pub class: Option<Class>,
+    pub evidence: String,
+    /// The catalogue entry that matched, by id.
+    pub known: Option<&'static str>,
+    /// What to change, for a program (an environment variable or code).
+    pub advice: Option<String>,
+}
+
+impl Verdict {
+    fn new(status: Status, class: Option<Class>, evidence: String) -> Verdict {
+        Verdict {
+            status,
+            class,
+            evidence: evidence.chars().take(EVIDENCE_CHARS).collect(),
+            known: None,
+            advice: None,
+        }
+    }
+}
+
+/// Judges a command's end.
+pub fn judge(e: &End) -> Verdict {
+    let exited_0 = e.code == Some(0);
+    if let (Some(stop), false) = (e.stop, exited_0) {
+        return match stop {
+            Stop::Timeout { limit_s } => Verdict::new(
+                Status::Failed,
+                Some(Class::Timeout),
+                format!(
+                    "ran past its time limit ({limit_s:.0} s): ended with SIGTERM to its process group{}",
+                    killed_after(e)
+                ),
+            ),
+            Stop::Interrupted(why) => Verdict::new(
+                Status::Stopped,
+                Some(Class::Interrupted),
+                format!("{why}{}", killed_after(e)),
+            ),
+            Stop::Pruned(why) => Verdict::new(Status::Pruned, None, why.clone()),
+        };
+    }
+    let lines: Vec<&str> = e.tail.iter().map(|l| l.trim_end()).collect();
+    let known = failures::in_output(&lines);
+    if exited_0 {
+        return match e.non_finite {
+            Some(what) => with_known(
+                Verdict::new(
+                    Status::Failed,
+                    Some(Class::NonFiniteLoss),
+                    format!("it exited 0, but reported {what}"),
+                ),
+                failures::KNOWN
+                    .iter()
+                    .find(|k| k.class == Class::NonFiniteLoss),
+            ),
+            None => Verdict::new(
+                Status::Finished,
+                None,
+                format!("exited 0 after {} report(s)", e.reports),
+            ),
+        };
+    }
+    let how = match (e.code, e.signal) {
+        (Some(c), _) => format!("exit {c}"),
+        (None, Some(s)) => format!("killed by {}", signal_name(s)),
+        (None, None) => "ended".to_string(),
+    };
+    if let Some((k, i)) = known {
+        let line = lines[i].trim();
+        // "reserved but unallocated" at least what was asked: fragmentation,
+        // not size (the same choice `cfgcheck --explain` makes).
+        let k = if k.class == Class::OutOfMemory && failures::oom_figures(line).fragmented() {
+            failures::KNOWN
+                .iter()
+                .find(|e| e.id == common::wire::hazard::HazardId::AllocatorFragmentation.as_str())
+                .unwrap_or(k)
+        } else {
+            k
+        };
+        return with_known(
+            Verdict::new(Status::Failed, Some(k.class), format!("{line} ({how})")),
+            Some(k),
+        );
+    }
+    if let Some(what) = e.non_finite {
+        return with_known(
+            Verdict::new(
+                Status::Failed,
+                Some(Class::NonFiniteLoss),
+                format!("it reported {what}, then ended ({how})"),
+            ),
+            failures::KNOWN
+                .iter()
+                .find(|k| k.class == Class::NonFiniteLoss),
+        );
+    }
+    if let Some(sig) = e.signal {
+        let mut v = Verdict::new(
+            Status::Failed,
+            Some(Class::Killed),
+            if sig == libc::SIGKILL {
+                "killed by SIGKILL with no message: the kernel's OOM killer is the usual cause (dmesg | grep -i oom)".to_string()
+            } else {
+                format!(
+                    "killed by {} with no known message{}",
+                    signal_name(sig),
+                    last_words(&lines)
+                )
+            },
+        );
+        if sig == libc::SIGKILL {
+            v = with_known(v, failures::KNOWN.iter().find(|k| k.id == "killed"));
+        }
+        return v;
+    }
+    Verdict::new(
+        Status::Failed,
+        Some(Class::Other),
+        match exception(&lines) {
+            Some(line) => format!("{line} ({how})"),
+            None if lines.iter().all(|l| l.trim().is_empty()) => {
+                format!("{how} with no output")
+            }
+            None => format!("{how}{}", last_words(&lines)),
+        },
+    )
+}
+
+fn with_known(mut v: Verdict, k: Option<&'static failures::Known>) -> Verdict {
+    if let Some(k) = k {
+        v.known = Some(k.id);
+        v.advice = Some(k.program_fix.to_string());
+    }
+    v
+}
+
+/// ", then SIGKILL after the grace period" when it came to that.
+fn killed_after(e: &End) -> &'static str {
+    if e.signal == Some(libc::SIGKILL) {
+        ", then SIGKILL after the grace period"
+    } else {
+        ""
+    }
+}
+
+/// The last line that reads as a Python exception (`ValueError: ...`,
+/// `torch.OutOfMemoryError: ...`, a bare `KeyboardInterrupt`), wherever it
+/// stands: stdout and stderr arrive interleaved, so a traceback's lines are
+/// not always last.
+fn exception(lines: &[&str]) -> Option<String> {
+    lines
+        .iter()
+        .rev()
+        .map(|l| l.trim())
+        .find(|l| is_exception(l))
+        .map(String::from)
+}
+
+fn is_exception(line: &str) -> bool {
+    let name = line.split(':').next().unwrap_or_default();
+    let last = name.rsplit('.').next().unwrap_or_default();
+    !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
+        && ["Error", "Exception", "Interrupt", "Exit"]
+            .iter()
+            .any(|end| last.ends_with(end))
+}
+
+/// "; its last line: ..." when it printed anything.
+fn last_words(lines: &[&str]) -> String {
+    lines
+        .iter()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .map(|l| format!("; its last line: {}", l.trim()))
+        .unwrap_or_default()
+}
+
+pub fn signal_name(sig: i32) -> String {
+    match sig {
+        libc::SIGKILL => "SIGKILL".into(),
+        libc::SIGTERM => "SIGTERM".into(),
+        libc::SIGINT => "SIGINT".into(),
+        libc::SIGABRT => "SIGABRT".into(),
+        libc::SIGSEGV => "SIGSEGV".into(),
+        libc::SIGBUS => "SIGBUS".into(),
+        s => format!("signal {s}"),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,149 @@
+//! The verdict as a table. Outputs the CPU can produce were recorded from
+//! real runs (supervise/tests/data/outputs/README.md says how); the GPU's
+//! (CUDA out of memory, fragmentation, device-side assert, CUDA-graph
+//! replay) cannot happen here and are the messages quoted in
+//! diagnose/src/failures.rs, from the seeds and the shipped libraries.
+
+use super::*;
+
+fn recorded(name: &str) -> Vec<String> {
+    let path = format!(
+        "{}/tests/data/outputs/{name}.txt",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{path}: {e}"))
+        .lines()
+        .map(String::from)
+        .collect()
+}
+
+fn quoted(text: &str) -> Vec<String> {
+    let mut lines = vec![
+        "Traceback (most recent call last):".to_string(),
+        "  File \"main.py\", line 88, in <module>".into(),
+    ];
+    lines.extend(text.lines().map(String::from));
+    lines
+}
+
+struct Case {
+    name: &'static str,
+    tail: Vec<String>,
+    code: Option<i32>,
+    signal: Option<i32>,
+    stop: Option<Stop>,
+    non_finite: Option<&'static str>,
+    status: Status,
+    class: Option<Class>,
+    known: Option<&'static str>,
+    evidence: &'static str,
+}
+
+fn case(name: &'static str, tail: Vec<String>, code: Option<i32>, signal: Option<i32>) -> Case {
+    Case {
+        name,
+        tail,
+        code,
+        signal,
+        stop: None,
+        non_finite: None,
+        status: Status::Failed,
+        class: None,
+        known: None,
+        evidence: "",
+    }
+}
+
+const OOM: &str = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 320.00 MiB. GPU 0 has a total capacity of 31.37 GiB of which 80.69 MiB is free. Including non-PyTorch memory, this process has 31.28 GiB memory in use. Of the allocated memory 30.76 GiB is allocated by PyTorch, and 33.46 MiB is reserved by PyTorch but unallocated.";
+const OOM_FRAGMENTED: &str = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.10 GiB of which 364.31 MiB is free. Process 175356 has 77.26 GiB memory in use. Of the allocated memory 72.12 GiB is allocated by PyTorch, and 3.78 GiB is reserved by PyTorch but unallocated.";
+const GRAPH: &str = "RuntimeError: static input data pointer changed.\ninput name: primals_1. data pointer changed from 12919305216 to 12919242752.";
+const GRAPH_OVERWRITTEN: &str = "RuntimeError: Error: accessing tensor output of CUDAGraphs that has been overwritten by a subsequent run.";
+const ASSERT: &str = "/pytorch/aten/src/ATen/native/cuda/Loss.cu:250: nll_loss_forward_reduce_cuda_kernel_2d: block: [0,0,0], thread: [5,0,0] Assertion `t >= 0 && t < n_classes` failed.\ntorch.AcceleratorError: CUDA error: device-side assert triggered\nCUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.";
+
+fn table() -> Vec<Case> {
+    vec![
+        Case { status: Status::Finished, evidence: "exited 0", ..case("clean exit", vec!["Epoch 1/1 | Val Loss: 0.5".into()], Some(0), None) },
+        Case { class: Some(Class::NonFiniteLoss), known: Some("non-finite-loss"), non_finite: Some("val_loss NaN at step 1"), evidence: "it exited 0, but reported val_loss NaN at step 1", ..case("cpu-nan (recorded)", recorded("cpu-nan"), Some(0), None) },
+        Case { class: Some(Class::LabelOutOfRange), known: Some("label-out-of-range"), evidence: "IndexError: Target 5 is out of bounds. (exit 1)", ..case("cpu-label (recorded)", recorded("cpu-label"), Some(1), None) },
+        Case { class: Some(Class::OutOfMemory), known: Some("host-out-of-memory"), evidence: "DefaultCPUAllocator: can't allocate memory", ..case("cpu-oom (recorded)", recorded("cpu-oom"), Some(1), None) },
+        Case { class: Some(Class::OutOfMemory), known: Some("host-out-of-memory"), evidence: "MemoryError (exit 1)", ..case("cpu-memoryerror (recorded)", recorded("cpu-memoryerror"), Some(1), None) },
+        Case { class: Some(Class::Other), evidence: "ValueError: the data ran out at batch 7 (exit 1)", ..case("cpu-traceback (recorded)", recorded("cpu-traceback"), Some(1), None) },
+        Case { class: Some(Class::Killed), known: Some("killed"), evidence: "the kernel's OOM killer is the usual cause", ..case("SIGKILL, no message (seed 002)", vec!["Epoch 1/9 | Val Loss: 1.0".into()], None, Some(9)) },
+        Case { class: Some(Class::Killed), evidence: "killed by SIGSEGV with no known message; its last line: step 3", ..case("SIGSEGV", vec!["step 3".into()], None, Some(11)) },
+        Case { class: Some(Class::Other), evidence: "exit 3 with no output", ..case("silent exit", vec![], Some(3), None) },
+        Case { class: Some(Class::OutOfMemory), known: Some("memory-exceeds-free"), evidence: "Tried to allocate 320.00 MiB", ..case("CUDA OOM (quoted)", quoted(OOM), Some(1), None) },
+        Case { class: Some(Class::OutOfMemory), known: Some("allocator-fragmentation"), evidence: "3.78 GiB is reserved by PyTorch but unallocated", ..case("CUDA OOM, fragmented (quoted)", quoted(OOM_FRAGMENTED), Some(1), None) },
+        Case { class: Some(Class::CudaGraphPointer), known: Some("cuda-graphs-checkpointing"), evidence: "static input data pointer changed", ..case("CUDA graphs (quoted, seed 001)", quoted(GRAPH), Some(1), None) },
+        Case { class: Some(Class::CudaGraphPointer), known: Some("cuda-graphs-checkpointing"), evidence: "overwritten by a subsequent run", ..case("CUDA graphs overwritten (quoted, seed 000)", quoted(GRAPH_OVERWRITTEN), Some(1), None) },
+        Case { class: Some(Class::DeviceSideAssert), known: Some("device-side-assert"), evidence: "device-side assert triggered", ..case("device-side assert (quoted, seed 004)", quoted(ASSERT), Some(1), None) },
+        Case { class: Some(Class::Timeout), stop: Some(Stop::Timeout { limit_s: 20.0 }), evidence: "ran past its time limit (20 s): ended with SIGTERM to its process group, then SIGKILL", ..case("timeout", vec![], None, Some(9)) },
+        Case { status: Status::Stopped, class: Some(Class::Interrupted), stop: Some(Stop::Interrupted("stopped by Ctrl-C".into())), evidence: "stopped by Ctrl-C", ..case("Ctrl-C", vec![], None, Some(15)) },
+        Case { status: Status::Pruned, stop: Some(Stop::Pruned("below the median".into())), evidence: "below the median", ..case("pruned", vec![], None, Some(15)) },
+        // Done before the stop took effect: it finished.
+        Case { status: Status::Finished, stop: Some(Stop::Timeout { limit_s: 1.0 }), evidence: "exited 0", ..case("finished as it was stopped", vec![], Some(0), None) },
+        // A NaN, then a crash with no known message: the NaN says why.
+        Case { class: Some(Class::NonFiniteLoss), known: Some("non-finite-loss"), non_finite: Some("val_loss NaN at step 2"), evidence: "then ended (exit 1)", ..case("NaN then a crash", vec!["boom".into()], Some(1), None) },
+    ]
+}
+
+#[test]
+fn each_ending_is_said_in_its_class() {
+    for c in table() {
+        let v = judge(&End {
+            code: c.code,
+            signal: c.signal,
+            stop: c.stop.as_ref(),
+            tail: &c.tail,
+            non_finite: c.non_finite,
+            reports: 1,
+        });
+        assert_eq!(
+            (v.status, v.class, v.known),
+            (c.status, c.class, c.known),
+            "{}: {v:?}",
+            c.name
+        );
+        assert!(
+            v.evidence.contains(c.evidence),
+            "{}: {:?} lacks {:?}",
+            c.name,
+            v.evidence,
+            c.evidence
+        );
+        assert!(v.evidence.chars().count() <= EVIDENCE_CHARS);
+        if let Some(a) = &v.advice {
+            assert!(
+                !a.contains("--sync-errors") && !a.contains("micro-batch"),
+                "{}: advice names train's flags: {a}",
+                c.name
+            );
+        }
+        assert_eq!(v.advice.is_some(), v.known.is_some(), "{}", c.name);
+    }
+}
+
+#[test]
+fn advice_for_a_program_names_variables_or_code() {
+    let v = judge(&End {
+        code: Some(1),
+        signal: None,
+        stop: None,
+        tail: &quoted(OOM_FRAGMENTED),
+        non_finite: None,
+        reports: 0,
+    });
+    assert!(v
+        .advice
+        .unwrap()
+        .contains("PYTORCH_ALLOC_CONF=expandable_segments:True"));
+    let v = judge(&End {
+        code: Some(1),
+        signal: None,
+        stop: None,
+        tail: &recorded("cpu-label"),
+        non_finite: None,
+        reports: 0,
+    });
+    assert!(v.advice.unwrap().contains("num_classes"));
+}

@@ -1,0 +1,102 @@
+//! The memory sampler on real processes: Python children holding known
+//! amounts of touched host memory, alone, as a tree, and sharing pages.
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+use supervise::memory::{self, Sampler};
+
+/// A python3 that touches `mib` MiB, says so on stdout, then sleeps.
+fn holder(script: &str) -> Child {
+    Command::new("sh")
+        .args(["-c", script])
+        .stdout(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .unwrap()
+}
+
+use std::os::unix::process::CommandExt;
+
+fn hold(mib: u32, secs: f32) -> String {
+    format!(
+        "python3 -c \"import time; b = bytearray(b'\\x01') * ({mib} << 20); time.sleep({secs})\""
+    )
+}
+
+fn end(mut c: Child) {
+    // SAFETY: signals to the group we started.
+    unsafe { libc::kill(-(c.id() as i32), libc::SIGKILL) };
+    let _ = c.wait();
+}
+
+#[test]
+fn a_tree_is_summed_and_shared_pages_count_once_in_pss() {
+    let tmp = tempfile::tempdir().unwrap();
+    // Two holders of 150 MiB under one shell.
+    let two = holder(&format!("{} & {} & wait", hold(150, 30.0), hold(150, 30.0)));
+    std::thread::sleep(Duration::from_millis(1500));
+    let s = Sampler::start(
+        two.id(),
+        &tmp.path().join("m.csv"),
+        Duration::from_millis(100),
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(600));
+    let p = s.finish();
+    end(two);
+    assert!(p.processes >= 3, "{p:?}");
+    assert!(p.host_pss_mib > 300.0 && p.host_pss_mib < 360.0, "{p:?}");
+    // One holder that forks after touching: the child shares the pages.
+    let forked = holder(
+        "python3 -c \"import os, time; b = bytearray(b'\\x01') * (200 << 20); os.fork(); time.sleep(30)\"",
+    );
+    std::thread::sleep(Duration::from_millis(1500));
+    let s = Sampler::start(
+        forked.id(),
+        &tmp.path().join("f.csv"),
+        Duration::from_millis(100),
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(600));
+    let p = s.finish();
+    end(forked);
+    assert!(
+        p.host_rss_mib > 400.0,
+        "RSS counts the shared pages twice: {p:?}"
+    );
+    assert!(
+        p.host_pss_mib > 200.0 && p.host_pss_mib < 250.0,
+        "PSS once: {p:?}"
+    );
+    assert!(
+        p.gpu_mib.is_none()
+            && p.gpu_note
+                .as_deref()
+                .unwrap_or("")
+                .contains("not available"),
+        "{p:?}"
+    );
+}
+
+#[test]
+fn a_process_that_exits_is_sampled_to_its_end_and_the_csv_and_plot_are_written() {
+    let tmp = tempfile::tempdir().unwrap();
+    let csv = tmp.path().join("memory.csv");
+    let short = holder(&hold(64, 0.6));
+    let s = Sampler::start(short.id(), &csv, Duration::from_millis(100)).unwrap();
+    let mut short = short;
+    short.wait().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let p = s.finish();
+    assert!(p.samples >= 3 && p.host_pss_mib > 60.0, "{p:?}");
+    let text = std::fs::read_to_string(&csv).unwrap();
+    assert!(text.starts_with(memory::HEADER), "{text}");
+    let mut r = csv::Reader::from_reader(text.as_bytes());
+    let rows: Vec<csv::StringRecord> = r.records().map(|r| r.unwrap()).collect();
+    assert_eq!(rows.len() as u64, p.samples);
+    assert!(rows.iter().all(|r| r[4].is_empty()), "no GPU, no gpu_mib");
+    let png = tmp.path().join("memory.png");
+    memory::plot(&csv, &[(0.2, 1), (0.4, 2)], &png).unwrap();
+    let bytes = std::fs::read(&png).unwrap();
+    assert_eq!(&bytes[1..4], b"PNG");
+}

@@ -1,0 +1,328 @@
+//! A trial of a program sweep (the space names `program`): its files (the
+//! parameters as JSON and as W&B's agent writes them, `${args_json_file}`,
+//! `${config}`), its command line from the space's `command` and W&B's
+//! macros, its environment, and its supervised leg (the supervise crate).
+//! The driver owns the loop; this starts one trial.
+
+use crate::driver::Driver;
+use crate::journal::{Outcome, TrialRef};
+use crate::outcome::MESSAGE_CHARS;
+use crate::running::{Proc, Running};
+use crate::space::Space;
+use crate::trial::ParamValue;
+use anyhow::Context;
+use common::wire::failure::Class;
+use common::wire::run_dir::TrialDir;
+use common::wire::sweep::Settings;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use supervise::child::Spec;
+use supervise::env::{TorchVersion, Wants};
+use supervise::leg::{Leg, Objective};
+use supervise::readers::Reader;
+
+/// What a program trial needs besides the space and the settings.
+pub struct Launch<'a> {
+    pub number: u64,
+    pub dir: &'a TrialDir,
+    pub values: &'a BTreeMap<String, ParamValue>,
+    /// Its `CUDA_VISIBLE_DEVICES` slot, its CPU threads.
+    pub gpu: Option<String>,
+    pub threads: Option<usize>,
+    /// A rerun after a device-side assert.
+    pub launch_blocking: bool,
+    /// The interpreter's torch, asked once per sweep.
+    pub torch: TorchVersion,
+    pub grace: std::time::Duration,
+}
+
+/// A started program trial.
+pub struct Started {
+    pub leg: Leg,
+    /// Where it runs.
+    pub cwd: PathBuf,
+    pub argv: Vec<String>,
+    pub env_said: Vec<String>,
+}
+
+/// The launch directory of a sweep (where `train sweep` was first started).
+pub fn launch_dir(settings: &Settings) -> PathBuf {
+    settings
+        .launch_dir
+        .clone()
+        .map(PathBuf::from)
+        .unwrap_or_else(|| std::env::current_dir().unwrap_or_default())
+}
+
+/// Before any trial: the program exists (from the launch directory), a
+/// `${config}` has its --config, `${interpreter}` has a Python.
+pub fn check(space: &Space, settings: &Settings) -> anyhow::Result<()> {
+    let Some(p) = &space.program else {
+        return Ok(());
+    };
+    let file = launch_dir(settings).join(&p.file);
+    if !file.is_file() {
+        return Err(common::bad_input!(
+            "{}: `program`: {} is not a file (a program is found from the directory train sweep starts in, {})",
+            settings.space_name,
+            p.file,
+            launch_dir(settings).display()
+        ));
+    }
+    if uses_config(p.command.as_deref()) && settings.base_text.is_none() {
+        return Err(common::bad_input!(
+            "{}: `command` uses ${{config}}: give --config, the file each trial's values are set in",
+            settings.space_name
+        ));
+    }
+    let default = supervise::command::DEFAULT.map(String::from);
+    let words = p.command.as_deref().unwrap_or(&default);
+    if settings.interpreter.is_none() && words.iter().any(|w| w == "${interpreter}") {
+        return Err(common::bad_input!(
+            "{}: `command` uses ${{interpreter}} and no python is on PATH: give --interpreter",
+            settings.space_name
+        ));
+    }
+    Ok(())
+}
+
+/// Writes the trial's files and starts its command.
+pub fn start(space: &Space, settings: &Settings, l: &Launch) -> anyhow::Result<Started> {
+    let program = space
+        .program
+        .as_ref()
+        .context("a program trial of a space without `program`")?;
+    let launch = launch_dir(settings);
+    // Absolute: the program may run in another directory (working_dir: trial).
+    let dir = TrialDir::new(launch.join(l.dir.path()));
+    let params = space.program_params(l.values);
+    let json = supervise::command::args_json(&params);
+    common::files::write_atomic(&dir.params(), format!("{json}\n").as_bytes())?;
+    common::files::write_atomic(&dir.wandb_params(), wandb_config(&params).as_bytes())?;
+    if supervise::command::uses_args_json_file(program.command.as_deref()) {
+        common::files::write_atomic(&dir.args_json(), json.as_bytes())?;
+    }
+    let config = if uses_config(program.command.as_deref()) {
+        let text = settings
+            .base_text
+            .as_deref()
+            .context("`${config}` needs the sweep's --config")?;
+        let trial_text = Space::trial_config_text(text, &settings.base_name, l.values)?;
+        common::files::write_atomic(&dir.config(), trial_text.as_bytes())?;
+        Some(dir.config().display().to_string())
+    } else {
+        None
+    };
+    let cwd = if program.work_in_trial {
+        std::fs::create_dir_all(dir.work())?;
+        dir.work()
+    } else {
+        launch.clone()
+    };
+    // The program as the space names it, from the launch directory.
+    let program_path = if program.work_in_trial {
+        launch.join(&program.file).display().to_string()
+    } else {
+        program.file.clone()
+    };
+    let interpreter = settings
+        .interpreter
+        .clone()
+        .unwrap_or_else(|| "python".into());
+    let get = |k: &str| std::env::var(k).ok();
+    let argv = supervise::command::expand(
+        program.command.as_deref(),
+        &supervise::command::Context {
+            params: &params,
+            program: &program_path,
+            interpreter: &interpreter,
+            args_json_file: &dir.args_json().display().to_string(),
+            config: config.as_deref(),
+            env: &get,
+        },
+    )?;
+    let fixes = supervise::env::fixes(
+        &get,
+        l.torch,
+        &Wants {
+            gpu: l.gpu.as_deref(),
+            threads: l.threads,
+            launch_blocking: l.launch_blocking,
+        },
+    );
+    let mut env = fixes.set;
+    env.extend(trial_env(l.number, &dir));
+    if get("WANDB_MODE").is_none() {
+        // No W&B server behind a trainguard sweep: wandb.init runs offline.
+        env.push(("WANDB_MODE".into(), "offline".into()));
+    }
+    let run = dir.run();
+    std::fs::create_dir_all(run.path())?;
+    let spec = Spec {
+        argv: argv.clone(),
+        cwd: Some(cwd.clone()),
+        env,
+        log: dir.log(),
+        own_metrics: Some(dir.own_metrics()),
+        echo: false,
+        keeper: false,
+        grace: l.grace,
+    };
+    let reader = Reader::new(
+        &space.metric.name.to_string(),
+        space.metric.regex.as_deref(),
+    )?;
+    let objective = Objective {
+        metric: space.metric.name.to_string(),
+        maximize: space.metric.goal == crate::trial::Direction::Maximize,
+    };
+    let leg = Leg::start(&spec, reader, &run, 1, objective, config)?;
+    common::files::write_atomic(&dir.pid(), format!("{}\n", leg.pid()).as_bytes())?;
+    Ok(Started {
+        leg,
+        cwd,
+        argv,
+        env_said: fixes.said,
+    })
+}
+
+/// The variables every program trial gets (docs/GUIDE.md, "Your own
+/// training script").
+fn trial_env(number: u64, dir: &TrialDir) -> Vec<(String, String)> {
+    let p = |p: PathBuf| p.display().to_string();
+    vec![
+        ("TRAINGUARD_TRIAL".into(), number.to_string()),
+        ("TRAINGUARD_TRIAL_DIR".into(), p(dir.path().to_path_buf())),
+        ("TRAINGUARD_PARAMS".into(), p(dir.params())),
+        ("TRAINGUARD_METRICS_CSV".into(), p(dir.own_metrics())),
+        ("WANDB_SWEEP_PARAM_PATH".into(), p(dir.wandb_params())),
+        // wandb's offline run (and its summary) lands in the trial.
+        ("WANDB_DIR".into(), p(dir.path().to_path_buf())),
+    ]
+}
+
+/// Whether the command uses `${config}` (W&B's default never does).
+pub fn uses_config(command: Option<&[String]>) -> bool {
+    command.is_some_and(|c| c.iter().any(|w| w.contains("${config}")))
+}
+
+/// The parameters as W&B's agent writes them for `wandb.init`
+/// (wandb_agent.py: `config_util.save_config_file_from_dict`): a
+/// `wandb_version: 1` line, then `name: {value: v}` per parameter.
+pub fn wandb_config(params: &[(String, Value)]) -> String {
+    let mut map = serde_yaml::Mapping::new();
+    for (k, v) in params {
+        let mut inner = serde_yaml::Mapping::new();
+        inner.insert("value".into(), serde_yaml::to_value(v).unwrap_or_default());
+        map.insert(k.as_str().into(), inner.into());
+    }
+    let body = serde_yaml::to_string(&map).unwrap_or_default();
+    format!("wandb_version: 1\n\n{body}")
+}
+
+/// The value of `metric` in the summary a W&B script's offline run left in
+/// the trial (`wandb/offline-run-*/files/wandb-summary.json`), if any.
+pub fn wandb_summary(dir: &Path, metric: &str) -> Option<f64> {
+    let runs = std::fs::read_dir(dir.join("wandb")).ok()?;
+    let mut found = None;
+    for run in runs.flatten() {
+        let file = run.path().join("files/wandb-summary.json");
+        let Ok(text) = std::fs::read_to_string(&file) else {
+            continue;
+        };
+        let Ok(v) = serde_json::from_str::<Value>(&text) else {
+            continue;
+        };
+        found = v.get(metric).and_then(Value::as_f64).or(found);
+    }
+    found
+}
+
+impl Driver {
+    /// Starts a program trial in `slot`: its block, its files, its command.
+    /// A command that cannot start fails the trial (not the sweep).
+    pub(crate) fn start_program(
+        &mut self,
+        slot: usize,
+        made: TrialRef,
+        values: BTreeMap<String, ParamValue>,
+        retried_from: Option<u64>,
+        launch_blocking: bool,
+    ) -> anyhow::Result<()> {
+        let dir = self.trial_dir(made.number);
+        std::fs::create_dir_all(dir.path())?;
+        let s = &self.slots[slot];
+        let gpu = match (s.gpu, self.inherit_gpus) {
+            (Some(g), _) => Some(g.to_string()),
+            _ => None,
+        };
+        let launch = Launch {
+            number: made.number,
+            dir: &dir,
+            values: &values,
+            gpu,
+            threads: s.threads.map(|t| t.max(1) as usize),
+            launch_blocking,
+            torch: self.torch,
+            grace: crate::process::GRACE,
+        };
+        let crowd = self.crowd(slot) + 1;
+        let started = match start(&self.space, &self.settings, &launch) {
+            Ok(s) => s,
+            Err(e) => {
+                let message: String = format!("{e:#}").chars().take(MESSAGE_CHARS).collect();
+                common::say!("train sweep: trial {}: {message}", made.number);
+                self.journal.set_user_attr(
+                    made.id,
+                    "error_class",
+                    &Value::from(Class::Other.as_str()),
+                )?;
+                self.journal
+                    .set_user_attr(made.id, "error_message", &Value::from(message))?;
+                return self.journal.finish_trial(made.id, Outcome::Fail);
+            }
+        };
+        crate::process::print_program_block(
+            made.number,
+            &values,
+            retried_from,
+            &started.argv,
+            &self.runs_on(slot),
+            launch_blocking,
+        );
+        self.running.push(Running {
+            number: made.number,
+            id: made.id,
+            proc: Proc::Program(Box::new(started)),
+            slot,
+            dir,
+            started: std::time::Instant::now(),
+            reported: BTreeMap::new(),
+            ending: None,
+            crowd,
+            launch_blocking,
+        });
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wandb_params_are_written_as_its_agent_does() {
+        let params = vec![
+            ("lr".to_string(), Value::from(0.01)),
+            ("layers".to_string(), Value::from(2)),
+            ("opt".to_string(), Value::from("adam")),
+        ];
+        assert_eq!(
+            wandb_config(&params),
+            "wandb_version: 1\n\nlr:\n  value: 0.01\nlayers:\n  value: 2\nopt:\n  value: adam\n"
+        );
+        assert!(uses_config(Some(&["--config=${config}".to_string()])));
+        assert!(!uses_config(None));
+    }
+}

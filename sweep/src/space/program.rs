@@ -1,0 +1,220 @@
+//! A space that names the user's `program` (W&B's meaning): the program
+//! block (`program`, `command`, `working_dir`), its command checked before
+//! any trial, a trial's parameters as the program gets them, and the
+//! `${config}` file (the base config with the trial's values at their
+//! dotted keys, comments kept).
+
+use super::*;
+use crate::trial::Choice;
+use serde_json::Value as Json;
+
+impl Reader<'_> {
+    /// The program block; without `program`, `command` is W&B's only and
+    /// ignored (said), and `working_dir` is refused.
+    pub(super) fn program(
+        &mut self,
+        program: Option<&Value>,
+        command: Option<&Value>,
+        working_dir: Option<&Value>,
+    ) -> anyhow::Result<Option<Program>> {
+        let Some(program) = program else {
+            if command.is_some() {
+                self.warn(
+                    "command",
+                    "ignored: without `program`, train sweep runs train itself with each trial's config",
+                );
+            }
+            if working_dir.is_some() {
+                return Err(self.err("working_dir", "only for a space that names `program`"));
+            }
+            return Ok(None);
+        };
+        let file = match program.as_str() {
+            Some(f) if !f.trim().is_empty() => f.to_string(),
+            _ => {
+                return Err(self.err(
+                    "program",
+                    format!(
+                        "expected the program's file (e.g. main.py, relative to where train sweep starts), found {}",
+                        show(program)
+                    ),
+                ))
+            }
+        };
+        let command = match command {
+            None => None,
+            Some(v) => {
+                let list = v.as_sequence().ok_or_else(|| {
+                    self.err(
+                        "command",
+                        format!("expected a list of strings, e.g. [${{env}}, ${{interpreter}}, ${{program}}, ${{args}}], found {}", show(v)),
+                    )
+                })?;
+                let words = list
+                    .iter()
+                    .enumerate()
+                    .map(|(i, w)| match w {
+                        Value::String(s) => Ok(s.clone()),
+                        Value::Number(_) | Value::Bool(_) => Ok(show(w)),
+                        _ => Err(self.err(
+                            &format!("command[{i}]"),
+                            format!("expected a string, found {}", show(w)),
+                        )),
+                    })
+                    .collect::<anyhow::Result<Vec<_>>>()?;
+                Some(words)
+            }
+        };
+        let work_in_trial = match working_dir.map(|v| (v, v.as_str())) {
+            None | Some((_, Some("launch"))) => false,
+            Some((_, Some("trial"))) => true,
+            Some((v, _)) => {
+                return Err(self.err(
+                    "working_dir",
+                    format!(
+                        "expected launch (the default: where train sweep starts) or trial (each trial in its own directory), found {}",
+                        show(v)
+                    ),
+                ))
+            }
+        };
+        Ok(Some(Program {
+            file,
+            command,
+            work_in_trial,
+        }))
+    }
+
+    /// The command expanded once with each parameter at its first value:
+    /// an unknown macro, or one inside a longer word, fails here, before
+    /// any trial.
+    pub(super) fn check_command(
+        &self,
+        p: &Program,
+        params: &[(String, Param)],
+    ) -> anyhow::Result<()> {
+        let values: BTreeMap<String, ParamValue> = params
+            .iter()
+            .map(|(k, p)| {
+                let v = match p {
+                    Param::Fixed(v) => v.clone(),
+                    Param::Sampled(d) => first_value(d),
+                };
+                (k.clone(), v)
+            })
+            .collect();
+        let json = to_json(params, &values);
+        let no_env = |_: &str| None;
+        supervise::command::expand(
+            p.command.as_deref(),
+            &supervise::command::Context {
+                params: &json,
+                program: &p.file,
+                interpreter: "python",
+                args_json_file: "args.json",
+                config: Some("config.yaml"),
+                env: &no_env,
+            },
+        )
+        .map(|_| ())
+        .map_err(|e| self.err("command", format!("{e:#}")))
+    }
+}
+
+fn first_value(d: &Distribution) -> ParamValue {
+    match d {
+        Distribution::Float { low, .. } => ParamValue::Float(*low),
+        Distribution::Int { low, .. } => ParamValue::Int(*low),
+        Distribution::Categorical { choices } => {
+            ParamValue::Choice(choices.first().cloned().unwrap_or(Choice::Null))
+        }
+    }
+}
+
+/// Each parameter's value in the space's order (as W&B's agent gives them),
+/// as JSON.
+fn to_json(
+    params: &[(String, Param)],
+    values: &BTreeMap<String, ParamValue>,
+) -> Vec<(String, Json)> {
+    params
+        .iter()
+        .filter_map(|(k, p)| {
+            let v = values.get(k).cloned().or_else(|| match p {
+                Param::Fixed(v) => Some(v.clone()),
+                Param::Sampled(_) => None,
+            })?;
+            Some((k.clone(), json_of(&v)))
+        })
+        .collect()
+}
+
+fn json_of(v: &ParamValue) -> Json {
+    match v {
+        ParamValue::Float(f) => Json::from(*f),
+        ParamValue::Int(i) => Json::from(*i),
+        ParamValue::Choice(c) => match c {
+            Choice::Null => Json::Null,
+            Choice::Bool(b) => Json::from(*b),
+            Choice::Int(i) => Json::from(*i),
+            Choice::Float(f) => Json::from(*f),
+            Choice::Str(s) => Json::from(s.clone()),
+        },
+    }
+}
+
+impl Space {
+    /// A trial's parameters as its program gets them: every parameter (the
+    /// fixed ones too) in the space's order.
+    pub fn program_params(&self, values: &BTreeMap<String, ParamValue>) -> Vec<(String, Json)> {
+        to_json(&self.params, values)
+    }
+
+    /// The `${config}` file of a trial: `base_text` (the file `--config`
+    /// names, `base_name` in messages) with each parameter set at its dotted
+    /// key, comments and order kept; a key the file lacks is added.
+    pub fn trial_config_text(
+        base_text: &str,
+        base_name: &str,
+        values: &BTreeMap<String, ParamValue>,
+    ) -> anyhow::Result<String> {
+        let mut text = base_text.to_string();
+        for (key, v) in values {
+            let yaml = serde_yaml::to_string(&v.to_yaml()).unwrap_or_default();
+            text = diagnose::yaml_edit::set(&text, key, yaml.trim()).map_err(|e| {
+                bad_input!("{base_name}: cannot set `{key}` for the trial's ${{config}}: {e}")
+            })?;
+        }
+        Ok(text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_trial_config_keeps_the_comments_and_sets_dotted_keys() {
+        let base =
+            "# the seeds' config\nepochs: 50  # long\noptimizer:\n  lr: 0.001\n  name: adamw\n";
+        let values = BTreeMap::from([
+            ("optimizer.lr".to_string(), ParamValue::Float(0.01)),
+            ("epochs".to_string(), ParamValue::Int(3)),
+            ("optimizer.warmup".to_string(), ParamValue::Int(100)),
+            (
+                "tag".to_string(),
+                ParamValue::Choice(Choice::Str("a: b".into())),
+            ),
+        ]);
+        let text = Space::trial_config_text(base, "base.yaml", &values).unwrap();
+        assert!(
+            text.starts_with("# the seeds' config\nepochs: 3  # long\n"),
+            "{text}"
+        );
+        let doc: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
+        assert_eq!(doc["optimizer"]["lr"].as_f64(), Some(0.01));
+        assert_eq!(doc["optimizer"]["warmup"].as_i64(), Some(100));
+        assert_eq!(doc["optimizer"]["name"].as_str(), Some("adamw"));
+        assert_eq!(doc["tag"].as_str(), Some("a: b"));
+    }
+}

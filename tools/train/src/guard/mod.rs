@@ -1,0 +1,376 @@
+//! `train run -- CMD`: one guarded run of any command (the user's own
+//! `python main.py --config ...`). Its output read as it comes, its memory
+//! sampled, the known fixes set in its environment, its end said in words;
+//! with `--config A --fallback B ...` and `{config}` in the command, seed
+//! 000's A -> B -> C chain for any script. The supervision is the supervise
+//! crate's (`leg`); this is the chain, the run directory and the exit code.
+
+use anyhow::Context;
+use clap::Parser;
+use common::bad_input;
+use common::wire::program::{ProgramStatus, ProgramSummary};
+use common::wire::run_dir::RunDir;
+use common::wire::Versioned;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+use supervise::child::Spec;
+use supervise::leg::{Leg, Objective};
+use supervise::readers::Reader;
+use supervise::verdict::Stop;
+
+/// The word replaced by the current config's path.
+const CONFIG_WORD: &str = "{config}";
+/// How often the loop looks again.
+const POLL: Duration = Duration::from_millis(100);
+
+/// Set by Ctrl-C or SIGTERM: end the command, record why.
+static STOP: AtomicBool = AtomicBool::new(false);
+
+#[derive(Parser, Debug)]
+#[command(
+    after_help = "Exit codes: the command's own when it ran (128+N when signal N ended it; 130 when \
+                  train run was stopped by Ctrl-C or SIGTERM); 2 bad usage or a command that cannot \
+                  be started; 4 train broke. How it ended, in words, is in DIR/summary.yaml \
+                  (program-summary/v1) and on stderr. docs/GUIDE.md, \"Your own training script\"."
+)]
+pub struct Args {
+    /// The run directory [default: runs/<program>-<time>].
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// The config put in `{config}`'s place in the command.
+    #[arg(long, value_name = "CFG")]
+    pub config: Option<PathBuf>,
+    /// The next config when the previous one ends in a failure a config
+    /// causes (out of memory, CUDA graphs, a non-finite loss); repeat for a
+    /// chain (A -> B -> C).
+    #[arg(long, value_name = "CFG", requires = "config")]
+    pub fallback: Vec<PathBuf>,
+    /// End the command after this long (90s, 45m, 2h), then record a
+    /// timeout.
+    #[arg(long, value_name = "TIME", value_parser = humantime::parse_duration)]
+    pub timeout: Option<Duration>,
+    /// Between SIGTERM to the command's process group and SIGKILL.
+    #[arg(long, value_name = "TIME", default_value = "10s", value_parser = humantime::parse_duration)]
+    pub grace: Duration,
+    /// The metric the summary's best and last are of.
+    #[arg(long, value_name = "NAME", default_value = "val_loss")]
+    pub metric: String,
+    /// A regular expression with one capture group that reads the metric
+    /// from a line (e.g. 'valid loss\s+([0-9.]+)').
+    #[arg(long, value_name = "RE")]
+    pub metric_regex: Option<String>,
+    /// The metric is better larger (accuracy), not smaller.
+    #[arg(long)]
+    pub maximize: bool,
+    /// Keep the command's output in DIR/output.log only.
+    #[arg(long, short)]
+    pub quiet: bool,
+    /// The command, after `--`.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+pub fn run(args: &Args) -> anyhow::Result<u8> {
+    let configs = configs_of(args)?;
+    // The regex is checked before anything runs.
+    Reader::new(&args.metric, args.metric_regex.as_deref())?;
+    let dir = RunDir::new(
+        args.out
+            .clone()
+            .unwrap_or_else(|| default_out(&args.command)),
+    );
+    std::fs::create_dir_all(dir.path())
+        .map_err(|e| bad_input!("{}: cannot create: {e}", dir.path().display()))?;
+    let cwd = std::env::current_dir().context("the current directory")?;
+    let _ = ctrlc::set_handler(|| STOP.store(true, Ordering::SeqCst));
+    let started = Instant::now();
+    let mut summary = ProgramSummary {
+        schema: ProgramSummary::SCHEMA.into(),
+        status: ProgramStatus::Failed,
+        class: None,
+        evidence: String::new(),
+        advice: None,
+        cwd: cwd.display().to_string(),
+        env_set: Vec::new(),
+        best: None,
+        last: None,
+        seconds: 0.0,
+        legs: Vec::new(),
+    };
+    let mut code = common::exit::FOUND;
+    for (i, config) in configs.iter().enumerate() {
+        let argv = with_config(&args.command, config.as_deref());
+        let env = fixes(&argv, &mut summary);
+        let spec = Spec {
+            argv: argv.clone(),
+            cwd: None,
+            env,
+            log: dir.output_log(),
+            own_metrics: Some(dir.own_metrics()),
+            echo: !args.quiet,
+            keeper: true,
+            grace: args.grace,
+        };
+        let reader = Reader::new(&args.metric, args.metric_regex.as_deref())?;
+        let objective = Objective {
+            metric: args.metric.clone(),
+            maximize: args.maximize,
+        };
+        let number = i as u32 + 1;
+        if number > 1 {
+            use std::io::Write;
+            let mut log = std::fs::OpenOptions::new()
+                .append(true)
+                .open(dir.output_log())?;
+            writeln!(log, "\n==> train run: leg {number}: {}", shell_words(&argv))?;
+        }
+        let mut leg = Leg::start(&spec, reader, &dir, number, objective, config.clone())?;
+        common::say!(
+            "train run: leg {number}: {} (pid {}); output in {}",
+            shell_words(&argv),
+            leg.pid(),
+            dir.output_log().display()
+        );
+        let status = watch(&mut leg, args)?;
+        let ended = leg.end(status);
+        let (best, last) = (ended.best, ended.last);
+        let l = ended.leg;
+        code = exit_code(&l);
+        summary.status = l.status;
+        summary.class = l.class;
+        summary.evidence = l.evidence.clone();
+        summary.advice = l.advice.clone();
+        summary.best = best.or(summary.best.take());
+        summary.last = last.or(summary.last.take());
+        summary.seconds = (started.elapsed().as_secs_f64() * 10.0).round() / 10.0;
+        let word = match l.class {
+            Some(c) => format!("{:?} ({})", l.status, c.as_str()).to_lowercase(),
+            None => format!("{:?}", l.status).to_lowercase(),
+        };
+        common::say!("train run: leg {number} {word}: {}", l.evidence);
+        if let Some(a) = &l.advice {
+            common::say!("train run: what to change: {a}");
+        }
+        let chain_on = l.status == ProgramStatus::Failed
+            && supervise::leg::config_caused(l.class)
+            && i + 1 < configs.len();
+        summary.legs.push(l);
+        common::files::write_yaml(&dir.summary(), &summary)?;
+        if !chain_on {
+            break;
+        }
+        common::say!(
+            "train run: {} ended in a failure a config causes: the next config, {}, takes over (seed 000's chain)",
+            config.as_deref().unwrap_or("the config"),
+            configs[i + 1].as_deref().unwrap_or("?")
+        );
+    }
+    common::say!("train run: summary in {}", dir.summary().display());
+    Ok(code)
+}
+
+/// The legs' configs: `--config` then each `--fallback` (None: a command
+/// without `{config}`). A `{config}` without `--config`, or the reverse,
+/// is bad usage; each file must exist.
+fn configs_of(args: &Args) -> anyhow::Result<Vec<Option<String>>> {
+    let has_word = args.command.iter().any(|w| w.contains(CONFIG_WORD));
+    match (&args.config, has_word) {
+        (None, false) => return Ok(vec![None]),
+        (None, true) => {
+            return Err(bad_input!(
+                "the command has {CONFIG_WORD} but no --config names the file to put there"
+            ))
+        }
+        (Some(_), false) => {
+            return Err(bad_input!(
+                "--config is given but the command has no {CONFIG_WORD} to put it in (e.g. `-- python main.py --config {CONFIG_WORD}`)"
+            ))
+        }
+        (Some(_), true) => {}
+    }
+    let files: Vec<&PathBuf> = args.config.iter().chain(&args.fallback).collect();
+    for f in &files {
+        if !f.is_file() {
+            return Err(bad_input!("{}: no such config file", f.display()));
+        }
+    }
+    Ok(files
+        .iter()
+        .map(|f| Some(f.display().to_string()))
+        .collect())
+}
+
+fn with_config(command: &[String], config: Option<&str>) -> Vec<String> {
+    command
+        .iter()
+        .map(|w| match config {
+            Some(c) => w.replace(CONFIG_WORD, c),
+            None => w.clone(),
+        })
+        .collect()
+}
+
+/// The known fixes for this command's environment, said once per run.
+fn fixes(argv: &[String], summary: &mut ProgramSummary) -> Vec<(String, String)> {
+    let torch = supervise::env::python_of(argv)
+        .as_deref()
+        .and_then(supervise::env::torch_version);
+    let get = |k: &str| std::env::var(k).ok();
+    let f = supervise::env::fixes(
+        &get,
+        torch,
+        &supervise::env::Wants {
+            gpu: None,
+            threads: None,
+            launch_blocking: false,
+        },
+    );
+    if summary.env_set.is_empty() {
+        for s in &f.said {
+            common::say!("train run: {s}");
+        }
+    }
+    summary.env_set = f.said;
+    f.set
+}
+
+/// Polls the leg until its command ends: Ctrl-C and the timeout stop it.
+fn watch(leg: &mut Leg, args: &Args) -> anyhow::Result<std::process::ExitStatus> {
+    loop {
+        leg.poll();
+        if leg.stopping().is_none() {
+            if STOP.load(Ordering::SeqCst) {
+                common::say!(
+                    "train run: stopping the command: SIGTERM to its process group, SIGKILL after {}",
+                    humantime::format_duration(args.grace)
+                );
+                leg.stop(Stop::Interrupted("train run got Ctrl-C or SIGTERM".into()));
+            } else if let Some(limit) = args.timeout {
+                if leg.seconds() > limit.as_secs_f64() {
+                    common::say!(
+                        "train run: past --timeout {}: ending the command",
+                        humantime::format_duration(limit)
+                    );
+                    leg.stop(Stop::Timeout {
+                        limit_s: limit.as_secs_f64(),
+                    });
+                }
+            }
+        }
+        if let Some(status) = leg.tick()? {
+            return Ok(status);
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
+/// The command's exit code, as a shell gives it (128+N for signal N);
+/// 130 when train run was stopped.
+fn exit_code(leg: &common::wire::program::ProgramLeg) -> u8 {
+    if leg.status == ProgramStatus::Stopped {
+        return common::exit::STOPPED;
+    }
+    match (leg.exit_code, leg.signal) {
+        (Some(c), _) => c.clamp(0, 255) as u8,
+        (None, Some(s)) => (128 + s).clamp(0, 255) as u8,
+        (None, None) => common::exit::FOUND,
+    }
+}
+
+fn default_out(command: &[String]) -> PathBuf {
+    // The script's name for `python main.py`, else the program's.
+    let word = command
+        .iter()
+        .find(|w| w.ends_with(".py"))
+        .or(command.first())
+        .map(|w| {
+            Path::new(w)
+                .file_stem()
+                .map_or("run".into(), |s| s.to_string_lossy().into_owned())
+        })
+        .unwrap_or_else(|| "run".into());
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let stamp =
+        humantime::format_rfc3339_seconds(std::time::UNIX_EPOCH + Duration::from_secs(secs))
+            .to_string()
+            .replace([':', 'T'], "-")
+            .trim_end_matches('Z')
+            .to_string();
+    PathBuf::from("runs").join(format!("{word}-{stamp}"))
+}
+
+/// The argv as a shell would show it.
+fn shell_words(argv: &[String]) -> String {
+    argv.iter()
+        .map(|w| {
+            if !w.is_empty()
+                && w.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%{}".contains(c))
+            {
+                w.clone()
+            } else {
+                format!("'{}'", w.replace('\'', "'\\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(cmd: &str, config: Option<&str>) -> Args {
+        let mut argv = vec!["run".to_string()];
+        if let Some(c) = config {
+            argv.extend(["--config".into(), c.into()]);
+        }
+        argv.push("--".into());
+        argv.extend(cmd.split(' ').map(String::from));
+        Args::try_parse_from(argv).unwrap()
+    }
+
+    #[test]
+    fn config_and_its_word_go_together() {
+        assert_eq!(configs_of(&args("python m.py", None)).unwrap(), vec![None]);
+        let e = configs_of(&args("python m.py --config {config}", None)).unwrap_err();
+        assert!(e.to_string().contains("no --config"), "{e}");
+        let e = configs_of(&args("python m.py", Some("Cargo.toml"))).unwrap_err();
+        assert!(e.to_string().contains("no {config}"), "{e}");
+        let e = configs_of(&args("python m.py --config={config}", Some("nope.yaml"))).unwrap_err();
+        assert!(
+            e.to_string().contains("nope.yaml: no such config file"),
+            "{e}"
+        );
+        assert_eq!(
+            with_config(&["--config={config}".into()], Some("a.yaml")),
+            ["--config=a.yaml"]
+        );
+    }
+
+    #[test]
+    fn exit_codes_are_the_commands() {
+        use common::wire::program::ProgramLeg;
+        let mut leg = ProgramSummary::example().legs.remove(0);
+        assert_eq!(exit_code(&leg), 1);
+        leg = ProgramLeg {
+            exit_code: None,
+            signal: Some(9),
+            ..leg
+        };
+        assert_eq!(exit_code(&leg), 137);
+        leg.status = ProgramStatus::Stopped;
+        assert_eq!(exit_code(&leg), 130);
+        assert_eq!(
+            shell_words(&["python".into(), "a b.py".into()]),
+            "python 'a b.py'"
+        );
+        assert!(default_out(&["python".into(), "x/main.py".into()])
+            .display()
+            .to_string()
+            .starts_with("runs/main-"));
+    }
+}

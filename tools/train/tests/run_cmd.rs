@@ -1,0 +1,287 @@
+//! `train run -- CMD` as a user runs it: real commands (sh, Python, and the
+//! repo's real PyTorch script examples/own_script/main.py where the failure
+//! needs torch: a real host out-of-memory under RLIMIT_AS), read back from
+//! the run directory it leaves.
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+use testkit::{wait_until, write};
+
+const BIN: &str = env!("CARGO_BIN_EXE_train");
+
+fn train_run(cwd: &Path, args: &[&str]) -> Output {
+    let mut cmd = Command::new(BIN);
+    cmd.arg("run").args(args).current_dir(cwd);
+    for k in testkit::CALLER_ENV {
+        cmd.env_remove(k);
+    }
+    cmd.output().unwrap()
+}
+
+fn summary(dir: &Path) -> serde_yaml::Value {
+    testkit::yaml(&std::fs::read(dir.join("summary.yaml")).unwrap())
+}
+
+fn script() -> String {
+    testkit::repo_path("examples/own_script/main.py")
+        .display()
+        .to_string()
+}
+
+fn py() -> String {
+    testkit::python().display().to_string()
+}
+
+/// Alive and not a zombie.
+fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit_once(") ").map(|(_, r)| !r.starts_with('Z')))
+        .unwrap_or(false)
+}
+
+#[test]
+fn a_plain_command_is_read_and_its_exit_code_passed_on() {
+    let tmp = tempfile::tempdir().unwrap();
+    let prog = "import json,sys\n\
+for e in (1, 2, 3):\n    print(f'Epoch {e}/3 | Train Loss: {1/e:.4f} | Val Loss: {2/e:.4f} | LR: 0.001 | Time: 0.10s', flush=True)\n    print(json.dumps({'epoch': e, 'acc': 0.5 + e / 10}), flush=True)\n\
+print('ValueError: the data ran out', file=sys.stderr)\nsys.exit(3)\n";
+    write(tmp.path(), "p.py", prog);
+    let out = train_run(
+        tmp.path(),
+        &["--out", "r", "--quiet", "--", "python3", "p.py"],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s = summary(&tmp.path().join("r"));
+    assert_eq!(s["schema"], "program-summary/v1");
+    assert_eq!(s["status"], "failed");
+    assert_eq!(s["best"]["metric"], "val_loss");
+    assert_eq!(s["best"]["value"].as_f64(), Some(0.6667));
+    assert_eq!(s["best"]["step"].as_u64(), Some(3));
+    assert_eq!(s["legs"][0]["exit_code"].as_i64(), Some(3));
+    assert!(
+        s["evidence"]
+            .as_str()
+            .unwrap()
+            .contains("ValueError: the data ran out"),
+        "{s:?}"
+    );
+    let rows = std::fs::read_to_string(tmp.path().join("r/metrics.csv")).unwrap();
+    assert!(
+        rows.starts_with("seconds,leg,metric,step,value\n"),
+        "{rows}"
+    );
+    assert_eq!(
+        rows.lines().filter(|l| l.contains(",acc,")).count(),
+        3,
+        "{rows}"
+    );
+    let log = std::fs::read_to_string(tmp.path().join("r/output.log")).unwrap();
+    assert!(log.contains("Epoch 3/3") && log.contains("the data ran out"));
+    assert!(out.stdout.is_empty(), "--quiet keeps the output in the log");
+}
+
+#[test]
+fn bad_usage_exits_2_before_anything_runs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = train_run(
+        tmp.path(),
+        &[
+            "--out", "r", "--", "python3", "m.py", "--config", "{config}",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no --config"));
+    assert!(!tmp.path().join("r").exists());
+    let out = train_run(tmp.path(), &["--out", "r", "--", "no-such-program-xyz"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot start \"no-such-program-xyz\""));
+    let out = train_run(
+        tmp.path(),
+        &[
+            "--out",
+            "r",
+            "--metric-regex",
+            "loss (\\d+) (\\d+)",
+            "--",
+            "true",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("2 capture groups"));
+}
+
+#[test]
+fn a_timeout_ends_the_group_even_when_it_ignores_sigterm() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = train_run(
+        tmp.path(),
+        &[
+            "--out",
+            "r",
+            "--timeout",
+            "1s",
+            "--grace",
+            "1s",
+            "--",
+            "sh",
+            "-c",
+            "trap '' TERM; echo started; sleep 30",
+        ],
+    );
+    let s = summary(&tmp.path().join("r"));
+    assert_eq!(s["class"], "timeout", "{s:?}");
+    assert_eq!(
+        s["legs"][0]["signal"].as_i64(),
+        Some(9),
+        "SIGKILL after the grace"
+    );
+    assert_eq!(out.status.code(), Some(137));
+    assert!(s["legs"][0]["seconds"].as_f64().unwrap() < 10.0);
+}
+
+#[test]
+fn killed_minus_nine_leaves_no_process_of_its_command() {
+    let tmp = tempfile::tempdir().unwrap();
+    // The command's own child (a worker) is what outlives a plain kill.
+    let cmd = "sleep 300 & echo $! > worker.pid; echo $$ > leader.pid; \
+               echo 'Epoch 1/9 | Train Loss: 1.0 | Val Loss: 1.0 | LR: 0.1 | Time: 1s'; wait";
+    let mut train = Command::new(BIN)
+        .args([
+            "run", "--out", "r", "--grace", "1s", "--quiet", "--", "sh", "-c", cmd,
+        ])
+        .current_dir(tmp.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid_of = |name: &str| -> Option<i32> {
+        std::fs::read_to_string(tmp.path().join(name))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    };
+    wait_until("the command's pids", 20, || {
+        pid_of("worker.pid").is_some() && pid_of("leader.pid").is_some()
+    });
+    let (worker, leader) = (pid_of("worker.pid").unwrap(), pid_of("leader.pid").unwrap());
+    assert!(alive(worker) && alive(leader));
+    train.kill().unwrap(); // SIGKILL
+    train.wait().unwrap();
+    wait_until("the command's process group to be gone", 15, || {
+        !alive(worker) && !alive(leader)
+    });
+}
+
+#[test]
+fn ctrl_c_stops_the_command_and_says_so() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut train = Command::new(BIN)
+        .args([
+            "run",
+            "--out",
+            "r",
+            "--quiet",
+            "--",
+            "sh",
+            "-c",
+            "echo up > up; sleep 60",
+        ])
+        .current_dir(tmp.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_until("the command to start", 20, || {
+        tmp.path().join("up").exists()
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    // SAFETY: a signal to the child we started.
+    unsafe { libc::kill(train.id() as i32, libc::SIGTERM) };
+    let status = train.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    let s = summary(&tmp.path().join("r"));
+    assert_eq!(s["status"], "stopped", "{s:?}");
+    assert_eq!(s["class"], "interrupted");
+}
+
+/// Seed 000's chain for any script: A fails with the CUDA-graph message
+/// (recorded; a CPU cannot produce it), B runs out of host memory for real
+/// (torch under RLIMIT_AS), C finishes.
+#[test]
+fn the_fallback_chain_runs_a_script_from_config_to_config() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    write(
+        d,
+        "a.yaml",
+        "epochs: 2\nfault: cuda-graph\nfault_epoch: 1\n",
+    );
+    write(
+        d,
+        "b.yaml",
+        "epochs: 2\nfault: oom\nfault_epoch: 1\nmemory_limit_mib: 1500\n",
+    );
+    write(d, "c.yaml", "epochs: 2\n");
+    let out = train_run(
+        d,
+        &[
+            "--out",
+            "r",
+            "--quiet",
+            "--config",
+            "a.yaml",
+            "--fallback",
+            "b.yaml",
+            "--fallback",
+            "c.yaml",
+            "--",
+            &py(),
+            &script(),
+            "--config",
+            "{config}",
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let s = summary(&d.join("r"));
+    let legs = s["legs"].as_sequence().unwrap();
+    let got: Vec<(&str, &str, &str)> = legs
+        .iter()
+        .map(|l| {
+            (
+                l["config"].as_str().unwrap(),
+                l["status"].as_str().unwrap(),
+                l["class"].as_str().unwrap_or("-"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("a.yaml", "failed", "cuda-graph-pointer"),
+            ("b.yaml", "failed", "out-of-memory"),
+            ("c.yaml", "finished", "-"),
+        ],
+        "{err}"
+    );
+    assert!(legs[1]["evidence"]
+        .as_str()
+        .unwrap()
+        .contains("can't allocate memory"));
+    assert!(err.contains("takes over"), "{err}");
+    assert_eq!(s["status"], "finished");
+    assert_eq!(s["best"]["metric"], "val_loss");
+    let log = std::fs::read_to_string(d.join("r/output.log")).unwrap();
+    assert!(log.contains("==> train run: leg 3"), "{log}");
+    for f in ["memory.csv", "memory-2.csv", "memory-3.csv"] {
+        assert!(d.join("r").join(f).exists(), "{f}");
+    }
+}

@@ -1,0 +1,275 @@
+//! `train sweep` whose trials are the user's program (the space names
+//! `program`): the repo's real PyTorch script examples/own_script/main.py,
+//! with failures that happen for real (a host out-of-memory under
+//! RLIMIT_AS, a NaN, a label out of range, a SIGKILL, a hang), read back
+//! by a real Optuna from the journal.
+
+use serde_json::Value;
+use std::path::Path;
+use std::process::{Command, Output};
+use testkit::{optuna_trials, write};
+
+const BIN: &str = env!("CARGO_BIN_EXE_train");
+
+fn sweep(cwd: &Path, args: &[&str]) -> Output {
+    let mut cmd = Command::new(BIN);
+    cmd.arg("sweep").args(args).current_dir(cwd);
+    for k in testkit::CALLER_ENV {
+        cmd.env_remove(k);
+    }
+    cmd.output().unwrap()
+}
+
+/// A directory holding the script as `main.py`, as a user's project does.
+fn project() -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        testkit::repo_path("examples/own_script/main.py"),
+        tmp.path().join("main.py"),
+    )
+    .unwrap();
+    tmp
+}
+
+fn py() -> String {
+    testkit::python().display().to_string()
+}
+
+fn report(cwd: &Path, dir: &str) -> Value {
+    let out = sweep(cwd, &["--report", dir, "--format", "json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn attr<'a>(t: &'a Value, k: &str) -> &'a str {
+    t["user_attrs"][k].as_str().unwrap_or("-")
+}
+
+/// One trial per fault, each in its class; the journal as Optuna reads it
+/// agrees with --report.
+#[test]
+fn each_real_failure_of_a_program_is_named_by_its_class() {
+    let p = project();
+    write(
+        p.path(),
+        "space.yaml",
+        "program: main.py
+method: grid
+metric: {name: val_loss, goal: minimize}
+parameters:
+  fault: {values: [none, nan, label, oom, sigkill, hang]}
+  memory_limit_mib: {value: 1500}
+  epochs: {value: 3}
+  lr: {value: 0.05}
+",
+    );
+    let out = sweep(
+        p.path(),
+        &[
+            "--space",
+            "space.yaml",
+            "--out",
+            "s",
+            "--parallel",
+            "2",
+            "--trial-timeout",
+            "25",
+            "--interpreter",
+            &py(),
+            "--max-consecutive-failures",
+            "0",
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("TRIAL 0 - Configuration:") && err.contains("  fault: none"),
+        "{err}"
+    );
+    let trials = optuna_trials(&p.path().join("s"), "sweep");
+    let trials = trials.as_array().unwrap();
+    let got: Vec<(String, &str, &str)> = trials
+        .iter()
+        .map(|t| {
+            (
+                t["params"]["fault"].as_str().unwrap().to_string(),
+                t["state"].as_str().unwrap(),
+                attr(t, "error_class"),
+            )
+        })
+        .collect();
+    let want = [
+        ("none", "COMPLETE", "-"),
+        ("nan", "FAIL", "non-finite-loss"),
+        ("label", "FAIL", "label-out-of-range"),
+        ("oom", "FAIL", "out-of-memory"),
+        ("sigkill", "FAIL", "killed"),
+        ("hang", "FAIL", "timeout"),
+    ];
+    for (fault, state, class) in want {
+        assert!(
+            got.iter()
+                .any(|(f, s, c)| f == fault && *s == state && *c == class),
+            "{fault}: want {state} {class}, got {got:?}\n{err}"
+        );
+    }
+    let t = |fault: &str| {
+        trials
+            .iter()
+            .find(|t| t["params"]["fault"] == fault)
+            .unwrap()
+    };
+    assert!(attr(t("label"), "error_message").contains("Target 5 is out of bounds"));
+    assert!(attr(t("oom"), "error_message").contains("can't allocate memory"));
+    assert!(attr(t("sigkill"), "error_message").contains("OOM killer"));
+    // Intermediates from the seeds' epoch lines: val_loss per epoch.
+    let done = t("none");
+    assert_eq!(done["intermediate"].as_object().unwrap().len(), 3, "{done}");
+    assert!(
+        done["user_attrs"]["peak_host_pss_mib"].as_f64().unwrap() > 50.0,
+        "{done}"
+    );
+    // --report says the same as Optuna.
+    let r = report(p.path(), "s");
+    let rows = r["trials"].as_array().unwrap();
+    assert_eq!(rows.len(), trials.len());
+    for (row, t) in rows.iter().zip(trials) {
+        assert_eq!(row["number"], t["number"]);
+        assert_eq!(row["value"], t["value"]);
+    }
+    // Its files: parameters, W&B's param file, the supervisor's records.
+    let t0 = p.path().join("s/trials/0000");
+    let params: Value =
+        serde_json::from_slice(&std::fs::read(t0.join("params.json")).unwrap()).unwrap();
+    assert_eq!(params["fault"], "none");
+    let wandb = std::fs::read_to_string(t0.join("wandb-config.yaml")).unwrap();
+    assert!(
+        wandb.starts_with("wandb_version: 1\n") && wandb.contains("fault:\n  value: none"),
+        "{wandb}"
+    );
+    for f in [
+        "run/summary.yaml",
+        "run/metrics.csv",
+        "run/memory.csv",
+        "train.log",
+    ] {
+        assert!(t0.join(f).exists(), "{f}");
+    }
+}
+
+/// The metric read from JSON lines, from a regex, and with `${config}`:
+/// the base config with the trial's values at their dotted keys.
+#[test]
+fn metrics_come_from_json_lines_a_regex_and_config_files() {
+    let p = project();
+    write(
+        p.path(),
+        "base.yaml",
+        "# the base config\nepochs: 2  # short\nlr: 0.01\n",
+    );
+    write(
+        p.path(),
+        "json.yaml",
+        "program: main.py
+method: random
+run_cap: 1
+metric: {name: val_accuracy, goal: maximize}
+command: [${interpreter}, ${program}, --config, ${config}]
+parameters:
+  lr: {min: 0.01, max: 0.1}
+",
+    );
+    let out = sweep(
+        p.path(),
+        &[
+            "--space",
+            "json.yaml",
+            "--config",
+            "base.yaml",
+            "--out",
+            "j",
+            "--interpreter",
+            &py(),
+        ],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let t = &optuna_trials(&p.path().join("j"), "sweep")[0];
+    assert_eq!(t["state"], "COMPLETE", "{t}");
+    assert_eq!(t["intermediate"].as_object().unwrap().len(), 2, "{t}");
+    let cfg = std::fs::read_to_string(p.path().join("j/trials/0000/config.yaml")).unwrap();
+    assert!(
+        cfg.contains("# the base config") && cfg.contains("epochs: 2  # short"),
+        "{cfg}"
+    );
+    let lr = t["params"]["lr"].as_f64().unwrap();
+    assert!(cfg.contains(&format!("lr: {lr}")), "{cfg} {lr}");
+
+    write(
+        p.path(),
+        "regex.yaml",
+        "program: main.py
+method: grid
+metric: {name: valid_loss, goal: minimize, regex: 'valid loss\\s+([0-9.]+)'}
+parameters:
+  epochs: {value: 2}
+",
+    );
+    let out = sweep(
+        p.path(),
+        &[
+            "--space",
+            "regex.yaml",
+            "--out",
+            "r",
+            "--interpreter",
+            &py(),
+        ],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let t = &optuna_trials(&p.path().join("r"), "sweep")[0];
+    assert_eq!(t["state"], "COMPLETE", "{t}");
+    assert_eq!(t["intermediate"].as_object().unwrap().len(), 2, "{t}");
+}
+
+#[test]
+fn a_bad_program_space_exits_2_before_any_trial() {
+    let p = project();
+    let cases = [
+        ("program: nope.py\nmethod: grid\nmetric: {name: val_loss}\nparameters: {lr: {value: 1}}\n", "nope.py"),
+        ("program: main.py\nmethod: grid\nmetric: {name: val_loss}\ncommand: [${interpreter}, ${program}, ${argz}]\nparameters: {lr: {value: 1}}\n", "${argz}"),
+        ("program: main.py\nmethod: grid\nmetric: {name: val_loss, regex: 'loss ([0-9.]+) (x)'}\nparameters: {lr: {value: 1}}\n", "capture group"),
+    ];
+    for (i, (space, needle)) in cases.iter().enumerate() {
+        let name = format!("bad{i}.yaml");
+        write(p.path(), &name, space);
+        let out = sweep(
+            p.path(),
+            &[
+                "--space",
+                &name,
+                "--out",
+                &format!("o{i}"),
+                "--interpreter",
+                &py(),
+            ],
+        );
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{space}\n{err}");
+        assert!(err.contains(needle), "{needle}: {err}");
+        assert!(!p.path().join(format!("o{i}/trials/0000")).exists());
+    }
+}
