@@ -258,14 +258,13 @@ pub fn report(dir: &Path, format: Option<Format>) -> anyhow::Result<u8> {
     let rows: Vec<Row> = study.trials.iter().map(row).collect();
     let best_trial = best(&study);
     if let Some(t) = best_trial {
-        let config = space.apply(&settings.base, &t.params)?;
         let text = format!(
             "# The best trial of the sweep in {}: trial {}, {} {:.6}\n{}",
             dir.display(),
             t.number,
             space.metric.name,
             t.value.unwrap_or(f64::NAN),
-            config.to_yaml()
+            best_text(&settings, &space, &t.params)?
         );
         common::files::write_atomic(&SweepDir::new(dir).best_config(), text.as_bytes())?;
     }
@@ -290,6 +289,31 @@ pub fn report(dir: &Path, format: Option<Format>) -> anyhow::Result<u8> {
     Format::resolve(format).write(&report, &mut out, write_table, write_csv)?;
     out.flush()?;
     Ok(common::exit::OK)
+}
+
+/// The best trial's config: the base with its values; for a program, its
+/// `${config}` text, or without one its parameters as YAML.
+fn best_text(
+    settings: &Settings,
+    space: &Space,
+    params: &std::collections::BTreeMap<String, crate::trial::ParamValue>,
+) -> anyhow::Result<String> {
+    if space.program.is_none() {
+        return Ok(space.apply(&settings.base, params)?.to_yaml());
+    }
+    let mut values = space.search_space().fixed;
+    values.extend(params.clone());
+    match &settings.base_text {
+        Some(base) => Space::trial_config_text(base, &settings.base_name, &values),
+        None => {
+            let map: serde_yaml::Mapping = space
+                .program_params(&values)
+                .into_iter()
+                .map(|(k, v)| (k.into(), serde_yaml::to_value(v).unwrap_or_default()))
+                .collect();
+            Ok(serde_yaml::to_string(&map)?)
+        }
+    }
 }
 
 fn param_names(r: &SweepReport) -> Vec<String> {

@@ -45,7 +45,7 @@ pub fn new_settings(args: &Args, dir: &Path) -> anyhow::Result<Settings> {
     let space_path = args.space.as_ref().expect("clap requires --space");
     let space = common::input::read(space_path)?;
     // A program's base config is its own format: kept as text, not loaded.
-    let program = names_program(&space.text);
+    let program = names_program(&space)?;
     let (base_name, base, base_text) = match (&args.config, program) {
         (Some(p), false) => {
             let b = Config::load(&common::input::read(p)?)?;
@@ -102,12 +102,15 @@ pub fn new_settings(args: &Args, dir: &Path) -> anyhow::Result<Settings> {
     Ok(settings)
 }
 
-/// Whether a space's text names `program` (its full parse comes later).
-fn names_program(text: &str) -> bool {
-    serde_yaml::from_str::<serde_yaml::Value>(text)
-        .ok()
-        .and_then(|v| v.as_mapping().map(|m| m.contains_key("program")))
-        .unwrap_or(false)
+/// Whether a space names `program` (its full parse comes later).
+fn names_program(space: &common::input::Input) -> anyhow::Result<bool> {
+    let doc: serde_yaml::Value = serde_yaml::from_str(&space.text).map_err(|e| {
+        bad_input!(
+            "{}: not YAML: {e} (a W&B `command` holds `${{...}}` macros: write it as a block list, `- ${{env}}`, or quote each item)",
+            space.name
+        )
+    })?;
+    Ok(doc.as_mapping().is_some_and(|m| m.contains_key("program")))
 }
 
 /// Absolute, symlinks kept: a venv's `bin/python` is a symlink whose

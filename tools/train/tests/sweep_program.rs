@@ -90,7 +90,7 @@ parameters:
         err.contains("TRIAL 0 - Configuration:") && err.contains("  fault: none"),
         "{err}"
     );
-    let trials = optuna_trials(&p.path().join("s"), "sweep");
+    let trials = optuna_trials(&p.path().join("s"), "s");
     let trials = trials.as_array().unwrap();
     let got: Vec<(String, &str, &str)> = trials
         .iter()
@@ -178,7 +178,11 @@ fn metrics_come_from_json_lines_a_regex_and_config_files() {
 method: random
 run_cap: 1
 metric: {name: val_accuracy, goal: maximize}
-command: [${interpreter}, ${program}, --config, ${config}]
+command:
+  - ${interpreter}
+  - ${program}
+  - --config
+  - ${config}
 parameters:
   lr: {min: 0.01, max: 0.1}
 ",
@@ -202,7 +206,7 @@ parameters:
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let t = &optuna_trials(&p.path().join("j"), "sweep")[0];
+    let t = &optuna_trials(&p.path().join("j"), "j")[0];
     assert_eq!(t["state"], "COMPLETE", "{t}");
     assert_eq!(t["intermediate"].as_object().unwrap().len(), 2, "{t}");
     let cfg = std::fs::read_to_string(p.path().join("j/trials/0000/config.yaml")).unwrap();
@@ -240,7 +244,7 @@ parameters:
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let t = &optuna_trials(&p.path().join("r"), "sweep")[0];
+    let t = &optuna_trials(&p.path().join("r"), "r")[0];
     assert_eq!(t["state"], "COMPLETE", "{t}");
     assert_eq!(t["intermediate"].as_object().unwrap().len(), 2, "{t}");
 }
@@ -250,7 +254,7 @@ fn a_bad_program_space_exits_2_before_any_trial() {
     let p = project();
     let cases = [
         ("program: nope.py\nmethod: grid\nmetric: {name: val_loss}\nparameters: {lr: {value: 1}}\n", "nope.py"),
-        ("program: main.py\nmethod: grid\nmetric: {name: val_loss}\ncommand: [${interpreter}, ${program}, ${argz}]\nparameters: {lr: {value: 1}}\n", "${argz}"),
+        ("program: main.py\nmethod: grid\nmetric: {name: val_loss}\ncommand: [\"${interpreter}\", \"${program}\", \"${argz}\"]\nparameters: {lr: {value: 1}}\n", "${argz}"),
         ("program: main.py\nmethod: grid\nmetric: {name: val_loss, regex: 'loss ([0-9.]+) (x)'}\nparameters: {lr: {value: 1}}\n", "capture group"),
     ];
     for (i, (space, needle)) in cases.iter().enumerate() {
