@@ -22,8 +22,10 @@ pub fn signal_group(child: &Child, sig: i32) {
     }
 }
 
-/// The pid in a trial's pid file, if that process lives and is the train of
-/// that trial (its command line names the trial's directory).
+/// The pid in a trial's pid file, if that process lives and runs that
+/// trial: a train whose command line names the trial's directory, or a
+/// program whose environment's TRAINGUARD_TRIAL_DIR is it (a pid reused by
+/// another process is neither).
 pub fn live_trial_pid(dir: &TrialDir) -> Option<i32> {
     let pid: i32 = std::fs::read_to_string(dir.pid())
         .ok()?
@@ -32,8 +34,17 @@ pub fn live_trial_pid(dir: &TrialDir) -> Option<i32> {
         .ok()?;
     let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
     let needle = dir.path().display().to_string();
-    String::from_utf8_lossy(&cmdline)
-        .contains(&needle)
+    if String::from_utf8_lossy(&cmdline).contains(&needle) {
+        return Some(pid);
+    }
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+    let ours = std::fs::canonicalize(dir.path()).ok()?;
+    environ
+        .split(|b| *b == 0)
+        .filter_map(|kv| kv.strip_prefix(b"TRAINGUARD_TRIAL_DIR="))
+        .any(|v| {
+            std::fs::canonicalize(String::from_utf8_lossy(v).as_ref()).ok() == Some(ours.clone())
+        })
         .then_some(pid)
 }
 

@@ -94,8 +94,9 @@ pub fn start(space: &Space, settings: &Settings, l: &Launch) -> anyhow::Result<S
         .as_ref()
         .context("a program trial of a space without `program`")?;
     let launch = launch_dir(settings);
-    // Absolute: the program may run in another directory (working_dir: trial).
-    let dir = TrialDir::new(launch.join(l.dir.path()));
+    // Absolute (the sweep's directory as this process was given it): the
+    // program runs in the launch directory or its own.
+    let dir = TrialDir::new(std::path::absolute(l.dir.path())?);
     let params = space.program_params(l.values);
     let json = supervise::command::args_json(&params);
     common::files::write_atomic(&dir.params(), format!("{json}\n").as_bytes())?;

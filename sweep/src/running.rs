@@ -209,12 +209,15 @@ impl Driver {
                     summary_last: self.space.metric.summary_last,
                     wandb_value: wandb,
                     metric: &name,
-                    crowd: r.crowd,
+                    // Shared while it ran: at its start or at its end.
+                    crowd: r.crowd.max(self.crowd(r.slot) + 1),
                     launch_blocking: r.launch_blocking,
                     disk_full: full.as_deref(),
                 });
-                let mut attrs: Vec<(&str, Value)> =
-                    vec![("reports", Value::from(ended.leg.reports))];
+                let mut attrs: Vec<(&str, Value)> = vec![
+                    ("epochs", Value::from(r.reported.len() as u64)),
+                    ("reports", Value::from(ended.leg.reports)),
+                ];
                 if let Some(m) = ended.leg.peak.host_pss_mib {
                     attrs.push(("peak_host_pss_mib", Value::from(m)));
                 }

@@ -277,3 +277,178 @@ fn a_bad_program_space_exits_2_before_any_trial() {
         assert!(!p.path().join(format!("o{i}/trials/0000")).exists());
     }
 }
+
+/// The driver of a program sweep killed -9 while two trials run: its
+/// trials' processes are ended by `--resume`, the interrupted trials run
+/// again, and every trial number ends exactly once.
+#[test]
+fn a_program_sweep_killed_minus_nine_resumes_with_each_trial_once() {
+    let p = project();
+    write(
+        p.path(),
+        "space.yaml",
+        "program: main.py
+method: grid
+metric: {name: val_loss, goal: minimize}
+parameters:
+  lr: {values: [0.01, 0.02, 0.03, 0.04]}
+  epochs: {value: 3}
+  epoch_seconds: {value: 1.0}
+",
+    );
+    let mut driver = Command::new(BIN)
+        .args([
+            "sweep",
+            "--space",
+            "space.yaml",
+            "--out",
+            "s",
+            "--parallel",
+            "2",
+            "--interpreter",
+            &py(),
+        ])
+        .current_dir(p.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let s = p.path().join("s");
+    testkit::wait_until("two trials running", 60, || {
+        s.join("trials/0001/pid").exists()
+    });
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let pid_of = |n: &str| -> i32 {
+        std::fs::read_to_string(s.join("trials").join(n).join("pid"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    let orphans = [pid_of("0000"), pid_of("0001")];
+    driver.kill().unwrap();
+    driver.wait().unwrap();
+    let out = sweep(p.path(), &["--resume", "s"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("ending its process group"), "{err}");
+    for pid in orphans {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        assert!(
+            stat.is_empty() || stat.contains(") Z"),
+            "trial process {pid} outlived --resume"
+        );
+    }
+    let trials = optuna_trials(&s, "s");
+    let trials = trials.as_array().unwrap();
+    let numbers: Vec<u64> = trials
+        .iter()
+        .map(|t| t["number"].as_u64().unwrap())
+        .collect();
+    assert_eq!(numbers, (0..numbers.len() as u64).collect::<Vec<_>>());
+    assert!(trials.iter().all(|t| t["state"] != "RUNNING"));
+    // Each grid point finished once; the two interrupted ones ran again.
+    let mut done: Vec<f64> = trials
+        .iter()
+        .filter(|t| t["state"] == "COMPLETE")
+        .map(|t| t["params"]["lr"].as_f64().unwrap())
+        .collect();
+    done.sort_by(f64::total_cmp);
+    assert_eq!(done, [0.01, 0.02, 0.03, 0.04], "{trials:?}");
+    let interrupted = trials
+        .iter()
+        .filter(|t| attr(t, "error_class") == "interrupted")
+        .count();
+    assert_eq!(interrupted, 2, "{trials:?}");
+}
+
+/// `--parallel auto` for a program whose peak is known: each trial holds
+/// `hold_mib` of host memory. The first trial runs alone; from its measured
+/// peak, a 1400 MiB budget fits two at once. Then, under a real memory
+/// cgroup of 1300 MiB around the whole sweep (the driver included), two
+/// trials of 700 MiB fit alone but not together: the kernel's OOM killer
+/// ends one while they share the host, and it runs again one at a time.
+#[test]
+fn parallel_auto_follows_the_measured_peak_and_reruns_a_crowded_trial() {
+    let p = project();
+    write(
+        p.path(),
+        "hold.py",
+        "import sys, time\nmib = int(sys.argv[1].split('=')[1])\nb = bytearray(b'\\x01') * (mib << 20)\n\
+for e in (1, 2):\n    time.sleep(0.5)\n    print(f'Epoch {e}/2 | Train Loss: 1.0 | Val Loss: {1.0 / mib:.6f} | LR: 0.1 | Time: 0.5s', flush=True)\n",
+    );
+    write(
+        p.path(),
+        "space.yaml",
+        "program: hold.py\nmethod: grid\nmetric: {name: val_loss}\nparameters:\n  hold_mib: {values: [400, 401, 402, 403]}\n",
+    );
+    let out = sweep(
+        p.path(),
+        &[
+            "--space",
+            "space.yaml",
+            "--out",
+            "a",
+            "--memory-budget",
+            "1400",
+            "--interpreter",
+            &py(),
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("the first trial runs alone"), "{err}");
+    assert!(
+        err.contains("-> 2 trial(s) at once"),
+        "the peak (~410 MiB × 1.15) fits 2 in 1400 MiB: {err}"
+    );
+
+    // A real shared limit: a memory cgroup (v1) around the driver.
+    let cg = std::path::Path::new("/sys/fs/cgroup/memory")
+        .join(format!("trainguard-test-{}", std::process::id()));
+    std::fs::create_dir(&cg)
+        .expect("this test needs a writable memory cgroup (v1) at /sys/fs/cgroup/memory (root)");
+    std::fs::write(
+        cg.join("memory.limit_in_bytes"),
+        (1300u64 << 20).to_string(),
+    )
+    .unwrap();
+    write(
+        p.path(),
+        "crowd.yaml",
+        "program: hold.py\nmethod: grid\nmetric: {name: val_loss}\nparameters:\n  hold_mib: {values: [100, 700, 701]}\n",
+    );
+    let script = format!(
+        "echo $$ > {}/cgroup.procs && exec {BIN} sweep --space crowd.yaml --out c --memory-budget 4000 --interpreter {}",
+        cg.display(),
+        py()
+    );
+    let out = Command::new("sh")
+        .args(["-c", &script])
+        .current_dir(p.path())
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir(&cg);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let trials = optuna_trials(&p.path().join("c"), "c");
+    let trials = trials.as_array().unwrap();
+    let crowded: Vec<&Value> = trials
+        .iter()
+        .filter(|t| attr(t, "rerun").starts_with("crowded"))
+        .collect();
+    assert!(
+        !crowded.is_empty(),
+        "no trial was crowded out: {trials:?}\n{err}"
+    );
+    assert!(
+        err.contains("from now on (a trial ran out of memory while it shared it)"),
+        "{err}"
+    );
+    // Every grid point finished in the end, alone.
+    let done = trials.iter().filter(|t| t["state"] == "COMPLETE").count();
+    assert_eq!(done, 3, "{trials:?}\n{err}");
+    assert!(trials
+        .iter()
+        .any(|t| t["user_attrs"]["retried_from"].is_u64()));
+}
