@@ -17,6 +17,9 @@ dashboard_version := "0.21.0"
 # Rustuna (the Optuna team's Rust port), whose journals (with their
 # DISCARD_TRIALS records) the sweep's tests read, and which reads ours.
 rustuna_version := "0.2.0"
+# wandb, whose own wandb.init reads a program trial's parameters as its agent
+# hands them (WANDB_SWEEP_PARAM_PATH, offline) in the program sweep's tests.
+wandb_version := "0.31.0"
 
 # torch-sys asks `python` on PATH (VIRTUAL_ENV set) for libtorch's paths.
 export VIRTUAL_ENV := torch_env
@@ -117,9 +120,9 @@ setup:
     # Optuna and Rustuna, real clients for the sweep's tests (their journals,
     # TPE, pruners).
     optuna() {
-        "$py" -c 'import importlib.metadata as m, optuna, optuna_dashboard, rustuna, sys; sys.exit(optuna.__version__ != "{{ optuna_version }}" or optuna_dashboard.__version__ != "{{ dashboard_version }}" or m.version("rustuna") != "{{ rustuna_version }}")' 2>/dev/null && return 0
-        echo "setup: installing optuna=={{ optuna_version }}, optuna-dashboard=={{ dashboard_version }} and rustuna=={{ rustuna_version }} into $env_dir (the sweep's tests read our journal with them)" >&2
-        "$py" -m pip install --quiet "optuna=={{ optuna_version }}" "optuna-dashboard=={{ dashboard_version }}" "rustuna=={{ rustuna_version }}"
+        "$py" -c 'import importlib.metadata as m, optuna, optuna_dashboard, rustuna, sys; sys.exit(optuna.__version__ != "{{ optuna_version }}" or optuna_dashboard.__version__ != "{{ dashboard_version }}" or m.version("rustuna") != "{{ rustuna_version }}" or m.version("wandb") != "{{ wandb_version }}")' 2>/dev/null && return 0
+        echo "setup: installing optuna=={{ optuna_version }}, optuna-dashboard=={{ dashboard_version }}, rustuna=={{ rustuna_version }} and wandb=={{ wandb_version }} into $env_dir (the sweep's tests read our journal with them, and run a W&B script offline)" >&2
+        "$py" -m pip install --quiet "optuna=={{ optuna_version }}" "optuna-dashboard=={{ dashboard_version }}" "rustuna=={{ rustuna_version }}" "wandb=={{ wandb_version }}"
     }
     if [ -n "${TORCH_ENV:-}" ]; then
         if ! have; then

@@ -185,6 +185,11 @@ impl Child {
         Ok(Some(status))
     }
 
+    /// Its line reader (the W&B run summary it kept).
+    pub fn reader(&self) -> &Reader {
+        &self.reader
+    }
+
     /// Its last output lines, oldest first (call `poll` first).
     pub fn tail(&self) -> Vec<String> {
         self.tail.iter().cloned().collect()

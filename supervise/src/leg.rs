@@ -54,6 +54,8 @@ pub struct Ended {
     /// The objective's best and last reports.
     pub best: Option<ProgramValue>,
     pub last: Option<ProgramValue>,
+    /// The objective in the run summary a W&B script printed.
+    pub wandb_summary: Option<f64>,
 }
 
 impl Leg {
@@ -244,6 +246,7 @@ impl Leg {
             peak,
         };
         Ended {
+            wandb_summary: self.child.reader().wandb_summary(&self.objective.metric),
             leg,
             verdict,
             best: self.best.take(),

@@ -16,7 +16,7 @@ use common::wire::run_dir::TrialDir;
 use common::wire::sweep::Settings;
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use supervise::child::Spec;
 use supervise::env::{TorchVersion, Wants};
 use supervise::leg::{Leg, Objective};
@@ -198,7 +198,7 @@ fn trial_env(number: u64, dir: &TrialDir) -> Vec<(String, String)> {
         ("TRAINGUARD_PARAMS".into(), p(dir.params())),
         ("TRAINGUARD_METRICS_CSV".into(), p(dir.own_metrics())),
         ("WANDB_SWEEP_PARAM_PATH".into(), p(dir.wandb_params())),
-        // wandb's offline run (and its summary) lands in the trial.
+        // wandb's offline run lands in the trial, not the launch directory.
         ("WANDB_DIR".into(), p(dir.path().to_path_buf())),
     ]
 }
@@ -220,24 +220,6 @@ pub fn wandb_config(params: &[(String, Value)]) -> String {
     }
     let body = serde_yaml::to_string(&map).unwrap_or_default();
     format!("wandb_version: 1\n\n{body}")
-}
-
-/// The value of `metric` in the summary a W&B script's offline run left in
-/// the trial (`wandb/offline-run-*/files/wandb-summary.json`), if any.
-pub fn wandb_summary(dir: &Path, metric: &str) -> Option<f64> {
-    let runs = std::fs::read_dir(dir.join("wandb")).ok()?;
-    let mut found = None;
-    for run in runs.flatten() {
-        let file = run.path().join("files/wandb-summary.json");
-        let Ok(text) = std::fs::read_to_string(&file) else {
-            continue;
-        };
-        let Ok(v) = serde_json::from_str::<Value>(&text) else {
-            continue;
-        };
-        found = v.get(metric).and_then(Value::as_f64).or(found);
-    }
-    found
 }
 
 impl Driver {

@@ -203,7 +203,7 @@ impl Driver {
                     legs: vec![ended.leg.clone()],
                 };
                 let _ = common::files::write_yaml(&r.dir.run().summary(), &summary);
-                let wandb = crate::program::wandb_summary(r.dir.path(), &name);
+                let wandb = ended.wandb_summary;
                 let verdict = outcome::judge_program(&ProgramEnd {
                     summary: &summary,
                     summary_last: self.space.metric.summary_last,

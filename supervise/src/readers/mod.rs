@@ -74,6 +74,9 @@ pub struct Reader {
     metric: String,
     regex: Option<Regex>,
     steps: Steps,
+    /// Inside the "wandb: Run summary:" block wandb prints at its end.
+    in_wandb_summary: bool,
+    wandb_summary: HashMap<String, f64>,
 }
 
 impl Reader {
@@ -86,7 +89,43 @@ impl Reader {
             metric: metric.to_string(),
             regex,
             steps: Steps::default(),
+            in_wandb_summary: false,
+            wandb_summary: HashMap::new(),
         })
+    }
+
+    /// The value of `metric` in the run summary a W&B script printed as it
+    /// finished (`wandb: Run summary:`, then `wandb: <key> <value>` lines):
+    /// what W&B's sweep would rank it by. An offline run keeps its history
+    /// in a binary .wandb file, which is not read.
+    pub fn wandb_summary(&self, metric: &str) -> Option<f64> {
+        self.wandb_summary.get(metric).copied()
+    }
+
+    /// Tracks the W&B run summary block; true for a line inside it.
+    fn wandb_footer(&mut self, text: &str) -> bool {
+        let Some(rest) = text.strip_prefix("wandb:") else {
+            self.in_wandb_summary = false;
+            return false;
+        };
+        let rest = rest.trim();
+        if rest == "Run summary:" {
+            self.in_wandb_summary = true;
+            return true;
+        }
+        if !self.in_wandb_summary {
+            return false;
+        }
+        let mut words = rest.split_whitespace();
+        match (words.next(), words.next(), words.next()) {
+            (Some(k), Some(v), None) => {
+                if let Some(v) = number::whole(v) {
+                    self.wandb_summary.insert(k.to_string(), v);
+                }
+            }
+            _ => self.in_wandb_summary = false,
+        }
+        true
     }
 
     /// The reports in one line of stdout or stderr (with or without its
@@ -95,6 +134,9 @@ impl Reader {
     /// that metric when given.
     pub fn line(&mut self, line: &str) -> Vec<Report> {
         let text = visible(line);
+        if self.wandb_footer(&text) {
+            return Vec::new();
+        }
         let found = epoch_line::read(&text).or_else(|| literal::read(&text));
         let mut reports = Vec::new();
         if let Some(found) = found {

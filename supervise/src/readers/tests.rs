@@ -193,3 +193,26 @@ fn lines_that_are_not_reports_yield_nothing() {
         assert!(r.line(line).is_empty(), "{line}");
     }
 }
+
+#[test]
+fn a_wandb_run_summary_is_kept_not_reported() {
+    // As wandb 0.31.0 prints it at run.finish() (offline).
+    let mut r = Reader::new("val_loss", None).unwrap();
+    let lines = [
+        "wandb: Run history:",
+        "wandb:    epoch ▁█",
+        "wandb: val_loss █▁",
+        "wandb: ",
+        "wandb: Run summary:",
+        "wandb:    epoch 2",
+        "wandb: val_loss 0.123",
+        "wandb: ",
+        "wandb: You can sync this run to the cloud by running:",
+    ];
+    for l in lines {
+        assert!(r.line(l).is_empty(), "{l}");
+    }
+    assert_eq!(r.wandb_summary("val_loss"), Some(0.123));
+    assert_eq!(r.wandb_summary("epoch"), Some(2.0));
+    assert_eq!(r.wandb_summary("You"), None);
+}

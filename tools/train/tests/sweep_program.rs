@@ -452,3 +452,91 @@ for e in (1, 2):\n    time.sleep(0.5)\n    print(f'Epoch {e}/2 | Train Loss: 1.0
         .iter()
         .any(|t| t["user_attrs"]["retried_from"].is_u64()));
 }
+
+/// A trial that fails with a device-side assert runs once more with
+/// CUDA_LAUNCH_BLOCKING=1, so its error names the kernel (seed 004 paid for
+/// it on every trial). A CPU cannot assert on a device: the program prints
+/// the message seed 004 got (quoted in diagnose/src/failures.rs).
+#[test]
+fn a_device_side_assert_is_run_again_once_with_launch_blocking() {
+    let p = project();
+    write(
+        p.path(),
+        "assert.py",
+        "import os, sys\nprint('CUDA_LAUNCH_BLOCKING=' + os.environ.get('CUDA_LAUNCH_BLOCKING', 'unset'), flush=True)\n\
+print('torch.AcceleratorError: CUDA error: device-side assert triggered', file=sys.stderr)\nsys.exit(1)\n",
+    );
+    write(
+        p.path(),
+        "space.yaml",
+        "program: assert.py\nmethod: grid\nmetric: {name: val_loss}\nparameters:\n  lr: {values: [0.1]}\n",
+    );
+    let out = sweep(
+        p.path(),
+        &[
+            "--space",
+            "space.yaml",
+            "--out",
+            "d",
+            "--interpreter",
+            &py(),
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let trials = optuna_trials(&p.path().join("d"), "d");
+    let t = trials.as_array().unwrap();
+    assert_eq!(t.len(), 2, "{t:?}");
+    assert_eq!(attr(&t[0], "error_class"), "device-side-assert");
+    assert_eq!(attr(&t[0], "rerun"), "CUDA_LAUNCH_BLOCKING=1");
+    assert_eq!(t[1]["user_attrs"]["retried_from"], 0);
+    assert_eq!(attr(&t[1], "rerun"), "-", "once only");
+    let log = |n: &str| {
+        std::fs::read_to_string(p.path().join("d/trials").join(n).join("train.log")).unwrap()
+    };
+    assert!(log("0000").contains("CUDA_LAUNCH_BLOCKING=unset"));
+    assert!(log("0001").contains("CUDA_LAUNCH_BLOCKING=1"));
+    assert!(err.contains("with CUDA_LAUNCH_BLOCKING=1"), "{err}");
+}
+
+/// A script written for a W&B sweep, run by wandb 0.31.0's own
+/// `wandb.init` (offline, no server): its parameters arrive as W&B's agent
+/// hands them (WANDB_SWEEP_PARAM_PATH), and the run summary wandb prints at
+/// its end is the trial's objective.
+#[test]
+fn a_wandb_script_gets_its_parameters_and_its_summary_is_read() {
+    let p = project();
+    write(
+        p.path(),
+        "wb.py",
+        "import wandb\nrun = wandb.init(project='p')\nprint('lr', run.config.lr, 'opt', run.config.opt, flush=True)\n\
+wandb.log({'val_loss': 1.0 / run.config.lr})\nrun.summary['val_loss'] = 0.5 / run.config.lr\nrun.finish()\n",
+    );
+    write(
+        p.path(),
+        "space.yaml",
+        "program: wb.py\nmethod: grid\nmetric: {name: val_loss}\nparameters:\n  lr: {values: [2.0]}\n  opt: {value: adam}\n",
+    );
+    let out = sweep(
+        p.path(),
+        &[
+            "--space",
+            "space.yaml",
+            "--out",
+            "w",
+            "--interpreter",
+            &py(),
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let log = std::fs::read_to_string(p.path().join("w/trials/0000/train.log")).unwrap();
+    assert!(log.contains("lr 2.0 opt adam"), "{log}");
+    assert!(
+        p.path().join("w/trials/0000/wandb").is_dir(),
+        "the offline run lands in the trial"
+    );
+    let t = &optuna_trials(&p.path().join("w"), "w")[0];
+    assert_eq!(t["state"], "COMPLETE", "{t}\n{log}");
+    assert_eq!(t["value"].as_f64(), Some(0.25));
+}
