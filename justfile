@@ -63,6 +63,15 @@ demo: setup build
     "$bin/train" sweep --config configs/sweeps/demo_base.yaml --space configs/sweeps/demo_faults.yaml --out runs/demo-sweep
     step 'train sweep --report runs/demo-sweep'
     "$bin/train" sweep --report runs/demo-sweep --format table
+    py="{{ torch_env }}/bin/python"
+    step 'train run --out runs/demo-run --config configs/own_script/a.yaml --fallback configs/own_script/b.yaml --fallback configs/own_script/c.yaml -- python examples/own_script/main.py --config {config}   # your own script, guarded'
+    rm -rf runs/demo-run
+    "$bin/train" run --out runs/demo-run --config configs/own_script/a.yaml --fallback configs/own_script/b.yaml --fallback configs/own_script/c.yaml -- "$py" examples/own_script/main.py --config {config}
+    step 'train sweep --space configs/sweeps/own_script.yaml --out runs/demo-program-sweep   # trials that are your own script'
+    rm -rf runs/demo-program-sweep
+    "$bin/train" sweep --space configs/sweeps/own_script.yaml --out runs/demo-program-sweep --interpreter "$py" --parallel auto
+    step 'train sweep --report runs/demo-program-sweep'
+    "$bin/train" sweep --report runs/demo-program-sweep --format table
 
 # Build every tool in release mode
 [group('use')]

@@ -16,9 +16,9 @@ a failure happen for real:
   sigkill   at epoch 2 the process SIGKILLs itself, standing in for the
             kernel's OOM killer (seed 002's exit -9), with no message
   hang      at epoch 2 it sleeps for an hour
-  cuda-graph  prints the CUDA-graph replay error seed 000 hit, recorded from
-            torch/_inductor/cudagraph_utils.py (a CPU cannot produce it), and
-            exits 1
+  cuda-graph  prints the CUDA-graph replay error of seed 000's clash, as
+            torch/_inductor/cudagraph_trees.py words it (its stack trace a
+            sample; a CPU cannot produce it), and exits 1
 `hold_mib: N` keeps N MiB of host memory touched for the whole run.
 """
 import argparse

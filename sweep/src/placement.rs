@@ -151,14 +151,14 @@ pub fn measured(m: &Measured) -> Plan {
         let by_memory = (m.host_mib / need).floor().max(1.0) as u32;
         let k = by_memory.min(m.cores.max(1) as u32);
         let binding = if by_memory <= m.cores as u32 {
-            "memory"
+            "memory binds"
         } else {
-            "cores"
+            "the cores bind"
         };
         let slots = cpu_slots(k, m.cores);
         return Plan {
             why: vec![format!(
-                "auto, measured: largest peak {peak:.0} MiB × {MEASURED_HEADROOM} = {need:.0} MiB per trial; {:.0} MiB of host memory -> {by_memory}, {} core(s) -> {k} trial(s) at once ({binding} binds), {} thread(s) each",
+                "auto, measured: largest peak {peak:.0} MiB × {MEASURED_HEADROOM} = {need:.0} MiB per trial; {:.0} MiB of host memory -> {by_memory}, {} core(s) -> {k} trial(s) at once ({binding}), {} thread(s) each",
                 m.host_mib,
                 m.cores,
                 slots[0].threads.unwrap_or(1)
@@ -241,7 +241,7 @@ mod tests {
         // The cores bind when memory is plenty.
         let p = measured(&m(Some(300.0), 100000.0, 2));
         assert_eq!(p.slots.len(), 2);
-        assert!(p.why[0].contains("cores binds"));
+        assert!(p.why[0].contains("the cores bind"));
         // Never fewer than one.
         assert_eq!(measured(&m(Some(5000.0), 1000.0, 8)).slots.len(), 1);
         let g = Measured {
