@@ -172,7 +172,7 @@ test-slurm: setup
     cargo test --workspace --no-run --quiet
     TRAIN="{{ justfile_directory() }}/target/debug/train" bash scripts/slurm/sweep-test.sh
 
-# Reliability, short (part of `just test`; needs root for its tmpfs mounts): 6 SIGKILLs of train (half aimed at atomic writes) and resumes, 3 SIGKILLs of a sweep's driver, a 30-trial soak with faults, disk full and read-only output, with `just test`'s debug build. Results: runs/reliability/short/
+# Reliability, short (part of `just test`; needs root for its tmpfs mounts): 6 SIGKILLs of train (half aimed at atomic writes) and resumes, 3 SIGKILLs of a sweep's driver, a 30-trial soak with faults, disk full and read-only output, 3 SIGKILLs of a program sweep's driver and a 12-trial program soak, with `just test`'s debug build. Results: runs/reliability/short/
 [group('test')]
 reliability-short: setup
     cargo test --workspace --no-run --quiet
@@ -180,6 +180,8 @@ reliability-short: setup
     python scripts/reliability/kill_sweep.py --train target/debug/train --out runs/reliability/short/kill-sweep --kills 3 --seed 1
     python scripts/reliability/soak.py --train target/debug/train --out runs/reliability/short/soak --trials 30
     python scripts/reliability/disk.py --train target/debug/train --out runs/reliability/short/disk --epochs-full 2 --skip-without-mount
+    python scripts/reliability/program_sweep.py --mode kill --train target/debug/train --out runs/reliability/short/program --kills 3 --seed 1
+    python scripts/reliability/program_sweep.py --mode soak --train target/debug/train --out runs/reliability/short/program --trials 12
 
 # Reliability, recorded (RELIABILITY.md): 100 SIGKILLs of train at random moments and 50 aimed at atomic writes, resumed, each run bit-identical to an uninterrupted one
 [group('test')]
@@ -196,6 +198,12 @@ reliability-kill-sweep: build
 [group('test')]
 reliability-soak: build
     python scripts/reliability/soak.py --train "{{ release }}/train" --out runs/reliability/soak --trials 1000 --parallel 2
+
+# Reliability, recorded: a program sweep (examples/own_script/main.py) whose driver is SIGKILLed 20 times and resumed, and a 300-trial program soak with real faults (OOM under a limit, NaN, label, SIGKILL, hang)
+[group('test')]
+reliability-program: build
+    python scripts/reliability/program_sweep.py --mode kill --train "{{ release }}/train" --out runs/reliability/program --kills 20 --seed 1
+    python scripts/reliability/program_sweep.py --mode soak --train "{{ release }}/train" --out runs/reliability/program --trials 300
 
 # Reliability, recorded: train's output and a sweep's journal filesystem filled up mid-run (tmpfs), read-only output; needs root for the mounts
 [group('test')]

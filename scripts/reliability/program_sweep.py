@@ -1,0 +1,216 @@
+#!/usr/bin/env python3
+"""Program sweeps (issue 23) under faults: trials that are a real PyTorch
+script (examples/own_script/main.py, from the project's .venv).
+
+`--mode kill`: SIGKILL the `train sweep` driver at random moments (a delay
+drawn from [0, --max-delay] s) and `--resume` it, again and again, until a
+driver reaches the end; then a fresh sweep, until --kills kills have landed.
+The sweep: a grid of 8 learning rates, 3 epochs of 0.4 s each, --parallel 2.
+Checks: after each kill every journal line is whole JSON (a torn last line
+is counted); each sweep's last driver exits 0; no process of a killed
+driver's trials outlives the `--resume` that follows (found by
+TRAINGUARD_TRIAL_DIR in /proc/PID/environ); Optuna loads the journal; trial
+numbers 0..n-1 once each, none RUNNING; every grid point COMPLETE exactly
+once; every other trial `interrupted`.
+
+`--mode soak`: one sweep of --trials program trials, a grid of `fault`
+(none, nan, label, oom, sigkill, hang) × `seed`, --parallel 1 (a fault run
+in parallel would count as crowded and run again alone: see docs/GUIDE.md),
+--trial-timeout 6. The faults are real: a NaN torch computes, torch's
+IndexError, an out-of-memory under RLIMIT_AS, a SIGKILL, a hang past the
+timeout. Checks: exit 0; Optuna loads the journal; exactly --trials trials,
+numbered once each; each in the state and class its fault calls for;
+`--report` agrees.
+"""
+
+import argparse
+import collections
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import rel_common as rc
+
+SCRIPT = os.path.join(rc.ROOT, "examples", "own_script", "main.py")
+EXPECT = {
+    "none": ("COMPLETE", None),
+    "nan": ("FAIL", "non-finite-loss"),
+    "label": ("FAIL", "label-out-of-range"),
+    "oom": ("FAIL", "out-of-memory"),
+    "sigkill": ("FAIL", "killed"),
+    "hang": ("FAIL", "timeout"),
+}
+
+
+def interpreter():
+    venv = os.environ.get("VIRTUAL_ENV")
+    py = os.path.join(venv, "bin", "python") if venv else None
+    return py if py and os.path.exists(py) else sys.executable
+
+
+def journal_ok(journal):
+    """(bad lines, torn last line?)."""
+    try:
+        with open(journal, "rb") as f:
+            data = f.read()
+    except OSError:
+        return [], False
+    torn = bool(data) and not data.endswith(b"\n")
+    lines = data.split(b"\n")
+    whole = lines[:-1]
+    bad = []
+    for i, line in enumerate(whole):
+        try:
+            json.loads(line)
+        except ValueError:
+            bad.append(i + 1)
+    return bad, torn
+
+
+def trial_processes(sweep_dir):
+    """Pids whose environment names a trial directory of this sweep."""
+    root = os.path.realpath(os.path.join(sweep_dir, "trials"))
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                env = f.read().split(b"\0")
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(") ", 1)[1].startswith("Z"):
+                    continue
+        except OSError:
+            continue
+        for kv in env:
+            if kv.startswith(b"TRAINGUARD_TRIAL_DIR="):
+                d = os.path.realpath(kv.split(b"=", 1)[1].decode())
+                if d.startswith(root):
+                    found.append(int(pid))
+    return found
+
+
+def kill_mode(args, checks, figures):
+    rng = random.Random(args.seed)
+    project = tempfile.mkdtemp(prefix="program-kill-", dir=args.out)
+    with open(os.path.join(project, "space.yaml"), "w") as f:
+        f.write(f"program: {SCRIPT}\nmethod: grid\nmetric: {{name: val_loss}}\nparameters:\n"
+                "  lr: {values: [0.01, 0.02, 0.03, 0.04, 0.05, 0.06, 0.07, 0.08]}\n"
+                "  epochs: {value: 3}\n  epoch_seconds: {value: 0.4}\n")
+    kills = sweeps = torn_total = orphans = 0
+    while kills < args.kills:
+        sweeps += 1
+        sweep = os.path.join(project, f"s{sweeps}")
+        first = True
+        while True:
+            cmd = [args.train, "sweep", "--space", "space.yaml", "--out", sweep, "--parallel", "2",
+                   "--interpreter", interpreter()] if first else [args.train, "sweep", "--resume", sweep]
+            left_before = trial_processes(sweep) if not first else []
+            log = open(os.path.join(project, f"driver-{sweeps}.log"), "a")
+            p = subprocess.Popen(cmd, cwd=project, stdout=log, stderr=log)
+            first = False
+            if kills < args.kills:
+                try:
+                    code = p.wait(timeout=rng.uniform(0, args.max_delay))
+                except subprocess.TimeoutExpired:
+                    p.send_signal(signal.SIGKILL)
+                    p.wait()
+                    kills += 1
+                    bad, torn = journal_ok(os.path.join(sweep, "journal.log"))
+                    torn_total += torn
+                    checks.check(not bad, f"sweep {sweeps}: journal lines {bad} are not JSON after a kill")
+                    continue
+            else:
+                code = p.wait()
+            # This driver ran to its end (a --resume included): the trials
+            # the killed drivers left must be gone.
+            still = [pid for pid in left_before if os.path.exists(f"/proc/{pid}")
+                     and pid in trial_processes(sweep)]
+            orphans += len(still)
+            checks.check(not still, f"sweep {sweeps}: trial processes {still} outlived --resume")
+            checks.check(code == 0, f"sweep {sweeps}: the last driver exited {code}")
+            break
+        try:
+            trials = rc.optuna_trials(os.path.join(sweep, "journal.log"), f"s{sweeps}")
+        except RuntimeError as e:
+            checks.check(False, str(e))
+            continue
+        numbers = [t["number"] for t in trials]
+        checks.check(numbers == list(range(len(trials))), f"sweep {sweeps}: numbers {numbers}")
+        checks.check(all(t["state"] != "RUNNING" for t in trials), f"sweep {sweeps}: RUNNING left")
+        done = collections.Counter(t["params"]["lr"] for t in trials if t["state"] == "COMPLETE")
+        checks.check(sorted(done) == [0.01, 0.02, 0.03, 0.04, 0.05, 0.06, 0.07, 0.08]
+                     and set(done.values()) == {1}, f"sweep {sweeps}: grid points done {dict(done)}")
+        other = [t for t in trials if t["state"] != "COMPLETE"
+                 and t["user_attrs"].get("error_class") != "interrupted"]
+        checks.check(not other, f"sweep {sweeps}: failures not ours: {other[:3]}")
+        print(f"program_sweep kill: sweep {sweeps} done, {kills}/{args.kills} kills", file=sys.stderr, flush=True)
+    figures.update({"driver_kills": kills, "sweeps": sweeps, "torn_tails_after_kill": torn_total,
+                    "orphaned_trial_processes": orphans})
+
+
+def soak_mode(args, checks, figures):
+    seeds = max(1, args.trials // len(EXPECT))
+    project = tempfile.mkdtemp(prefix="program-soak-", dir=args.out)
+    with open(os.path.join(project, "space.yaml"), "w") as f:
+        f.write(f"program: {SCRIPT}\nmethod: grid\nmetric: {{name: val_loss}}\nparameters:\n"
+                f"  fault: {{values: [{', '.join(EXPECT)}]}}\n"
+                f"  seed: {{values: [{', '.join(str(s) for s in range(seeds))}]}}\n"
+                "  epochs: {value: 2}\n  fault_epoch: {value: 1}\n  memory_limit_mib: {value: 1500}\n")
+    sweep = os.path.join(project, "s")
+    t = rc.Timer()
+    with open(os.path.join(project, "driver.log"), "w") as log:
+        code = subprocess.run([args.train, "sweep", "--space", "space.yaml", "--out", sweep,
+                               "--parallel", "1", "--trial-timeout", "6", "--interpreter", interpreter(),
+                               "--max-consecutive-failures", "0"], cwd=project, stdout=log, stderr=log).returncode
+    seconds = t.s()
+    checks.check(code == 0, f"train sweep exited {code}")
+    trials = rc.optuna_trials(os.path.join(sweep, "journal.log"), "s")
+    want = seeds * len(EXPECT)
+    checks.check([x["number"] for x in trials] == list(range(want)), f"{len(trials)} trials, expected {want}")
+    wrong = [(x["number"], x["params"]["fault"], x["state"], x["user_attrs"].get("error_class"))
+             for x in trials if (x["state"], x["user_attrs"].get("error_class")) != EXPECT[x["params"]["fault"]]]
+    checks.check(not wrong, f"{len(wrong)} trial(s) not in their class: {wrong[:10]}")
+    rep = subprocess.run([args.train, "sweep", "--report", sweep, "--format", "json"], capture_output=True, text=True)
+    if checks.check(rep.returncode == 0, f"--report exited {rep.returncode}"):
+        counts = {k: v for k, v in json.loads(rep.stdout)["counts"].items() if v}
+        states = dict(collections.Counter(x["state"] for x in trials))
+        checks.check(counts == states, f"--report {counts} != Optuna {states}")
+    classes = collections.Counter(x["user_attrs"].get("error_class") for x in trials if x["state"] == "FAIL")
+    figures.update({"trials": len(trials), "seconds": round(seconds, 1),
+                    "trials_per_hour": round(len(trials) / seconds * 3600),
+                    "error_classes": dict(classes), "wrong_outcomes": len(wrong)})
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--mode", choices=["kill", "soak"], required=True)
+    ap.add_argument("--train", default=rc.default_train())
+    ap.add_argument("--out", default=os.path.join(rc.ROOT, "runs", "reliability", "program"))
+    ap.add_argument("--kills", type=int, default=20)
+    ap.add_argument("--max-delay", type=float, default=5.0)
+    ap.add_argument("--trials", type=int, default=300)
+    ap.add_argument("--seed", type=int, default=1)
+    args = ap.parse_args()
+    args.train = os.path.abspath(args.train)
+    args.out = os.path.abspath(args.out)
+    os.makedirs(args.out, exist_ok=True)
+    started = rc.utc_now()
+    checks = rc.Checks()
+    figures = {"mode": args.mode}
+    t = rc.Timer()
+    (kill_mode if args.mode == "kill" else soak_mode)(args, checks, figures)
+    figures["wall_seconds"] = round(t.s(), 1)
+    ok = not checks.failed
+    path = rc.write_result(args.out, f"program-{args.mode}", ok, figures, checks.failed, started)
+    print(f"program_sweep {args.mode}: {'PASS' if ok else 'FAIL'}: {figures}; {path}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
