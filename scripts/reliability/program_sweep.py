@@ -16,7 +16,7 @@ once; every other trial `interrupted`.
 `--mode soak`: one sweep of --trials program trials, a grid of `fault`
 (none, nan, label, oom, sigkill, hang) × `seed`, --parallel 1 (a fault run
 in parallel would count as crowded and run again alone: see docs/GUIDE.md),
---trial-timeout 6. The faults are real: a NaN torch computes, torch's
+--trial-timeout 8. The faults are real: a NaN torch computes, torch's
 IndexError, an out-of-memory under RLIMIT_AS, a SIGKILL, a hang past the
 timeout. Checks: exit 0; Optuna loads the journal; exactly --trials trials,
 numbered once each; each in the state and class its fault calls for;
@@ -166,7 +166,8 @@ def soak_mode(args, checks, figures):
     t = rc.Timer()
     with open(os.path.join(project, "driver.log"), "w") as log:
         code = subprocess.run([args.train, "sweep", "--space", "space.yaml", "--out", sweep,
-                               "--parallel", "1", "--trial-timeout", "6", "--interpreter", interpreter(),
+                               "--parallel", "1", "--trial-timeout", str(args.trial_timeout),
+                               "--interpreter", interpreter(),
                                "--max-consecutive-failures", "0"], cwd=project, stdout=log, stderr=log).returncode
     seconds = t.s()
     checks.check(code == 0, f"train sweep exited {code}")
@@ -196,6 +197,7 @@ def main():
     ap.add_argument("--max-delay", type=float, default=5.0)
     ap.add_argument("--trials", type=int, default=300)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--trial-timeout", type=float, default=8.0, help="soak: a hang ends after this")
     args = ap.parse_args()
     args.train = os.path.abspath(args.train)
     args.out = os.path.abspath(args.out)
