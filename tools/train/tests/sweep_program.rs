@@ -540,3 +540,55 @@ wandb.log({'val_loss': 1.0 / run.config.lr})\nrun.summary['val_loss'] = 0.5 / ru
     assert_eq!(t["state"], "COMPLETE", "{t}\n{log}");
     assert_eq!(t["value"].as_f64(), Some(0.25));
 }
+
+/// The median pruner stops a program trial from the values read from its
+/// lines: SIGTERM to its process group, the trial PRUNED.
+#[test]
+fn a_program_trial_is_pruned_from_its_reported_values() {
+    let p = project();
+    write(
+        p.path(),
+        "curve.py",
+        "import sys, time\nlr = float(sys.argv[1].split('=')[1])\n\
+for e in (1, 2, 3, 4):\n    print(f'Epoch {e}/4 | Train Loss: {lr} | Val Loss: {lr} | LR: 0.1 | Time: 0.3s', flush=True)\n    time.sleep(0.3)\n",
+    );
+    write(
+        p.path(),
+        "space.yaml",
+        "program: curve.py\nmethod: grid\nmetric: {name: val_loss}\nparameters:\n  lr: {values: [1.0, 1.1, 1.2, 1.3, 1.4, 9.0]}\n",
+    );
+    let out = sweep(
+        p.path(),
+        &[
+            "--space",
+            "space.yaml",
+            "--out",
+            "p",
+            "--parallel",
+            "1",
+            "--pruner",
+            "median",
+            "--interpreter",
+            &py(),
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let trials = optuna_trials(&p.path().join("p"), "p");
+    let states: Vec<&str> = trials
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["state"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        states,
+        ["COMPLETE", "COMPLETE", "COMPLETE", "COMPLETE", "COMPLETE", "PRUNED"],
+        "{err}"
+    );
+    let last = &trials[5];
+    assert!(
+        last["intermediate"].as_object().unwrap().len() < 4,
+        "stopped before its end: {last}"
+    );
+}
