@@ -27,6 +27,7 @@ pub const TARGETS: &[(&str, Check)] = &[
     ("wire", wire),
     ("readers", readers),
     ("command", command),
+    ("verdict", verdict),
 ];
 
 /// A refusal is right when it exits 2 and names the input.
@@ -257,6 +258,46 @@ pub fn command(data: &[u8]) -> Result<(), String> {
                 }
             }
         }
+    }
+    Ok(())
+}
+
+/// A supervised command's last output lines (the bytes' lines; the first
+/// byte picks the exit: code, signal or a stop): the verdict is said
+/// without a panic, its evidence within its bound, a class exactly when it
+/// did not finish.
+pub fn verdict(data: &[u8]) -> Result<(), String> {
+    use supervise::verdict::{judge, End, Status, Stop, EVIDENCE_CHARS};
+    let text = String::from_utf8_lossy(data);
+    let tail: Vec<String> = text.lines().map(String::from).collect();
+    let pick = data.first().copied().unwrap_or(0);
+    let stop = match pick % 7 {
+        4 => Some(Stop::Timeout { limit_s: 3.0 }),
+        5 => Some(Stop::Interrupted("stopped".into())),
+        6 => Some(Stop::Pruned("pruned".into())),
+        _ => None,
+    };
+    let (code, signal) = match pick % 4 {
+        0 => (Some(0), None),
+        1 => (Some(i32::from(pick)), None),
+        2 => (None, Some(9)),
+        _ => (None, Some(i32::from(pick % 31) + 1)),
+    };
+    let non_finite = (pick % 3 == 0).then_some("val_loss NaN at step 1");
+    let v = judge(&End {
+        code,
+        signal,
+        stop: stop.as_ref(),
+        tail: &tail,
+        non_finite,
+        reports: tail.len(),
+    });
+    if v.evidence.chars().count() > EVIDENCE_CHARS {
+        return Err(format!("evidence of {} chars", v.evidence.chars().count()));
+    }
+    let ended_well = matches!(v.status, Status::Finished | Status::Pruned);
+    if ended_well == v.class.is_some() {
+        return Err(format!("{:?} with class {:?}", v.status, v.class));
     }
     Ok(())
 }
