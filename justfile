@@ -240,6 +240,7 @@ bench: build bench-activations bench-checkpointing
     python bench/explain_large_log.py --cfgcheck "{{ release }}/cfgcheck"
     python bench/trial_overhead.py --train "{{ release }}/train" --cfgcheck "{{ release }}/cfgcheck"
     python bench/sweep_vs_optuna.py --train "{{ release }}/train" --cfgcheck "{{ release }}/cfgcheck"
+    python bench/supervise.py --train "{{ release }}/train"
 
 # The estimate's activation lines against the bytes autograd saves (CPU, fp32)
 [group('bench')]

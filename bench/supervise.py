@@ -80,9 +80,11 @@ def main():
     bare = [wall([py, "-c", "pass"]) for _ in range(args.runs)]
     sup = [wall([args.train, "run", "--quiet", "--out", os.path.join(work, f"r{i}"), "--", py, "-c", "pass"])
            for i in range(args.runs)]
+    floor = statistics.median([wall([args.train, "--version"]) for _ in range(args.runs)])
     b, s = statistics.median(bare), statistics.median(sup)
     rows.append(["a command that exits at once (python3 -c pass)", f"bare {b:.1f} ms",
-                 f"train run {s:.1f} ms", f"+{s - b:.1f} ms per run ({s / b:.2f}×)"])
+                 f"train run {s:.1f} ms", f"+{s - b:.1f} ms per run ({s / b:.2f}×), of which "
+                 f"{floor:.0f} ms is train's own start (`train --version`: it links libtorch)"])
 
     # 2. A sweep of instant trials against bare runs.
     with open(os.path.join(work, "quick.py"), "w") as f:
@@ -148,7 +150,13 @@ def main():
         mem_rows.append([label, f"{secs:.1f} s", f"{done}/{args.memory_trials} complete",
                          f"{done / secs * 3600:.0f} trials/h", f"{crowded} crowded out and run again"])
     if cg:
-        os.rmdir(cg)
+        # Its last processes may still be leaving.
+        for _ in range(50):
+            try:
+                os.rmdir(cg)
+                break
+            except OSError:
+                time.sleep(0.1)
     base = float(mem_rows[0][3].split()[0])
     for r in mem_rows:
         r.append(f"{float(r[3].split()[0]) / base:.2f}× --parallel 1")

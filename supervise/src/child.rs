@@ -89,6 +89,7 @@ impl Child {
         for (k, v) in &spec.env {
             cmd.env(k, v);
         }
+        first_for_the_oom_killer(&mut cmd);
         let mut child = cmd.spawn().map_err(|e| {
             common::bad_input!(
                 "cannot start {program:?}: {e} (the command is {:?})",
@@ -208,6 +209,30 @@ impl Drop for Child {
             drop(stdin);
             let _ = keeper.wait();
         }
+    }
+}
+
+/// The score the kernel's OOM killer adds to a supervised command (and its
+/// children, which inherit it): when memory runs out under a shared limit
+/// (a cgroup, the host), the command goes before its supervisor, which
+/// then records why, rather than the supervisor (whose libtorch makes it
+/// the larger process at first) and every trial with it.
+pub const OOM_SCORE_ADJ: &[u8] = b"500";
+
+/// Makes `cmd`'s process the OOM killer's first choice over ours (any
+/// process may raise its own score; lowering needs privileges).
+pub fn first_for_the_oom_killer(cmd: &mut Command) {
+    // SAFETY: between fork and exec only async-signal-safe calls: open,
+    // write and close on a constant path, no allocation.
+    unsafe {
+        cmd.pre_exec(|| {
+            let fd = libc::open(c"/proc/self/oom_score_adj".as_ptr(), libc::O_WRONLY);
+            if fd >= 0 {
+                libc::write(fd, OOM_SCORE_ADJ.as_ptr().cast(), OOM_SCORE_ADJ.len());
+                libc::close(fd);
+            }
+            Ok(())
+        });
     }
 }
 

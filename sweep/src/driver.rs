@@ -569,6 +569,7 @@ impl Driver {
             // Its own process group: the whole trial is signalled at once,
             // and Ctrl-C in the terminal reaches the driver only.
             .process_group(0);
+        supervise::child::first_for_the_oom_killer(&mut cmd);
         let s = &self.slots[slot];
         if let Some(n) = s.threads {
             cmd.args(["--threads", &n.to_string()]);
