@@ -429,7 +429,9 @@ for e in (1, 2):\n    time.sleep(0.5)\n    print(f'Epoch {e}/2 | Train Loss: 1.0
         .output()
         .unwrap();
     // Its last processes may still be leaving.
-    testkit::wait_until("the test's cgroup to be removed", 10, || std::fs::remove_dir(&cg).is_ok());
+    testkit::wait_until("the test's cgroup to be removed", 10, || {
+        std::fs::remove_dir(&cg).is_ok()
+    });
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{err}");
     let trials = optuna_trials(&p.path().join("c"), "c");
