@@ -242,9 +242,13 @@ pub fn oom_figures(line: &str) -> OomFigures {
     let before = |marker: &str| {
         let end = line.find(marker)?;
         let head = line[..end].trim_end();
+        // After the last character that is not part of "<number> <unit>"
+        // (a multi-byte one too: its whole width, never a byte inside it).
         let start = head
-            .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '.' || c == ' '))
-            .map_or(0, |i| i + 1);
+            .char_indices()
+            .rev()
+            .find(|(_, c)| !(c.is_ascii_alphanumeric() || *c == '.' || *c == ' '))
+            .map_or(0, |(i, c)| i + c.len_utf8());
         // The last "<number> <unit>" before the marker.
         let words: Vec<&str> = head[start..].split_whitespace().collect();
         let n = words.len();
