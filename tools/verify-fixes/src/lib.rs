@@ -26,7 +26,8 @@ use std::process::ExitCode;
     about = "The gate before a long run: allocator, config, memory, runtime, GPU state, smoke run, data, disk",
     after_help = "The target GPU: memdiag's report piped on stdin, or --gpu FILE. \
                   Exit codes: 0 no check failed, 1 a check failed, 2 bad input or usage, \
-                  4 verify-fixes broke (an I/O failure or a bug)."
+                  4 verify-fixes broke (an I/O failure or a bug), 5 the train it found was built \
+                  without libtorch (the pip wheel's; --skip runtime,smoke,data to run the rest)."
 )]
 struct Cli {
     /// The config of the run to gate.
@@ -72,7 +73,8 @@ struct Cli {
     print_env: bool,
 }
 
-fn main() -> ExitCode {
+/// The whole of `verify-fixes`'s binary (its main.rs, and the wheel's; uutils' shape).
+pub fn main() -> ExitCode {
     let cli = Cli::parse();
     common::cli::run("verify-fixes", || run(&cli))
 }
@@ -112,6 +114,17 @@ fn run(cli: &Cli) -> anyhow::Result<u8> {
         None => vec![("the config".to_string(), loaded.config.clone())],
     };
     let train = cli.train.clone().unwrap_or_else(default_train);
+    // The runtime, smoke and data checks run train's own trainer: a train
+    // without libtorch (the pip wheel's) cannot, and says so once here.
+    let needs_trainer = ["runtime", "smoke", "data"]
+        .iter()
+        .any(|id| !cli.skip.iter().any(|s| s == id));
+    if needs_trainer && checks::lacks_libtorch(&train) {
+        return Err(exit::no_libtorch(
+            "verify-fixes --config (its runtime, smoke and data checks run train's trainer on the config)",
+            &train,
+        ));
+    }
     let ctx = Context {
         loaded: &loaded,
         config_path,
