@@ -80,7 +80,7 @@ fn parse_margin(s: &str) -> Result<f64, String> {
     }
 }
 
-/// The whole of `cfgcheck`'s binary (its main.rs, and the wheel's; uutils' shape).
+/// The whole of `cfgcheck`'s binary (src/bin/, and the wheel's; uutils' shape).
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     common::cli::run("cfgcheck", || run(&cli))

@@ -57,7 +57,7 @@ fn parse_interval(s: &str) -> Result<Duration, String> {
     }
 }
 
-/// The whole of `memdiag`'s binary (its main.rs, and the wheel's; uutils' shape).
+/// The whole of `memdiag`'s binary (src/bin/, and the wheel's; uutils' shape).
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     common::cli::run("memdiag", || run(&cli))

@@ -27,7 +27,7 @@ use std::process::ExitCode;
     after_help = "The target GPU: memdiag's report piped on stdin, or --gpu FILE. \
                   Exit codes: 0 no check failed, 1 a check failed, 2 bad input or usage, \
                   4 verify-fixes broke (an I/O failure or a bug), 5 the train it found was built \
-                  without libtorch (the pip wheel's; --skip runtime,smoke,data to run the rest)."
+                  without libtorch (the pip wheel's; --skip runtime --skip smoke --skip data runs the rest)."
 )]
 struct Cli {
     /// The config of the run to gate.
@@ -73,7 +73,7 @@ struct Cli {
     print_env: bool,
 }
 
-/// The whole of `verify-fixes`'s binary (its main.rs, and the wheel's; uutils' shape).
+/// The whole of `verify-fixes`'s binary (src/bin/, and the wheel's; uutils' shape).
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     common::cli::run("verify-fixes", || run(&cli))
@@ -121,7 +121,8 @@ fn run(cli: &Cli) -> anyhow::Result<u8> {
         .any(|id| !cli.skip.iter().any(|s| s == id));
     if needs_trainer && checks::lacks_libtorch(&train) {
         return Err(exit::no_libtorch(
-            "verify-fixes --config (its runtime, smoke and data checks run train's trainer on the config)",
+            "verify-fixes --config (its runtime, smoke and data checks run train's trainer on the \
+             config; --skip runtime --skip smoke --skip data runs the others)",
             &train,
         ));
     }
