@@ -259,6 +259,11 @@ bench: build bench-activations bench-checkpointing
     python bench/sweep_vs_optuna.py --train "{{ release }}/train" --cfgcheck "{{ release }}/cfgcheck"
     python bench/supervise.py --train "{{ release }}/train"
 
+# From nothing to a running memdiag: a fresh venv + pip install of the wheel + memdiag (5 times), against `cargo build --release --workspace` into an empty target directory (minutes); the wheel's size
+[group('bench')]
+bench-wheel: setup wheel
+    python bench/wheel_install.py --wheel target/wheels/oomkit-*.whl --runs 5 --source-build
+
 # The estimate's activation lines against the bytes autograd saves (CPU, fp32)
 [group('bench')]
 bench-activations: build
