@@ -138,6 +138,9 @@ if run sweep 0 train sweep --space "$tmp/space.yaml" --out "$tmp/sweep" --interp
     ok "train sweep of a program space (4 trials, 2 failing on purpose)"
     run report 0 train sweep --report "$tmp/sweep" --format yaml && says report out "schema: sweep-report/v1" &&
         says report out "COMPLETE: 2" && says report out "label-out-of-range" && ok "train sweep --report"
+    run status 0 train sweep --status "$tmp/sweep" && says status out "4 trials: COMPLETE 2, FAIL 2" && ok "train sweep --status"
+    # Every trial has ended: --resume finds nothing left to run.
+    run resume 0 train sweep --resume "$tmp/sweep" && says resume err "4 trials (2 complete, 2 fail)" && ok "train sweep --resume of the finished sweep"
 fi
 
 # What needs libtorch: exit 5 and the message, never a loader error.
