@@ -152,6 +152,10 @@ impl Hit {
     pub fn named(&self) -> String {
         format!("{} (line {})", self.path, self.line)
     }
+    /// `(training.torch_compile_mode, line 12)`, inside a sentence.
+    pub fn aside(&self) -> String {
+        format!("({}, line {})", self.path, self.line)
+    }
 }
 
 /// The keys found in one file, read as `format`.

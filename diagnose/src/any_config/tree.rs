@@ -61,7 +61,13 @@ impl Tree {
         let json_text = text.trim_start().starts_with('{')
             && serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok();
         if json_name || json_text {
-            return json(name, &input.text);
+            // Spans count from the start of the file, its BOM included.
+            let bom = input.text.len() - text.len();
+            let mut tree = json(name, text)?;
+            for e in &mut tree.entries {
+                e.span = e.span.map(|(a, b)| (a + bom, b + bom));
+            }
+            return Ok(tree);
         }
         yaml(name, &input.text)
     }

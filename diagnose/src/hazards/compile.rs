@@ -86,7 +86,7 @@ impl Hazard for CudaGraphsCheckpointing {
             .map(|g| {
                 let (what, fix) = match g.concept {
                     Concept::CudaGraphsOption => (
-                        format!("inductor's triton.cudagraphs: true ({})", g.named()),
+                        format!("inductor's triton.cudagraphs: true {}", g.aside()),
                         format!("set {}: false", g.path),
                     ),
                     _ => {
@@ -96,7 +96,7 @@ impl Hazard for CudaGraphsCheckpointing {
                             .map(|s| format!(", or {}: false", s.path))
                             .unwrap_or_default();
                         (
-                            format!("torch.compile mode \"{}\" ({})", g.shown, g.named()),
+                            format!("torch.compile mode \"{}\" {}", g.shown, g.aside()),
                             format!("set {}: default (keeps most of the compile speed-up){off}", g.path),
                         )
                     }
@@ -108,8 +108,8 @@ impl Hazard for CudaGraphsCheckpointing {
                     g,
                     &evidence,
                     format!(
-                        "{what} records CUDA graphs, which need every tensor at a fixed address; gradient checkpointing ({}) {GRAPHS_DIE}",
-                        checkpointing.named()
+                        "{what} records CUDA graphs, which need every tensor at a fixed address; gradient checkpointing {} {GRAPHS_DIE}",
+                        checkpointing.aside()
                     ),
                     fix,
                 )

@@ -65,7 +65,7 @@ impl Hazard for WorkersSmallHost {
                 self.id(),
                 h,
                 &[],
-                format!("{n} DataLoader workers ({}) on a host with {:.1} GiB of RAM: each worker is a process with its own copies, and the OOM killer ends the run with exit code -9 (seed 002)", h.named(), ram as f64 / 1024.0),
+                format!("{n} DataLoader workers {} on a host with {:.1} GiB of RAM: each worker is a process with its own copies, and the OOM killer ends the run with exit code -9 (seed 002)", h.aside(), ram as f64 / 1024.0),
                 format!("set {}: 0 on small hosts (Colab, Kaggle)", h.path),
             ))
             .collect()
@@ -207,7 +207,7 @@ impl Hazard for PinMemoryWithoutWorkers {
             self.id(),
             pin,
             &workers,
-            format!("{} {PIN_ALONE}", pin.named()),
+            format!("pin memory {} {PIN_ALONE}", pin.aside()),
             format!("set {}: false, or use it only with {name} > 0 (seed 002)", pin.path),
         )]
     }
