@@ -317,19 +317,21 @@ mod tests {
         let off = (Concept::CompileOn, Scalar::Bool(false));
         let auto = (Concept::CompileOn, Scalar::Str("auto".into()));
         // Hugging Face: a mode turns compile on, even against torch_compile: false.
-        assert!(found(ConfigFormat::Hf, &[mode.clone()]).compile_on().is_some());
+        assert!(found(ConfigFormat::Hf, std::slice::from_ref(&mode))
+            .compile_on()
+            .is_some());
         assert!(found(ConfigFormat::Hf, &[mode.clone(), off.clone()])
             .compile_on()
             .is_some());
         // Axolotl: only with torch_compile true or auto.
-        assert!(found(ConfigFormat::Axolotl, &[mode.clone()])
+        assert!(found(ConfigFormat::Axolotl, std::slice::from_ref(&mode))
             .compile_on()
             .is_none());
         assert!(found(ConfigFormat::Axolotl, &[mode.clone(), auto])
             .compile_on()
             .is_some());
         // No known schema: the mode, unless torch_compile says false.
-        assert!(found(ConfigFormat::Generic, &[mode.clone()])
+        assert!(found(ConfigFormat::Generic, std::slice::from_ref(&mode))
             .compile_on()
             .is_some());
         assert!(found(ConfigFormat::Generic, &[mode, off])

@@ -118,18 +118,23 @@ pub const NO_SUCH_KEYS: &str = "they read trainguard's own keys (environment, da
 pub fn check_keys(found: &Found, target: &Target) -> (Vec<Finding>, Vec<Skipped>) {
     let mut findings = Vec::new();
     let mut skipped: Vec<Skipped> = Vec::new();
-    let mut skip = |id: HazardId, reason: String| match skipped.iter_mut().find(|s| s.reason == reason) {
-        Some(s) => s.rules.push(id),
-        None => skipped.push(Skipped {
-            rules: vec![id],
-            reason,
-        }),
-    };
+    let mut skip =
+        |id: HazardId, reason: String| match skipped.iter_mut().find(|s| s.reason == reason) {
+            Some(s) => s.rules.push(id),
+            None => skipped.push(Skipped {
+                rules: vec![id],
+                reason,
+            }),
+        };
     for id in CHECK_ORDER {
         let hazard = hazards::of(id);
         let needs = hazards::needs(id);
         if !hazard.reads_keys() {
-            let why = if needs == Needs::GpuMemory { NO_MODEL } else { NO_SUCH_KEYS };
+            let why = if needs == Needs::GpuMemory {
+                NO_MODEL
+            } else {
+                NO_SUCH_KEYS
+            };
             skip(id, why.to_string());
         } else if let Some(reason) = unmet(needs, target) {
             skip(id, reason);

@@ -73,9 +73,12 @@ pub fn apply(text: &str, tree: &Tree, changes: &[KeyChange]) -> Result<String, S
 
 /// Whether the edited file reads back with each change's value.
 pub fn took(changes: &[KeyChange], after: &Found) -> bool {
-    changes
-        .iter()
-        .all(|c| after.hits.iter().any(|h| h.path == c.path && h.value == c.value))
+    changes.iter().all(|c| {
+        after
+            .hits
+            .iter()
+            .any(|h| h.path == c.path && h.value == c.value)
+    })
 }
 
 #[cfg(test)]
@@ -118,7 +121,10 @@ mod tests {
     fn yaml_edits_keep_comments_and_dotted_keys() {
         let text = "# opts\ntorch_compile_options: {triton.cudagraphs: true}  # graphs\ntraining:\n  torch_compile_mode: 'max-autotune'  # fast\n";
         let changes = [
-            change("torch_compile_options.triton.cudagraphs", Scalar::Bool(false)),
+            change(
+                "torch_compile_options.triton.cudagraphs",
+                Scalar::Bool(false),
+            ),
             change("training.torch_compile_mode", Scalar::Str("default".into())),
         ];
         let out = apply(text, &tree("c.yaml", text), &changes).unwrap();

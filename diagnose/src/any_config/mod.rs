@@ -11,6 +11,9 @@ mod edit;
 mod recognise;
 mod tree;
 
+#[cfg(test)]
+mod tests;
+
 pub use common::wire::cfgcheck::ConfigFormat as Format;
 pub use recognise::{recognise, Known};
 pub use tree::{Entry, Syntax, Tree};
@@ -33,7 +36,9 @@ pub fn parse_as(s: &str) -> Result<Format, String> {
         "axolotl" => Ok(Format::Axolotl),
         "trainguard" => Ok(Format::Trainguard),
         "any" => Ok(Format::Generic),
-        _ => Err(format!("expected hf, axolotl, trainguard or any, found {s:?}")),
+        _ => Err(format!(
+            "expected hf, axolotl, trainguard or any, found {s:?}"
+        )),
     }
 }
 
@@ -62,7 +67,7 @@ pub fn check(input: &Input, named: Option<Format>, target: &Target) -> anyhow::R
                 findings: outcome.findings,
                 skipped: outcome.skipped,
                 read_keys: vec![],
-                trainguard: Some((loaded, outcome.estimate)),
+                trainguard: Some((*loaded, outcome.estimate)),
             })
         }
         Read::Keys(_, found) => {
@@ -89,13 +94,13 @@ fn read_key(h: &Hit) -> ReadKey {
 
 /// A file read: trainguard's config, or the keys of another format.
 enum Read {
-    Trainguard(LoadedConfig),
+    Trainguard(Box<LoadedConfig>),
     Keys(Tree, Found),
 }
 
 fn read(input: &Input, named: Option<Format>) -> anyhow::Result<Read> {
     if named == Some(Format::Trainguard) {
-        return Ok(Read::Trainguard(Config::load(input)?));
+        return Ok(Read::Trainguard(Box::new(Config::load(input)?)));
     }
     let tree = Tree::read(input)?;
     let format = match named {
@@ -104,7 +109,7 @@ fn read(input: &Input, named: Option<Format>) -> anyhow::Result<Read> {
             let (format, tally) = recognise(tree.top().map(|e| e.name.as_str()));
             if format == Format::Trainguard {
                 return Config::load(input)
-                    .map(Read::Trainguard)
+                    .map(|l| Read::Trainguard(Box::new(l)))
                     .map_err(|e| strict_note(e, &tally));
             }
             format
@@ -164,7 +169,11 @@ pub struct Fixed {
 /// decision tree), the others by changing the keys the rules found, in
 /// place: YAML keeps its comments, JSON every byte but the values changed.
 /// Err(message) when an edit cannot be made safely (nothing is changed).
-pub fn fix(input: &Input, named: Option<Format>, target: &Target) -> anyhow::Result<Result<Fixed, String>> {
+pub fn fix(
+    input: &Input,
+    named: Option<Format>,
+    target: &Target,
+) -> anyhow::Result<Result<Fixed, String>> {
     match read(input, named)? {
         Read::Trainguard(loaded) => {
             let plan = crate::fix::plan_fix(&loaded, target);
@@ -202,10 +211,17 @@ pub fn fix(input: &Input, named: Option<Format>, target: &Target) -> anyhow::Res
             };
             let after = match read(&again, Some(found.format)) {
                 Ok(Read::Keys(_, f)) => f,
-                _ => return Ok(Err("the edited file does not read back; nothing was changed".into())),
+                _ => {
+                    return Ok(Err(
+                        "the edited file does not read back; nothing was changed".into(),
+                    ))
+                }
             };
             if !edit::took(&plan.changes, &after) {
-                return Ok(Err("the edited file does not read back with the new values; nothing was changed".into()));
+                return Ok(Err(
+                    "the edited file does not read back with the new values; nothing was changed"
+                        .into(),
+                ));
             }
             Ok(Ok(Fixed {
                 format: found.format,

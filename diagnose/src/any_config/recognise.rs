@@ -97,9 +97,8 @@ pub fn recognise<'a>(top: impl IntoIterator<Item = &'a str>) -> (ConfigFormat, T
     use ConfigFormat::*;
     let known = Known::get();
     let top: BTreeSet<&str> = top.into_iter().collect();
-    let belongs = |f: ConfigFormat, k: &str| {
-        known.has(f, k) || (f == Trainguard && known.typo_of_ours(k))
-    };
+    let belongs =
+        |f: ConfigFormat, k: &str| known.has(f, k) || (f == Trainguard && known.typo_of_ours(k));
     let schemas = [Trainguard, Hf, Axolotl];
     let count = |f: ConfigFormat| top.iter().filter(|k| belongs(f, k)).count();
     let own = |f: ConfigFormat| {
@@ -166,14 +165,26 @@ mod tests {
 
     #[test]
     fn trainguard_files_stay_trainguard_typos_and_all() {
-        assert_eq!(format("batch_size epochs image_size torch_compile"), ConfigFormat::Trainguard);
+        assert_eq!(
+            format("batch_size epochs image_size torch_compile"),
+            ConfigFormat::Trainguard
+        );
         // A typo of ours is ours: the strict reading names the nearest key.
         assert_eq!(format("batchsize"), ConfigFormat::Trainguard);
-        assert_eq!(format("gradient_checkpoint epochs torch_compile_mode"), ConfigFormat::Trainguard);
+        assert_eq!(
+            format("gradient_checkpoint epochs torch_compile_mode"),
+            ConfigFormat::Trainguard
+        );
         // A Hugging Face key among ours is an error in ours, not a new format.
-        assert_eq!(format("batch_size epochs image_size num_train_epochs"), ConfigFormat::Trainguard);
+        assert_eq!(
+            format("batch_size epochs image_size num_train_epochs"),
+            ConfigFormat::Trainguard
+        );
         // Only keys every schema shares: trainguard's (use --as to say otherwise).
-        assert_eq!(format("torch_compile_mode gradient_checkpointing"), ConfigFormat::Trainguard);
+        assert_eq!(
+            format("torch_compile_mode gradient_checkpointing"),
+            ConfigFormat::Trainguard
+        );
         assert_eq!(format(""), ConfigFormat::Trainguard);
     }
 
@@ -191,6 +202,9 @@ mod tests {
         assert_eq!(format("model data training device"), ConfigFormat::Generic);
         assert_eq!(format("training device"), ConfigFormat::Generic);
         // Keys both Hugging Face and Axolotl have, and nothing else: no telling.
-        assert_eq!(format("output_dir bf16 logging_steps"), ConfigFormat::Generic);
+        assert_eq!(
+            format("output_dir bf16 logging_steps"),
+            ConfigFormat::Generic
+        );
     }
 }

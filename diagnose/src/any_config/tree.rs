@@ -191,7 +191,15 @@ fn walk_object(
         let name = prop.name.as_str().to_string();
         let p = child(path, &name);
         let start = jsonc_parser::common::Ranged::range(&prop.name).start;
-        push_value(&prop.value, &p, Some((name, start)), depth, lines, text, out);
+        push_value(
+            &prop.value,
+            &p,
+            Some((name, start)),
+            depth,
+            lines,
+            text,
+            out,
+        );
     }
 }
 
@@ -235,7 +243,15 @@ fn push_value(
         Value::Object(o) => walk_object(o, path, depth + 1, lines, text, out),
         Value::Array(a) => {
             for (i, v) in a.elements.iter().enumerate() {
-                push_value(v, &format!("{path}[{i}]"), None, depth + 1, lines, text, out);
+                push_value(
+                    v,
+                    &format!("{path}[{i}]"),
+                    None,
+                    depth + 1,
+                    lines,
+                    text,
+                    out,
+                );
             }
         }
         _ => {}
@@ -266,10 +282,16 @@ mod tests {
         );
         assert_eq!(t.syntax, Syntax::Yaml);
         let m = find(&t, "training.torch_compile_mode");
-        assert_eq!((m.line, m.depth, m.name.as_str()), (4, 1, "torch_compile_mode"));
+        assert_eq!(
+            (m.line, m.depth, m.name.as_str()),
+            (4, 1, "torch_compile_mode")
+        );
         assert_eq!(m.value, Scalar::Str("max-autotune".into()));
         let g = find(&t, "training.opts.triton.cudagraphs");
-        assert_eq!((g.name.as_str(), g.depth, &g.value), ("triton.cudagraphs", 2, &Scalar::Bool(true)));
+        assert_eq!(
+            (g.name.as_str(), g.depth, &g.value),
+            ("triton.cudagraphs", 2, &Scalar::Bool(true))
+        );
         let top: Vec<&str> = t.top().map(|e| e.name.as_str()).collect();
         assert_eq!(top, ["model", "training"]);
     }

@@ -176,14 +176,19 @@ impl Hazard for GpuFeaturesWithoutGpu {
             return vec![];
         }
         let compile = f.compile_on();
-        let mode = f.of(Concept::CompileMode).find(|h| matches!(h.value, Scalar::Str(_)));
+        let mode = f
+            .of(Concept::CompileMode)
+            .find(|h| matches!(h.value, Scalar::Str(_)));
         let compile_key = compile.and_then(|s| s.or(mode));
         let fp16 = f.fp16();
         let keys: Vec<&Hit> = compile_key.into_iter().chain(fp16).collect();
         let Some(first) = keys.first() else {
             return vec![];
         };
-        let named: Vec<String> = keys.iter().map(|h| format!("{}: {} (line {})", h.path, h.shown, h.line)).collect();
+        let named: Vec<String> = keys
+            .iter()
+            .map(|h| format!("{}: {} (line {})", h.path, h.shown, h.line))
+            .collect();
         vec![key_finding(
             self.id(),
             first,
@@ -197,7 +202,10 @@ impl Hazard for GpuFeaturesWithoutGpu {
             return;
         }
         if let Some(switch) = f.compile_on() {
-            let modes: Vec<&Hit> = f.of(Concept::CompileMode).filter(|h| matches!(h.value, Scalar::Str(_))).collect();
+            let modes: Vec<&Hit> = f
+                .of(Concept::CompileMode)
+                .filter(|h| matches!(h.value, Scalar::Str(_)))
+                .collect();
             match (f.format, switch) {
                 (ConfigFormat::Hf, _) if !modes.is_empty() => plan.unfixable.push(format!(
                     "remove {}: Hugging Face turns torch_compile on whenever a mode is set, and no GPU is on the target",
@@ -211,8 +219,15 @@ impl Hazard for GpuFeaturesWithoutGpu {
             }
         }
         match f.fp16() {
-            Some(h) if matches!(h.value, Scalar::Bool(_)) => plan.set(h, Scalar::Bool(false), "no GPU on the target: fp16 autocast is for CUDA".into()),
-            Some(h) => plan.unfixable.push(format!("{}: fp16 on a target with no GPU: set it to your tool's value for bf16 or none", h.named())),
+            Some(h) if matches!(h.value, Scalar::Bool(_)) => plan.set(
+                h,
+                Scalar::Bool(false),
+                "no GPU on the target: fp16 autocast is for CUDA".into(),
+            ),
+            Some(h) => plan.unfixable.push(format!(
+                "{}: fp16 on a target with no GPU: set it to your tool's value for bf16 or none",
+                h.named()
+            )),
             None => {}
         }
     }

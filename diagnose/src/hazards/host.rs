@@ -200,7 +200,11 @@ impl Hazard for PinMemoryWithoutWorkers {
         }
         let workers: Vec<_> = f.of(Concept::Workers).collect();
         let name = workers.first().map_or(
-            Concept::Workers.names(f.format).first().copied().unwrap_or("num_workers"),
+            Concept::Workers
+                .names(f.format)
+                .first()
+                .copied()
+                .unwrap_or("num_workers"),
             |w| w.path.as_str(),
         );
         vec![key_finding(
@@ -208,7 +212,10 @@ impl Hazard for PinMemoryWithoutWorkers {
             pin,
             &workers,
             format!("pin memory {} {PIN_ALONE}", pin.aside()),
-            format!("set {}: false, or use it only with {name} > 0 (seed 002)", pin.path),
+            format!(
+                "set {}: false, or use it only with {name} > 0 (seed 002)",
+                pin.path
+            ),
         )]
     }
 }

@@ -148,7 +148,13 @@ pub const NO_CONFIG_FIX: &str = "no config change fixes this; see the fix above"
 
 /// A finding of `id` in a config cfgcheck did not define: about `hit`, at
 /// its line, resting on each key of `evidence`.
-fn key_finding(id: HazardId, hit: &Hit, evidence: &[&Hit], message: String, fix: String) -> Finding {
+fn key_finding(
+    id: HazardId,
+    hit: &Hit,
+    evidence: &[&Hit],
+    message: String,
+    fix: String,
+) -> Finding {
     let mut keys: Vec<KeyAt> = Vec::new();
     for h in std::iter::once(hit).chain(evidence.iter().copied()) {
         if keys.iter().all(|k| k.key != h.path) {

@@ -83,11 +83,13 @@ pub fn edit(
         .context("writing the config")?;
     out.flush()?;
     // The edited config must itself pass: say so through the exit code.
-    Ok(if fails(&fixed.left, strict) || !fixed.unfixable.is_empty() {
-        exit::FOUND
-    } else {
-        exit::OK
-    })
+    Ok(
+        if fails(&fixed.left, strict) || !fixed.unfixable.is_empty() {
+            exit::FOUND
+        } else {
+            exit::OK
+        },
+    )
 }
 
 /// --fit: the batch (and model) for the target, trainguard's schema only
@@ -106,7 +108,8 @@ fn fit_trainguard(
             checked.format.title()
         ));
     };
-    let plan = fix::plan_fit(&loaded, target).map_err(|e| anyhow::Error::new(Failure::bad_input(e)))?;
+    let plan =
+        fix::plan_fit(&loaded, target).map_err(|e| anyhow::Error::new(Failure::bad_input(e)))?;
     let text = match fix::apply(&loaded, &plan) {
         Ok(t) => t,
         Err(e) => return Ok(Err(e)),

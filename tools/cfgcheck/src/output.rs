@@ -110,7 +110,12 @@ pub fn write_table(out: &Output, w: &mut dyn Write) -> anyhow::Result<()> {
             let read: Vec<String> = r
                 .read_keys
                 .iter()
-                .map(|k| format!("{} (line {}) = {} as {}", k.key, k.line, k.value, k.reads_as))
+                .map(|k| {
+                    format!(
+                        "{} (line {}) = {} as {}",
+                        k.key, k.line, k.value, k.reads_as
+                    )
+                })
                 .collect();
             match read.is_empty() {
                 true => writeln!(w, "read no key any rule reads")?,

@@ -44,7 +44,12 @@ fn evidence(f: &serde_yaml::Value) -> Vec<(String, u64)> {
         .as_sequence()
         .unwrap()
         .iter()
-        .map(|k| (k["key"].as_str().unwrap().to_string(), k["line"].as_u64().unwrap()))
+        .map(|k| {
+            (
+                k["key"].as_str().unwrap().to_string(),
+                k["line"].as_u64().unwrap(),
+            )
+        })
         .collect()
 }
 
@@ -93,8 +98,14 @@ fn the_three_formats_each_have_the_hazard_and_fix_it_in_place() {
         assert_eq!(f["key"].as_str(), Some("torch_compile_mode"));
         assert_eq!(f["line"].as_u64(), Some(mode_line));
         let ev = evidence(f);
-        assert!(ev.contains(&("gradient_checkpointing".into(), ckpt_line)), "{file}: {ev:?}");
-        assert!(f["message"].as_str().unwrap().contains("static input data pointer changed"));
+        assert!(
+            ev.contains(&("gradient_checkpointing".into(), ckpt_line)),
+            "{file}: {ev:?}"
+        );
+        assert!(f["message"]
+            .as_str()
+            .unwrap()
+            .contains("static input data pointer changed"));
         let w = finding(r, "workers-small-host");
         assert_eq!(w["key"].as_str(), Some("dataloader_num_workers"));
         let read: Vec<&str> = r["read_keys"]
@@ -103,7 +114,10 @@ fn the_three_formats_each_have_the_hazard_and_fix_it_in_place() {
             .iter()
             .map(|k| k["key"].as_str().unwrap())
             .collect();
-        assert!(read.contains(&"torch_compile_mode") && read.contains(&"dataloader_num_workers"), "{read:?}");
+        assert!(
+            read.contains(&"torch_compile_mode") && read.contains(&"dataloader_num_workers"),
+            "{read:?}"
+        );
         // Keys no rule reads are not listed (they are ignored, not read).
         assert!(!read.contains(&"learning_rate"), "{read:?}");
 
@@ -117,7 +131,10 @@ fn the_three_formats_each_have_the_hazard_and_fix_it_in_place() {
             // Every byte but the two values is as it was.
             let expected = before
                 .replace("\"reduce-overhead\"", "\"default\"")
-                .replace("\"dataloader_num_workers\": 4", "\"dataloader_num_workers\": 0");
+                .replace(
+                    "\"dataloader_num_workers\": 4",
+                    "\"dataloader_num_workers\": 0",
+                );
             assert_eq!(after, expected);
         } else {
             // Each changed line keeps its comment; no other line moves.
@@ -125,7 +142,10 @@ fn the_three_formats_each_have_the_hazard_and_fix_it_in_place() {
                 let comment = |l: &str| l.split_once(" #").map(|(_, c)| c.to_string());
                 assert_eq!(comment(old), comment(new), "{new}");
             }
-            assert!(lines[0].1.starts_with("torch_compile_mode: default"), "{lines:?}");
+            assert!(
+                lines[0].1.starts_with("torch_compile_mode: default"),
+                "{lines:?}"
+            );
             assert_eq!(lines[1].1, "dataloader_num_workers: 0");
         }
         // The fixed file passes its own check.
@@ -146,7 +166,10 @@ fn nested_keys_and_halves_in_different_sections() {
     let r = &v["results"][0];
     assert_eq!(r["format"].as_str(), Some("generic"));
     let f = finding(r, "cuda-graphs-checkpointing");
-    assert_eq!(f["key"].as_str(), Some("trainer.compile.torch_compile_mode"));
+    assert_eq!(
+        f["key"].as_str(),
+        Some("trainer.compile.torch_compile_mode")
+    );
     assert_eq!(
         evidence(f),
         [
@@ -154,8 +177,14 @@ fn nested_keys_and_halves_in_different_sections() {
             ("model.gradient_checkpointing".to_string(), 11)
         ]
     );
-    assert!(f["message"].as_str().unwrap().contains("(model.gradient_checkpointing, line 11)"));
-    assert_eq!(finding(r, "workers-small-host")["key"].as_str(), Some("data.loader.num_workers"));
+    assert!(f["message"]
+        .as_str()
+        .unwrap()
+        .contains("(model.gradient_checkpointing, line 11)"));
+    assert_eq!(
+        finding(r, "workers-small-host")["key"].as_str(),
+        Some("data.loader.num_workers")
+    );
 
     let before = std::fs::read_to_string(repo(file)).unwrap();
     let (code, after, _) = fix(file, &[]);
@@ -163,7 +192,10 @@ fn nested_keys_and_halves_in_different_sections() {
     assert_eq!(
         changed(&before, &after),
         [
-            ("    num_workers: 4".to_string(), "    num_workers: 0".to_string()),
+            (
+                "    num_workers: 4".to_string(),
+                "    num_workers: 0".to_string()
+            ),
             (
                 "    torch_compile_mode: max-autotune   # inductor with CUDA graphs".to_string(),
                 "    torch_compile_mode: default   # inductor with CUDA graphs".to_string()
@@ -192,14 +224,19 @@ fn trainguard_configs_with_a_typo_stay_strict() {
     let good = testkit::write(
         dir.path(),
         "good.yaml",
-        &std::fs::read_to_string(&typo).unwrap().replace("batchsize", "batch_size"),
+        &std::fs::read_to_string(&typo)
+            .unwrap()
+            .replace("batchsize", "batch_size"),
     );
     let (code, v) = check(&[good.to_str().unwrap()]);
     assert_eq!(code, 1);
     let r = &v["results"][0];
     assert_eq!(r["format"].as_str(), Some("trainguard"));
     assert!(r["estimate"]["peak_mib"].as_u64().is_some());
-    assert_eq!(finding(r, "cuda-graphs-checkpointing")["line"].as_u64(), Some(5));
+    assert_eq!(
+        finding(r, "cuda-graphs-checkpointing")["line"].as_u64(),
+        Some(5)
+    );
 }
 
 #[test]
