@@ -127,7 +127,7 @@ fn strict_note(e: anyhow::Error, tally: &recognise::Tally) -> anyhow::Error {
         return e;
     }
     bad_input!(
-        "{message}\n(read as a trainguard config: {} of its {} top-level keys are trainguard's; if it is a Hugging Face or Axolotl config, say so with --as hf or --as axolotl)",
+        "{message}\n(read as a trainguard config: {} of its {} top-level keys are trainguard's or a typo of one; if it is a Hugging Face or Axolotl config, say so with --as hf or --as axolotl)",
         tally.trainguard,
         tally.keys
     )
