@@ -116,6 +116,23 @@ fn read(input: &Input, named: Option<Format>) -> anyhow::Result<Read> {
         }
     };
     let found = find(&tree, format);
+    // A file of no known schema with no key any rule reads is most likely
+    // not a training config at all (a report, a sweep space): say so rather
+    // than pass it as checked.
+    if named.is_none() && format == Format::Generic && found.hits.is_empty() {
+        let top: Vec<&str> = tree.top().map(|e| e.name.as_str()).take(6).collect();
+        return Err(bad_input!(
+            "{}: not a config cfgcheck knows (top-level keys: {}), and none of the keys its rules read is in it ({}); nothing to check. Give --as trainguard for trainguard's own errors on it, or --as any to check it anyway",
+            input.name,
+            top.join(", "),
+            Concept::ALL
+                .iter()
+                .flat_map(|c| c.names(Format::Generic))
+                .copied()
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
     Ok(Read::Keys(tree, found))
 }
 

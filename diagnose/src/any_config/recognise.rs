@@ -14,7 +14,8 @@
 //!   belong to it, the one with more keys of its own winning (then the one
 //!   with more keys);
 //! - else generic: a project's own nesting, whose keys are found at any
-//!   depth under each schema's names.
+//!   depth under each schema's names (`check` refuses one holding none of
+//!   the keys the rules read, unless `--as any` names the format).
 
 use common::config::Config;
 use common::wire::cfgcheck::ConfigFormat;

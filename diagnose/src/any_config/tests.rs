@@ -222,3 +222,20 @@ fn as_parses_the_four_names_and_refuses_others() {
         .unwrap_err()
         .contains("expected hf, axolotl, trainguard or any"));
 }
+
+#[test]
+fn a_file_with_nothing_to_check_is_refused_unless_named() {
+    let t = target(64, false);
+    let space = "method: grid\nmetric: {name: val_loss, goal: minimize}\nparameters:\n  lr: {values: [1, 2]}\n";
+    let e = check(&input("s.yaml", space), None, &t).err().unwrap();
+    assert_eq!(common::exit::code_of(&e), common::exit::BAD_INPUT);
+    let message = format!("{e:#}");
+    assert!(
+        message.contains(
+            "s.yaml: not a config cfgcheck knows (top-level keys: method, metric, parameters)"
+        ),
+        "{message}"
+    );
+    let c = check(&input("s.yaml", space), Some(Format::Generic), &t).unwrap();
+    assert!(c.findings.is_empty() && c.read_keys.is_empty());
+}
