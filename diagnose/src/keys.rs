@@ -139,6 +139,9 @@ pub struct Hit {
     pub value: Scalar,
     /// The value as written.
     pub shown: String,
+    /// Its place in the file's list of keys (`any_config::Tree`), which
+    /// tells two keys of one path apart (`{"a.b": 1, "a": {"b": 2}}`).
+    pub entry: usize,
 }
 
 impl Hit {
@@ -251,6 +254,8 @@ impl Found {
 pub struct KeyChange {
     pub path: String,
     pub line: usize,
+    /// The key's place in the file's list of keys (`Hit::entry`).
+    pub entry: usize,
     pub value: Scalar,
     pub why: String,
 }
@@ -266,10 +271,11 @@ pub struct KeyPlan {
 impl KeyPlan {
     /// Sets `hit` to `value` (once: a key already changed keeps its change).
     pub fn set(&mut self, hit: &Hit, value: Scalar, why: String) {
-        if self.changes.iter().all(|c| c.path != hit.path) {
+        if self.changes.iter().all(|c| c.entry != hit.entry) {
             self.changes.push(KeyChange {
                 path: hit.path.clone(),
                 line: hit.line,
+                entry: hit.entry,
                 value,
                 why,
             });
@@ -293,6 +299,7 @@ mod tests {
                     line: i + 1,
                     value: v.clone(),
                     shown: String::new(),
+                    entry: i,
                 })
                 .collect(),
         }

@@ -54,8 +54,8 @@ pub fn apply(text: &str, tree: &Tree, changes: &[KeyChange]) -> Result<String, S
             for c in changes {
                 let span = tree
                     .entries
-                    .iter()
-                    .find(|e| e.path == c.path)
+                    .get(c.entry)
+                    .filter(|e| e.path == c.path)
                     .and_then(|e| e.span)
                     .ok_or_else(|| format!("cannot find `{}` to change it", c.path))?;
                 spans.push((span, json_text(&c.value)));
@@ -77,7 +77,7 @@ pub fn took(changes: &[KeyChange], after: &Found) -> bool {
         after
             .hits
             .iter()
-            .any(|h| h.path == c.path && h.value == c.value)
+            .any(|h| h.entry == c.entry && h.path == c.path && h.value == c.value)
     })
 }
 
@@ -86,10 +86,19 @@ mod tests {
     use super::*;
     use common::input::Input;
 
-    fn change(path: &str, value: Scalar) -> KeyChange {
+    /// A change of the first key of `path` in `tree` (the last one when
+    /// `last`).
+    fn change_in(tree: &Tree, path: &str, last: bool, value: Scalar) -> KeyChange {
+        let mut at = tree
+            .entries
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e.path == path);
+        let entry = if last { at.last() } else { at.next() }.map_or(usize::MAX, |(i, _)| i);
         KeyChange {
             path: path.into(),
             line: 0,
+            entry,
             value,
             why: String::new(),
         }
@@ -106,33 +115,52 @@ mod tests {
     #[test]
     fn json_edits_touch_only_the_values() {
         let text = "{\n  \"training\": {\"torch_compile_mode\":\"max-autotune\" ,\n   \"dataloader_num_workers\" : 4},\n  \"note\": \"max-autotune\"\n}";
+        let t = tree("c.json", text);
         let changes = [
-            change("training.dataloader_num_workers", Scalar::Int(0)),
-            change("training.torch_compile_mode", Scalar::Str("default".into())),
+            change_in(&t, "training.dataloader_num_workers", false, Scalar::Int(0)),
+            change_in(
+                &t,
+                "training.torch_compile_mode",
+                false,
+                Scalar::Str("default".into()),
+            ),
         ];
-        let out = apply(text, &tree("c.json", text), &changes).unwrap();
+        let out = apply(text, &t, &changes).unwrap();
         assert_eq!(
             out,
             "{\n  \"training\": {\"torch_compile_mode\":\"default\" ,\n   \"dataloader_num_workers\" : 0},\n  \"note\": \"max-autotune\"\n}"
         );
+        // Two keys of one path: the one the rule found is the one changed.
+        let text = "{\"a.b\": 1, \"a\": {\"b\": 2}}";
+        let t = tree("c.json", text);
+        let out = apply(text, &t, &[change_in(&t, "a.b", true, Scalar::Int(0))]).unwrap();
+        assert_eq!(out, "{\"a.b\": 1, \"a\": {\"b\": 0}}");
     }
 
     #[test]
     fn yaml_edits_keep_comments_and_dotted_keys() {
         let text = "# opts\ntorch_compile_options: {triton.cudagraphs: true}  # graphs\ntraining:\n  torch_compile_mode: 'max-autotune'  # fast\n";
+        let t = tree("c.yaml", text);
         let changes = [
-            change(
+            change_in(
+                &t,
                 "torch_compile_options.triton.cudagraphs",
+                false,
                 Scalar::Bool(false),
             ),
-            change("training.torch_compile_mode", Scalar::Str("default".into())),
+            change_in(
+                &t,
+                "training.torch_compile_mode",
+                false,
+                Scalar::Str("default".into()),
+            ),
         ];
-        let out = apply(text, &tree("c.yaml", text), &changes).unwrap();
+        let out = apply(text, &t, &changes).unwrap();
         assert_eq!(
             out,
             "# opts\ntorch_compile_options: {triton.cudagraphs: false}  # graphs\ntraining:\n  torch_compile_mode: 'default'  # fast\n"
         );
-        let missing = [change("nowhere.x", Scalar::Int(0))];
-        assert!(apply(text, &tree("c.yaml", text), &missing).is_err());
+        let missing = [change_in(&t, "nowhere.x", false, Scalar::Int(0))];
+        assert!(apply(text, &t, &missing).is_err());
     }
 }

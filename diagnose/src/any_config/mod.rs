@@ -156,7 +156,8 @@ fn find(tree: &Tree, format: Format) -> Found {
     let hits = tree
         .entries
         .iter()
-        .filter_map(|e| {
+        .enumerate()
+        .filter_map(|(entry, e)| {
             let concept = Concept::ALL
                 .into_iter()
                 .find(|c| c.names(format).contains(&e.name.as_str()))?;
@@ -166,6 +167,7 @@ fn find(tree: &Tree, format: Format) -> Found {
                 line: e.line,
                 value: e.value.clone(),
                 shown: e.shown.clone(),
+                entry,
             })
         })
         .collect();
