@@ -94,7 +94,7 @@ mod tests {
             .iter()
             .enumerate()
             .filter(|(_, e)| e.path == path);
-        let entry = if last { at.last() } else { at.next() }.map_or(usize::MAX, |(i, _)| i);
+        let entry = if last { at.next_back() } else { at.next() }.map_or(usize::MAX, |(i, _)| i);
         KeyChange {
             path: path.into(),
             line: 0,
