@@ -125,8 +125,10 @@ fn checked(loaded: &LoadedConfig, target: &Target) -> Vec<Finding> {
     rules::check(loaded, target).findings
 }
 
-/// More than half of the file's top-level keys are keys of our schema: a
-/// trainguard config with a mistake, not another program's config.
+/// Every top-level key of the file is a key of our schema or a typo of one
+/// (two edits at most), and at least one is ours: a trainguard config with
+/// a mistake, not another program's config (`per_device_train_batch_size`
+/// is no typo of ours).
 fn mostly_our_keys(text: &str) -> bool {
     let Ok(serde_yaml::Value::Mapping(file)) = serde_yaml::from_str::<serde_yaml::Value>(text)
     else {
@@ -135,8 +137,13 @@ fn mostly_our_keys(text: &str) -> bool {
     let Ok(serde_yaml::Value::Mapping(ours)) = serde_yaml::to_value(Config::default()) else {
         return false;
     };
-    let known = file.keys().filter(|k| ours.contains_key(*k)).count();
-    known * 2 > file.len()
+    let known: Vec<&str> = ours.keys().filter_map(|k| k.as_str()).collect();
+    let keys: Vec<&str> = file.keys().filter_map(|k| k.as_str()).collect();
+    keys.len() == file.len()
+        && keys.iter().any(|k| known.contains(k))
+        && keys
+            .iter()
+            .all(|k| known.iter().any(|o| strsim::damerau_levenshtein(k, o) <= 2))
 }
 
 #[cfg(test)]
@@ -171,7 +178,8 @@ mod tests {
         assert!(mostly_our_keys(
             "epochs: 3\nbatch_size: 8\nlearnin_rate: 0.1\n"
         ));
-        assert!(!mostly_our_keys("epochs: 3\nlr: 0.05\n"));
+        assert!(!mostly_our_keys("epochs: 3\nlr: 0.05\nfault: nan\n"));
+        assert!(!mostly_our_keys("learnin_rate: 0.1\n"));
         assert!(!mostly_our_keys(
             r#"{"per_device_train_batch_size": 8, "gradient_checkpointing": true, "torch_compile_mode": "reduce-overhead"}"#
         ));

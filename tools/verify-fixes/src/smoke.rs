@@ -225,12 +225,13 @@ mod tests {
     #[test]
     fn a_non_finite_loss_counts_and_a_non_finite_gradient_norm_does_not() {
         let mut t = Tally::default();
+        t.add(&r("train_loss", 0.5, 1, Source::EpochLine));
         t.add(&r("grad_norm", f64::NAN, 1, Source::Dict));
         assert_eq!(t.non_finite(None), None);
-        t.add(&r("train_loss", f64::INFINITY, 1, Source::EpochLine));
-        t.add(&r("train_loss", f64::NAN, 2, Source::EpochLine));
-        assert_eq!(t.non_finite(None), Some("train_loss inf at step 1"));
-        assert_eq!(t.by["train_loss"].last, None);
+        t.add(&r("train_loss", f64::INFINITY, 2, Source::EpochLine));
+        t.add(&r("train_loss", f64::NAN, 3, Source::EpochLine));
+        assert_eq!(t.non_finite(None), Some("train_loss inf at step 2"));
+        assert_eq!(t.by["train_loss"].last, Some(0.5));
         let mut t = Tally::default();
         t.add(&r("acc", f64::NAN, 3, Source::Regex));
         assert_eq!(t.non_finite(Some("acc")), Some("acc NaN at step 3"));
