@@ -52,6 +52,9 @@ fn the_repos_pytorch_script_passes_with_a_fit_count_from_its_measured_peak() {
             config.to_str().unwrap(),
             "--epochs",
             "5",
+            // Half a second an epoch: the smoke stops it well before 5.
+            "--epoch_seconds",
+            "0.5",
         ],
     );
     assert_eq!(r.code(), Some(0), "{}\n{v:#}", r.stderr_str());
@@ -210,6 +213,9 @@ fn a_loss_that_is_nan_in_the_first_epoch_fails_the_metric_check() {
             "nan",
             "--epochs",
             "5",
+            // Half a second an epoch: the smoke stops it well before 5.
+            "--epoch_seconds",
+            "0.5",
         ],
     );
     r.code_is(1);
@@ -225,6 +231,8 @@ fn a_loss_that_is_nan_in_the_first_epoch_fails_the_metric_check() {
         saw.contains("stopped by verify-fixes at a non-finite train_loss NaN at step 1"),
         "{saw}"
     );
+    // Its first epoch's line holds the NaN: stopped there, half a second
+    // before its second ends.
     assert_eq!(v["smoke"]["epochs"], 1);
     assert_eq!(
         v["smoke"]["metrics"][1]["non_finite"],
