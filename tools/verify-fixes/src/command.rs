@@ -98,20 +98,23 @@ impl Gate<'_> {
                 })
                 .collect()
         };
+        let pick = |id: &'static str, c: &dyn Fn() -> Check| {
+            if skipped(id) {
+                on_purpose(id)
+            } else {
+                c()
+            }
+        };
         if checks[0].status == Status::Fail {
             checks.extend(not_run(
                 "not run: a config file in the command has an error (fix it first)",
             ));
-            checks.push(self.disk(None));
+            checks.push(pick("disk", &|| self.disk(None)));
             return (checks, None);
         }
         if smoke_ids.iter().all(|id| skipped(id)) {
-            checks.extend(not_run(""));
-            checks.push(if skipped("disk") {
-                on_purpose("disk")
-            } else {
-                self.disk(None)
-            });
+            checks.extend(not_run("skipped on purpose (--skip)"));
+            checks.push(pick("disk", &|| self.disk(None)));
             return (checks, None);
         }
         let records = RunDir::new(self.dir);
@@ -141,18 +144,18 @@ impl Gate<'_> {
                 )];
                 failed.extend(not_run("the command did not start").into_iter().skip(1));
                 checks.extend(failed);
-                checks.push(self.disk(None));
+                checks.push(pick("disk", &|| self.disk(None)));
                 return (checks, None);
             }
         };
         let parallel_and_memory = self.memory(&ran);
         let peak_mib = ran.ended.leg.peak.host_pss_mib.unwrap_or(0.0)
             + ran.ended.leg.peak.gpu_mib.unwrap_or(0.0);
-        let pick = |id: &'static str, c: Check| if skipped(id) { on_purpose(id) } else { c };
-        checks.push(pick("started", self.started(&ran)));
-        checks.push(pick("metric", self.metric(&ran)));
-        checks.push(pick("memory", parallel_and_memory.0));
-        checks.push(pick("disk", self.disk(Some(peak_mib))));
+        let memory = parallel_and_memory.0;
+        checks.push(pick("started", &|| self.started(&ran)));
+        checks.push(pick("metric", &|| self.metric(&ran)));
+        checks.push(pick("memory", &|| memory.clone()));
+        checks.push(pick("disk", &|| self.disk(Some(peak_mib))));
         let smoke = smoke_record(self, &ran, parallel_and_memory.1);
         (checks, Some(smoke))
     }
