@@ -118,6 +118,17 @@ impl Gate<'_> {
             return (checks, None);
         }
         let records = RunDir::new(self.dir);
+        // A previous smoke's files in the same --out are replaced, not
+        // appended to (the supervisor appends, for a chain's legs).
+        for f in [
+            records.output_log(),
+            records.metrics(),
+            records.own_metrics(),
+            records.memory_csv(),
+            records.memory_png(),
+        ] {
+            let _ = std::fs::remove_file(f);
+        }
         let mut env = env;
         env.push((
             "TRAINGUARD_METRICS_CSV".into(),

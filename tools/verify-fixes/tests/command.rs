@@ -110,7 +110,8 @@ fn the_repos_pytorch_script_passes_with_a_fit_count_from_its_measured_peak() {
     let memory = std::fs::read_to_string(tmp.path().join("memory.csv")).unwrap();
     assert!(memory.starts_with("seconds,host_pss_mib"), "{memory}");
     assert!(memory.lines().count() >= 2, "{memory}");
-    // The table names the directory too.
+    // The table names the directory too; a second smoke there replaces
+    // the first one's log.
     let r = ucmd("verify-fixes")
         .args(["--format", "table", "--smoke-epochs", "1", "--out"])
         .arg(tmp.path())
@@ -119,6 +120,8 @@ fn the_repos_pytorch_script_passes_with_a_fit_count_from_its_measured_peak() {
     r.code_is(0)
         .stdout_contains("checks passed")
         .stdout_contains(&format!("are in {}", tmp.path().display()));
+    let log = std::fs::read_to_string(tmp.path().join("output.log")).unwrap();
+    assert!(log.contains("Epoch 1/3") && !log.contains("/5 "), "{log}");
 }
 
 #[test]
