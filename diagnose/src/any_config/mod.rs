@@ -83,6 +83,16 @@ pub fn check(input: &Input, named: Option<Format>, target: &Target) -> anyhow::R
     }
 }
 
+/// The format `check` would read `input` as, recognised from its keys; an
+/// error when it is not YAML or JSON with a mapping at the top. A caller
+/// that checks files it was not told are configs (verify-fixes, on the
+/// files a command names) tells a trainguard config `check` refused (an
+/// error in it) from another file this way.
+pub fn format_of(input: &Input) -> anyhow::Result<Format> {
+    let tree = Tree::read(input)?;
+    Ok(recognise(tree.top().map(|e| e.name.as_str())).0)
+}
+
 fn read_key(h: &Hit) -> ReadKey {
     ReadKey {
         key: h.path.clone(),
