@@ -5,8 +5,9 @@
 //! silent fall into reading it loosely. The rule:
 //!
 //! - a key "belongs" to a schema when the schema has it; a top-level key no
-//!   schema has but within a typo of a trainguard key (edit distance at most
-//!   2, or a quarter of its length) belongs to trainguard;
+//!   schema has but within a typo of a trainguard key (an edit distance of a
+//!   quarter of the longer key's length, at least 1: `batchsize`,
+//!   `gradient_checkpoint`, not `step` for `seed`) belongs to trainguard;
 //! - trainguard when more than half the top-level keys belong to it and it
 //!   has at least as many keys of its own (no other schema has them) as
 //!   either other schema;
@@ -79,7 +80,7 @@ impl Known {
             return false;
         }
         self.trainguard.iter().any(|k| {
-            let limit = (k.len().max(key.len()) / 4).max(2);
+            let limit = (k.len().max(key.len()) / 4).max(1);
             strsim::damerau_levenshtein(key, k) <= limit
         })
     }
