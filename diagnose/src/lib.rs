@@ -4,6 +4,10 @@
 //!
 //! - `hazards`: each known hazard of a config with its check, its `--fix`
 //!   and its `--explain` edits (one file per group of hazards);
+//! - `keys`: the keys of a config cfgcheck did not define, as the hazards
+//!   read them (which key means which setting in which format);
+//! - `any_config`: any config file, trainguard's or not: its format
+//!   recognised from its keys, the rules that apply, its `--fix`;
 //! - `rules`: cfgcheck's rules, the hazards run against a config and its
 //!   target, with what they could not judge;
 //! - `plan`, `fix`: the config changes of `cfgcheck --fix` and `--fit`, and
@@ -14,12 +18,14 @@
 //! - `explain`: `cfgcheck --explain`'s one-pass scanner of a log.
 //!
 //! Inside the crate the arrows go one way too: failures <- explain;
-//! yaml_edit, plan <- hazards <- rules, fix.
+//! yaml_edit, plan, keys <- hazards <- rules, fix <- any_config.
 
+pub mod any_config;
 pub mod explain;
 pub mod failures;
 pub mod fix;
 pub mod hazards;
+pub mod keys;
 pub mod plan;
 pub mod rules;
 pub mod yaml_edit;

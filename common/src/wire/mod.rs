@@ -16,7 +16,7 @@
 //!   "Config"), with the defaults;
 //! - `memdiag`, `tiers`: memdiag/v1 and tiers/v1;
 //! - `hazard`, `failure`: the ids and classes the diagnosis formats carry;
-//! - `cfgcheck`, `explain`, `verify`: cfgcheck/v1, cfgcheck-explain/v1,
+//! - `cfgcheck`, `explain`, `verify`: cfgcheck/v2, cfgcheck-explain/v1,
 //!   verify-fixes/v1;
 //! - `train`: train-info/v1, train-data/v1, train-metrics/v1,
 //!   train-summary/v1, train-checkpoint/v1, train-chain/v1, train-bench/v1;

@@ -28,6 +28,7 @@ pub const TARGETS: &[(&str, Check)] = &[
     ("readers", readers),
     ("command", command),
     ("verdict", verdict),
+    ("any_config", any_config),
 ];
 
 /// A refusal is right when it exits 2 and names the input.
@@ -298,6 +299,51 @@ pub fn verdict(data: &[u8]) -> Result<(), String> {
     let ended_well = matches!(v.status, Status::Finished | Status::Pruned);
     if ended_well == v.class.is_some() {
         return Err(format!("{:?} with class {:?}", v.status, v.class));
+    }
+    Ok(())
+}
+
+/// Any config cfgcheck reads (`diagnose::any_config`: trainguard's, Hugging
+/// Face's, Axolotl's, any nesting), as a `.yaml` and a `.json` file,
+/// recognised and read as each foreign format, on a small host with no GPU
+/// (so that every key rule and its fix runs): checked and fixed, or refused
+/// with exit 2 naming the file. A fix reads back (`any_config::fix` checks
+/// it) or says why it cannot be made; it never changes a file's length by
+/// more than its changes could.
+pub fn any_config(data: &[u8]) -> Result<(), String> {
+    use diagnose::any_config::{self, Format};
+    let text = match input(data) {
+        Ok(i) => i.text,
+        Err(r) => return r,
+    };
+    let env = |_: &str| None;
+    let target = diagnose::rules::Target {
+        gpu: None,
+        known_no_gpu: true,
+        host_ram_mib: Some(8 * 1024),
+        margin: 0.10,
+        env: &env,
+    };
+    for name in [format!("{NAME}.yaml"), format!("{NAME}.json")] {
+        let i = Input {
+            name,
+            text: text.clone(),
+        };
+        for named in [
+            None,
+            Some(Format::Hf),
+            Some(Format::Axolotl),
+            Some(Format::Generic),
+        ] {
+            check(any_config::check(&i, named, &target))?;
+            match any_config::fix(&i, named, &target) {
+                Ok(Ok(fixed)) if fixed.changes.is_empty() && fixed.text != i.text => {
+                    return Err("a fix without changes changed the text".into())
+                }
+                Ok(_) => {}
+                Err(e) => refused_well(&e)?,
+            }
+        }
     }
     Ok(())
 }

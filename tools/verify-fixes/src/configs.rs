@@ -1,12 +1,13 @@
 //! The config files a command names, and cfgcheck's findings on them: an
-//! error fails the gate before the smoke runs. `config_findings` is the one
-//! place that decides how a file is read.
+//! error fails the gate before the smoke runs. `config_findings` reads each
+//! as cfgcheck does (`diagnose::any_config`: trainguard's, Hugging Face's,
+//! Axolotl's or a project's own config, recognised from its keys).
 
 use crate::checks::{check as row, Check, Status};
 use crate::command::name_of;
-use common::config::{Config, LoadedConfig};
 use common::input;
-use diagnose::rules::{self, Finding, Severity, Target};
+use diagnose::any_config::{self, Format};
+use diagnose::rules::{Finding, Severity, Target};
 use std::path::{Path, PathBuf};
 
 /// The config check: cfgcheck's findings on each config file the command
@@ -27,13 +28,20 @@ pub fn check(argv: &[String], target: &Target) -> Check {
     for f in &files {
         let name = f.display();
         match config_findings(f, target) {
-            Findings::NotOurs => saw.push(format!("{name}: not a trainguard config: not checked")),
+            Findings::NotOurs => saw.push(format!(
+                "{name}: not a config cfgcheck reads (no key its rules read): not checked"
+            )),
             Findings::Refused(why) => {
                 saw.push(why.clone());
                 errors.push(format!("fix {name}: {why}"));
             }
-            Findings::Checked(findings) => {
+            Findings::Checked(format, findings) => {
                 checked = true;
+                // trainguard's own configs are named as before; others with their format.
+                let name = match format {
+                    Format::Trainguard => name.to_string(),
+                    f => format!("{name} ({})", f.as_str()),
+                };
                 let list = |s: Severity| -> Vec<String> {
                     findings
                         .iter()
@@ -97,53 +105,32 @@ pub fn config_files(argv: &[String]) -> Vec<PathBuf> {
 
 /// cfgcheck's verdict on one config file.
 pub enum Findings {
-    /// Read as trainguard's schema: the rules' findings.
-    Checked(Vec<Finding>),
-    /// Mostly our keys, but it does not load (an unknown key, a bad value):
-    /// an error, as cfgcheck words it (our schema stays strict).
+    /// Read as `format` (trainguard's schema, Hugging Face's, Axolotl's, a
+    /// project's own nesting): the rules' findings.
+    Checked(Format, Vec<Finding>),
+    /// Recognised as trainguard's config, but it does not load (an unknown
+    /// key, a bad value): an error, as cfgcheck words it (our schema stays
+    /// strict).
     Refused(String),
-    /// Not our schema: not checked.
+    /// Not a config cfgcheck reads (not YAML or JSON, or none of the keys
+    /// its rules read): not checked.
     NotOurs,
 }
 
-/// cfgcheck's findings on a config file named in the command. Today only
-/// trainguard's own schema is read; any other file is not checked. This is
-/// the one place to switch to cfgcheck's reader of Hugging Face and
-/// Axolotl configs.
+/// cfgcheck's findings on a config file named in the command, read as
+/// `cfgcheck FILE` reads it (`diagnose::any_config::check`: the format
+/// recognised from its keys).
 pub fn config_findings(path: &Path, target: &Target) -> Findings {
     let Ok(input) = input::read(path) else {
         return Findings::NotOurs;
     };
-    match Config::load(&input) {
-        Ok(loaded) => Findings::Checked(checked(&loaded, target)),
-        Err(e) if mostly_our_keys(&input.text) => Findings::Refused(format!("{e:#}")),
-        Err(_) => Findings::NotOurs,
+    match any_config::check(&input, None, target) {
+        Ok(c) => Findings::Checked(c.format, c.findings),
+        Err(e) => match any_config::format_of(&input) {
+            Ok(Format::Trainguard) => Findings::Refused(format!("{e:#}")),
+            _ => Findings::NotOurs,
+        },
     }
-}
-
-fn checked(loaded: &LoadedConfig, target: &Target) -> Vec<Finding> {
-    rules::check(loaded, target).findings
-}
-
-/// Every top-level key of the file is a key of our schema or a typo of one
-/// (two edits at most), and at least one is ours: a trainguard config with
-/// a mistake, not another program's config (`per_device_train_batch_size`
-/// is no typo of ours).
-fn mostly_our_keys(text: &str) -> bool {
-    let Ok(serde_yaml::Value::Mapping(file)) = serde_yaml::from_str::<serde_yaml::Value>(text)
-    else {
-        return false;
-    };
-    let Ok(serde_yaml::Value::Mapping(ours)) = serde_yaml::to_value(Config::default()) else {
-        return false;
-    };
-    let known: Vec<&str> = ours.keys().filter_map(|k| k.as_str()).collect();
-    let keys: Vec<&str> = file.keys().filter_map(|k| k.as_str()).collect();
-    keys.len() == file.len()
-        && keys.iter().any(|k| known.contains(k))
-        && keys
-            .iter()
-            .all(|k| known.iter().any(|o| strsim::damerau_levenshtein(k, o) <= 2))
 }
 
 #[cfg(test)]
@@ -174,15 +161,30 @@ mod tests {
     }
 
     #[test]
-    fn our_keys_with_a_typo_stay_strict_and_other_configs_are_not_ours() {
-        assert!(mostly_our_keys(
-            "epochs: 3\nbatch_size: 8\nlearnin_rate: 0.1\n"
-        ));
-        assert!(!mostly_our_keys("epochs: 3\nlr: 0.05\nfault: nan\n"));
-        assert!(!mostly_our_keys("learnin_rate: 0.1\n"));
-        assert!(!mostly_our_keys(
-            r#"{"per_device_train_batch_size": 8, "gradient_checkpointing": true, "torch_compile_mode": "reduce-overhead"}"#
-        ));
-        assert!(!mostly_our_keys("- a list\n"));
+    fn our_keys_with_a_typo_stay_strict_and_other_configs_are_read_as_theirs() {
+        let format = |text: &str| {
+            any_config::format_of(&common::input::Input {
+                name: "c.yaml".into(),
+                text: text.into(),
+            })
+            .ok()
+        };
+        assert_eq!(
+            format("epochs: 3\nbatch_size: 8\nlearnin_rate: 0.1\n"),
+            Some(Format::Trainguard)
+        );
+        // A lone typo of ours is ours too: refused, never read loosely.
+        assert_eq!(format("learnin_rate: 0.1\n"), Some(Format::Trainguard));
+        assert_eq!(
+            format("epochs: 3\nlr: 0.05\nfault: nan\n"),
+            Some(Format::Generic)
+        );
+        assert_eq!(
+            format(
+                r#"{"per_device_train_batch_size": 8, "gradient_checkpointing": true, "torch_compile_mode": "reduce-overhead"}"#
+            ),
+            Some(Format::Hf)
+        );
+        assert_eq!(format("- a list\n"), None);
     }
 }

@@ -59,11 +59,11 @@ fn the_repos_pytorch_script_passes_with_a_fit_count_from_its_measured_peak() {
     );
     assert_eq!(r.code(), Some(0), "{}\n{v:#}", r.stderr_str());
     assert_eq!(v["schema"], "verify-fixes/v1");
-    // main.py's own config is not ours: said, not failed.
+    // main.py's own config holds no key cfgcheck's rules read: said, not failed.
     let (s, saw) = check(&v, "config");
     assert_eq!(s, "skip");
     assert!(
-        saw.ends_with("c.yaml: not a trainguard config: not checked"),
+        saw.ends_with("c.yaml: not a config cfgcheck reads (no key its rules read): not checked"),
         "{saw}"
     );
     let (s, saw) = check(&v, "started");
@@ -279,6 +279,32 @@ fn a_config_error_in_the_command_fails_the_gate_before_the_smoke_runs() {
     );
     assert!(!ran.exists(), "the command ran");
     assert!(v.get("smoke").is_none(), "{v:#}");
+}
+
+#[test]
+fn a_hugging_face_config_in_the_command_is_read_and_its_hazard_fails_the_gate() {
+    let tmp = tempfile::tempdir().unwrap();
+    let args = repo_path("configs/foreign/hf_training_args.json");
+    let ran = tmp.path().join("ran");
+    let (r, v) = gate(
+        tmp.path(),
+        &tmp.path().join("s"),
+        &[],
+        &[
+            &py(),
+            "-c",
+            &format!("open({:?}, 'w')", ran.display().to_string()),
+            args.to_str().unwrap(),
+        ],
+    );
+    r.code_is(1);
+    let (s, saw) = check(&v, "config");
+    assert_eq!(s, "fail");
+    assert!(
+        saw.contains("hf_training_args.json (hf): errors: cuda-graphs-checkpointing (line 25)"),
+        "{saw}"
+    );
+    assert!(!ran.exists(), "the command ran");
 }
 
 #[test]
