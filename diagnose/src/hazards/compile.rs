@@ -11,6 +11,19 @@ use common::wire::hazard::HazardId;
 
 pub struct CudaGraphsCheckpointing;
 
+/// What happens when `what` (a compile setting that records CUDA graphs)
+/// meets gradient checkpointing: said once, for a config's keys and for a
+/// script's calls (`scan`).
+pub fn cuda_graphs_message(what: &str) -> String {
+    format!("{what} records CUDA graphs, which need every tensor at a fixed address; gradient checkpointing recomputes activations at new addresses, so the run dies at epoch 2 with \"RuntimeError: static input data pointer changed\"")
+}
+
+/// The fix, in the words of where the setting lives: `to_default` keeps
+/// compiling without CUDA graphs, `off` stops compiling.
+pub fn cuda_graphs_fix(to_default: &str, off: &str) -> String {
+    format!("set {to_default} (keeps most of the compile speed-up), or {off}")
+}
+
 impl CudaGraphsCheckpointing {
     fn fires(c: &Config) -> bool {
         c.torch_compile && c.gradient_checkpointing && c.torch_compile_mode.uses_cuda_graphs()
@@ -29,11 +42,11 @@ impl Hazard for CudaGraphsCheckpointing {
         vec![cx.finding(
             self.id(),
             "torch_compile_mode",
-            format!(
-                "torch.compile mode \"{}\" records CUDA graphs, which need every tensor at a fixed address; gradient checkpointing recomputes activations at new addresses, so the run dies at epoch 2 with \"RuntimeError: static input data pointer changed\"",
+            cuda_graphs_message(&format!(
+                "torch.compile mode \"{}\"",
                 c.torch_compile_mode.as_str()
-            ),
-            "set torch_compile_mode: default (keeps most of the compile speed-up), or torch_compile: false".into(),
+            )),
+            cuda_graphs_fix("torch_compile_mode: default", "torch_compile: false"),
         )]
     }
     fn fix(&self, p: &mut Planner, _target: &Target) {

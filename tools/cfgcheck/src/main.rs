@@ -4,6 +4,7 @@
 
 mod explain;
 mod output;
+mod scan;
 
 use anyhow::Context;
 use clap::Parser;
@@ -32,7 +33,7 @@ use std::process::ExitCode;
 )]
 struct Cli {
     /// Config files to check.
-    #[arg(required_unless_present_any = ["list_rules", "explain"], value_name = "CONFIG")]
+    #[arg(required_unless_present_any = ["list_rules", "explain", "scan"], value_name = "CONFIG")]
     configs: Vec<PathBuf>,
     /// Read a log or traceback (`-`: stdin) and explain every known failure
     /// in it: cause, evidence lines, fix. Exit 0 when something known was
@@ -71,6 +72,11 @@ struct Cli {
     /// List the rules and exit.
     #[arg(long)]
     list_rules: bool,
+    /// Find the hazards in Python code instead: every *.py file under each
+    /// PATH, with file:line for each half of the evidence (scan/v1). Exit
+    /// 1 for an error finding, 2 for a PATH that does not exist.
+    #[arg(long, value_name = "PATH", num_args = 1.., conflicts_with_all = ["configs", "explain", "fix", "fit", "list_rules", "gpu", "device"])]
+    scan: Vec<PathBuf>,
 }
 
 fn parse_margin(s: &str) -> Result<f64, String> {
@@ -98,6 +104,15 @@ fn run(cli: &Cli) -> anyhow::Result<u8> {
             )?;
         }
         return Ok(exit::OK);
+    }
+    if !cli.scan.is_empty() {
+        return scan::run(
+            &cli.scan,
+            cli.host_ram_gib,
+            cli.format,
+            cli.strict,
+            &mut out,
+        );
     }
     if let Some(log) = &cli.explain {
         return explain_log(cli, log, &mut out);
