@@ -292,3 +292,6 @@ fn workers(
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

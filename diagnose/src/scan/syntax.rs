@@ -191,6 +191,7 @@ impl<'t> Args<'t> {
 #[derive(Debug, PartialEq)]
 pub enum Literal {
     Str(String),
+    Bytes,
     Int(u64),
     Bool(bool),
     None,
@@ -203,13 +204,16 @@ pub enum Literal {
 /// not known from the code.
 pub fn literal(node: Node, src: &[u8]) -> Option<Literal> {
     match node.kind() {
-        "string" => string(node, src).map(Literal::Str),
+        "string" => string(node, src),
         "concatenated_string" => {
             let mut out = String::new();
             let mut cursor = node.walk();
             for s in node.named_children(&mut cursor) {
                 match s.kind() {
-                    "string" => out.push_str(&string(s, src)?),
+                    "string" => match string(s, src)? {
+                        Literal::Str(part) => out.push_str(&part),
+                        _ => return Some(Literal::Bytes),
+                    },
                     "comment" => {}
                     _ => return None,
                 }
@@ -235,19 +239,25 @@ pub fn literal(node: Node, src: &[u8]) -> Option<Literal> {
     }
 }
 
-/// A string literal's text; None with an interpolated field, or for bytes.
-fn string(node: Node, src: &[u8]) -> Option<String> {
+/// A string literal's value (bytes are a literal too, of no interest);
+/// None with an interpolated field.
+fn string(node: Node, src: &[u8]) -> Option<Literal> {
     let mut out = String::new();
     let mut cursor = node.walk();
+    let mut bytes = false;
     for part in node.children(&mut cursor) {
         match part.kind() {
-            "string_start" if text(part, src).to_ascii_lowercase().contains('b') => return None,
+            "string_start" => bytes = text(part, src).to_ascii_lowercase().contains('b'),
             "string_content" | "escape_sequence" => out.push_str(text(part, src)),
             "interpolation" => return None,
             _ => {}
         }
     }
-    Some(out)
+    Some(if bytes {
+        Literal::Bytes
+    } else {
+        Literal::Str(out)
+    })
 }
 
 /// A Python integer literal's value (`2`, `1_000`, `0x10`).
