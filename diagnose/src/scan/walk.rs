@@ -30,7 +30,7 @@ const SKIPPED_DIRS: [&str; 3] = ["__pycache__", "site-packages", "dist-packages"
 /// anything is scanned.
 pub fn files(paths: &[PathBuf]) -> anyhow::Result<(Vec<PathBuf>, Vec<Scanned>)> {
     for p in paths {
-        std::fs::metadata(p).map_err(|e| bad_input!("{}: {e}", p.display()))?;
+        std::fs::metadata(p).map_err(|e| bad_input!("--scan {}: {e}", p.display()))?;
     }
     let mut seen = HashSet::new();
     let mut files = vec![];

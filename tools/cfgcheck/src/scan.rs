@@ -116,7 +116,7 @@ pub fn write_table(out: &Output, w: &mut dyn Write) -> anyhow::Result<()> {
             let places: Vec<String> = f
                 .evidence
                 .iter()
-                .map(|e| format!("{}:{}\n  {}", e.file, e.line, e.what))
+                .map(|e| format!("{}:{}\n  {}", e.file, e.line, e.code))
                 .collect();
             t.add_row([
                 f.severity.as_str().to_string(),
