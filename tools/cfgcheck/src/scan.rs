@@ -3,7 +3,7 @@
 //! cfgcheck's formats. Exit 0 with nothing at error level, 1 with an error
 //! (or a warning under --strict), 2 for a path that does not exist.
 
-use comfy_table::{presets::UTF8_FULL_CONDENSED, ContentArrangement, Table};
+use comfy_table::{presets::UTF8_FULL_CONDENSED, ColumnConstraint, ContentArrangement, Table};
 use common::bad_input;
 use common::exit;
 use common::format::Format;
@@ -110,7 +110,7 @@ pub fn write_table(out: &Output, w: &mut dyn Write) -> anyhow::Result<()> {
         let mut t = Table::new();
         t.load_preset(UTF8_FULL_CONDENSED)
             .set_content_arrangement(ContentArrangement::Dynamic)
-            .set_width(140)
+            .set_width(120)
             .set_header(["Severity", "Rule", "Where", "What will happen", "Fix"]);
         for f in &out.findings {
             let places: Vec<String> = f
@@ -125,6 +125,12 @@ pub fn write_table(out: &Output, w: &mut dyn Write) -> anyhow::Result<()> {
                 f.message.clone(),
                 f.fix.clone(),
             ]);
+        }
+        // The rule's id and severity whole; the prose wraps.
+        for i in [0, 1] {
+            if let Some(c) = t.column_mut(i) {
+                c.set_constraint(ColumnConstraint::ContentWidth);
+            }
         }
         writeln!(w, "{t}")?;
     }
