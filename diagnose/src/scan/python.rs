@@ -129,16 +129,21 @@ struct File<'s> {
 }
 
 impl File<'_> {
+    /// The node's line, and that line's text (found around the node, so a
+    /// file with many facts is not read again for each).
     fn site(&self, node: Node) -> Site {
-        let row = node.start_position().row;
-        let line = self
-            .src
-            .split(|b| *b == b'\n')
-            .nth(row)
-            .map(String::from_utf8_lossy)
-            .unwrap_or_default();
+        let at = node.start_byte().min(self.src.len());
+        let start = self.src[..at]
+            .iter()
+            .rposition(|b| *b == b'\n')
+            .map_or(0, |i| i + 1);
+        let end = self.src[at..]
+            .iter()
+            .position(|b| *b == b'\n')
+            .map_or(self.src.len(), |i| at + i);
+        let line = String::from_utf8_lossy(&self.src[start..end]);
         Site {
-            line: row + 1,
+            line: node.start_position().row + 1,
             code: clip(line.trim(), 120),
         }
     }
