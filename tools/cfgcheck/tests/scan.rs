@@ -269,4 +269,16 @@ fn bad_paths_are_bad_usage_and_bad_files_are_reported() {
         .code(1);
     let v = json(&out.get_output().stdout);
     assert_eq!(v["findings"][0]["evidence"][1]["line"], 2);
+    // A file named is read as Python whatever its name.
+    let out = Command::new(env!("CARGO_BIN_EXE_cfgcheck"))
+        .arg("--scan")
+        .arg(dir.path().join("notes.txt"))
+        .args(["--format", "json"])
+        .assert()
+        .code(0);
+    let v = json(&out.get_output().stdout);
+    assert_eq!(
+        (&v["files"]["scanned"], &v["files"]["parsed"]),
+        (&serde_json::json!(1), &serde_json::json!(1))
+    );
 }
