@@ -169,7 +169,8 @@ impl File<'_> {
         } else if method(callee, src) == Some("compile") && !imported {
             // nn.Module.compile takes torch.compile's arguments; re.compile
             // and friends are called on an imported module and have no mode.
-            self.compile(call, &args, ".compile");
+            let shown = clip(text(callee, src), 40);
+            self.compile(call, &args, &shown);
         }
         if name == CHECKPOINT || name == CHECKPOINT_SEQUENTIAL {
             self.facts.push(Fact::Checkpointing {

@@ -87,6 +87,14 @@ fn compile_modes_options_and_backends() {
     for c in graphs {
         assert_eq!(tags(c), ["graphs@2"], "{c}");
     }
+    // A module's own compile is named as written.
+    match &facts("x\nself.net.compile(mode='max-autotune')")[0] {
+        Fact::CudaGraphs { setting, fix, .. } => {
+            assert_eq!(setting, "self.net.compile mode \"max-autotune\"");
+            assert!(fix.contains("in this self.net.compile call"), "{fix}");
+        }
+        other => panic!("{other:?}"),
+    }
     // The mode's line, for a call over several lines.
     assert_eq!(
         tags("import torch\nm = torch.compile(\n    m,\n    mode='max-autotune',\n)"),
