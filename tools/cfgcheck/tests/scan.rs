@@ -282,3 +282,33 @@ fn bad_paths_are_bad_usage_and_bad_files_are_reported() {
         (&serde_json::json!(1), &serde_json::json!(1))
     );
 }
+
+#[test]
+fn the_repos_own_seed_001_reproducer_is_found() {
+    // bench/gpu/cudagraph_crash.py is the script the GPU recipe runs to
+    // crash the way seed 001 did: torch.compile(mode="reduce-overhead") on
+    // a model whose checkpointing goes through torch.utils.checkpoint.
+    let out = Command::new(env!("CARGO_BIN_EXE_cfgcheck"))
+        .current_dir(testkit::repo())
+        .args(["--scan", "bench/gpu/cudagraph_crash.py", "--format", "json"])
+        .assert()
+        .code(1);
+    let v = json(&out.get_output().stdout);
+    let f = &v["findings"][0];
+    assert_eq!(f["id"], "cuda-graphs-checkpointing");
+    let e = f["evidence"].as_array().unwrap();
+    assert!(
+        e[0]["code"]
+            .as_str()
+            .unwrap()
+            .contains("mode=\"reduce-overhead\""),
+        "{f}"
+    );
+    assert!(
+        e[1]["what"]
+            .as_str()
+            .unwrap()
+            .contains("torch.utils.checkpoint.checkpoint"),
+        "{f}"
+    );
+}
