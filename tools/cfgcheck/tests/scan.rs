@@ -95,6 +95,19 @@ fn the_pair_in_two_files_is_one_error_with_both_places() {
     assert_eq!(v["files"]["parsed"], 3);
     assert_eq!(v["not_parsed"][0]["file"], "pair/broken.py");
     assert_eq!(v["not_parsed"][0]["line"], 4);
+    // A warning alone passes, unless --strict.
+    let v = scan(&["pair/train.py", "--host-ram-gib", "12"], 0);
+    assert_eq!(v["verdict"], "warnings");
+    cfgcheck()
+        .args([
+            "--scan",
+            "pair/train.py",
+            "--host-ram-gib",
+            "12",
+            "--strict",
+        ])
+        .assert()
+        .code(1);
     // A big host: no workers finding, the crash pair still fails.
     let v = scan(&["pair", "--host-ram-gib", "64"], 1);
     let ids: Vec<String> = findings(&v).into_iter().map(|f| f.0).collect();
