@@ -240,6 +240,7 @@ bench: build bench-activations bench-checkpointing
     python bench/memdiag_oneshot.py --bin "{{ release }}/memdiag" --runs 50
     python bench/train_vs_pytorch.py --train "{{ release }}/train" --config configs/demo_cpu.yaml
     python bench/explain_large_log.py --cfgcheck "{{ release }}/cfgcheck"
+    python bench/scan_vs_grep.py --cfgcheck "{{ release }}/cfgcheck"
     python bench/trial_overhead.py --train "{{ release }}/train" --cfgcheck "{{ release }}/cfgcheck"
     python bench/sweep_vs_optuna.py --train "{{ release }}/train" --cfgcheck "{{ release }}/cfgcheck"
     python bench/supervise.py --train "{{ release }}/train"

@@ -15,10 +15,12 @@
 //! - `yaml_edit`: in-place edits of a YAML file that keep its comments;
 //! - `failures`: the known failures of PyTorch runs and how to tell them
 //!   from a message (train's error_class, a sweep's classes, `--explain`);
-//! - `explain`: `cfgcheck --explain`'s one-pass scanner of a log.
+//! - `explain`: `cfgcheck --explain`'s one-pass scanner of a log;
+//! - `scan`: `cfgcheck --scan`, the same hazards found in Python code
+//!   (tree-sitter), with the file and line of each half.
 //!
 //! Inside the crate the arrows go one way too: failures <- explain;
-//! yaml_edit, plan, keys <- hazards <- rules, fix <- any_config.
+//! yaml_edit, plan, keys <- hazards <- rules, fix <- any_config; hazards <- scan.
 
 pub mod any_config;
 pub mod explain;
@@ -28,4 +30,5 @@ pub mod hazards;
 pub mod keys;
 pub mod plan;
 pub mod rules;
+pub mod scan;
 pub mod yaml_edit;

@@ -10,10 +10,30 @@ use common::wire::cfgcheck::{ConfigFormat, Finding};
 use common::wire::config::{CompileMode, Config, Precision};
 use common::wire::hazard::HazardId;
 
-/// What checkpointing does to CUDA graphs, and how the run ends (seed 001).
-const GRAPHS_DIE: &str = "recomputes activations at new addresses, so the run dies at epoch 2 with \"RuntimeError: static input data pointer changed\"";
-
 pub struct CudaGraphsCheckpointing;
+
+/// What happens when `what` (a compile setting that records CUDA graphs)
+/// meets gradient checkpointing: said once, for our config, a config's keys
+/// and a script's calls (`scan`).
+pub fn cuda_graphs_message(what: &str) -> String {
+    cuda_graphs_message_at(what, "")
+}
+
+/// The same, naming where the checkpointing was found (`aside`, e.g. "(model.gc, line 4)").
+pub fn cuda_graphs_message_at(what: &str, aside: &str) -> String {
+    let aside = if aside.is_empty() {
+        String::new()
+    } else {
+        format!(" {aside}")
+    };
+    format!("{what} records CUDA graphs, which need every tensor at a fixed address; gradient checkpointing{aside} recomputes activations at new addresses, so the run dies at epoch 2 with \"RuntimeError: static input data pointer changed\"")
+}
+
+/// The fix, in the words of where the setting lives: `to_default` keeps
+/// compiling without CUDA graphs, `off` stops compiling.
+pub fn cuda_graphs_fix(to_default: &str, off: &str) -> String {
+    format!("set {to_default} (keeps most of the compile speed-up), or {off}")
+}
 
 impl CudaGraphsCheckpointing {
     fn fires(c: &Config) -> bool {
@@ -52,11 +72,11 @@ impl Hazard for CudaGraphsCheckpointing {
         vec![cx.finding(
             self.id(),
             "torch_compile_mode",
-            format!(
-                "torch.compile mode \"{}\" records CUDA graphs, which need every tensor at a fixed address; gradient checkpointing {GRAPHS_DIE}",
+            cuda_graphs_message(&format!(
+                "torch.compile mode \"{}\"",
                 c.torch_compile_mode.as_str()
-            ),
-            "set torch_compile_mode: default (keeps most of the compile speed-up), or torch_compile: false".into(),
+            )),
+            cuda_graphs_fix("torch_compile_mode: default", "torch_compile: false"),
         )]
     }
     fn fix(&self, p: &mut Planner, _target: &Target) {
@@ -97,7 +117,10 @@ impl Hazard for CudaGraphsCheckpointing {
                             .unwrap_or_default();
                         (
                             format!("torch.compile mode \"{}\" {}", g.shown, g.aside()),
-                            format!("set {}: default (keeps most of the compile speed-up){off}", g.path),
+                            format!(
+                                "set {}: default (keeps most of the compile speed-up){off}",
+                                g.path
+                            ),
                         )
                     }
                 };
@@ -107,10 +130,7 @@ impl Hazard for CudaGraphsCheckpointing {
                     self.id(),
                     g,
                     &evidence,
-                    format!(
-                        "{what} records CUDA graphs, which need every tensor at a fixed address; gradient checkpointing {} {GRAPHS_DIE}",
-                        checkpointing.aside()
-                    ),
+                    cuda_graphs_message_at(&what, &checkpointing.aside()),
                     fix,
                 )
             })

@@ -18,8 +18,25 @@ pub struct WorkersSmallHost;
 
 impl WorkersSmallHost {
     fn fires(c: &Config, ram_mib: u64) -> bool {
-        c.num_workers > 0 && ram_mib < SMALL_HOST_MIB
+        workers_too_many(u64::from(c.num_workers), ram_mib)
     }
+}
+
+/// Whether `workers` DataLoader worker processes are too many for a host
+/// with `ram_mib` of RAM: for a config's `num_workers` and a script's
+/// `DataLoader(num_workers=...)` (`scan`).
+pub fn workers_too_many(workers: u64, ram_mib: u64) -> bool {
+    workers > 0 && ram_mib < SMALL_HOST_MIB
+}
+
+/// What happens with `workers` worker processes on that host.
+pub fn workers_message(workers: u64, ram_mib: u64) -> String {
+    format!("{workers} DataLoader workers on a host with {:.1} GiB of RAM: each worker is a process with its own copies, and the OOM killer ends the run with exit code -9 (seed 002)", ram_mib as f64 / 1024.0)
+}
+
+/// The fix, `set` naming the setting where it lives.
+pub fn workers_fix(set: &str) -> String {
+    format!("set {set} on small hosts (Colab, Kaggle)")
 }
 
 impl Hazard for WorkersSmallHost {
@@ -32,8 +49,8 @@ impl Hazard for WorkersSmallHost {
             Some(ram) if Self::fires(c, ram) => vec![cx.finding(
                 self.id(),
                 "num_workers",
-                format!("{} DataLoader workers on a host with {:.1} GiB of RAM: each worker is a process with its own copies, and the OOM killer ends the run with exit code -9 (seed 002)", c.num_workers, ram as f64 / 1024.0),
-                "set num_workers: 0 on small hosts (Colab, Kaggle)".into(),
+                workers_message(u64::from(c.num_workers), ram),
+                workers_fix("num_workers: 0"),
             )],
             _ => vec![],
         }

@@ -20,10 +20,12 @@ mod environment;
 mod host;
 mod memory;
 
+pub use compile::{cuda_graphs_fix, cuda_graphs_message};
 pub use environment::{
-    alloc_conf, expandable_segments, long_run, with_expandable, LONG_RUN_EPOCHS,
+    alloc_conf, expandable_segments, launch_blocking_fix, launch_blocking_message, long_run,
+    with_expandable, LONG_RUN_EPOCHS,
 };
-pub use host::{dataset_bytes, SMALL_HOST_MIB};
+pub use host::{dataset_bytes, workers_fix, workers_message, workers_too_many, SMALL_HOST_MIB};
 
 use crate::keys::{Found, Hit, KeyPlan};
 use crate::plan::Planner;

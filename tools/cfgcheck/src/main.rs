@@ -5,6 +5,7 @@
 mod configs;
 mod explain;
 mod output;
+mod scan;
 
 use clap::Parser;
 use common::bad_input;
@@ -34,7 +35,7 @@ struct Cli {
     /// Config files to check: trainguard's, or Hugging Face
     /// TrainingArguments (JSON or YAML), Axolotl's YAML, any nesting of
     /// their keys.
-    #[arg(required_unless_present_any = ["list_rules", "explain"], value_name = "CONFIG")]
+    #[arg(required_unless_present_any = ["list_rules", "explain", "scan"], value_name = "CONFIG")]
     configs: Vec<PathBuf>,
     /// Read the configs as this format instead of recognising it from their
     /// keys: hf, axolotl, trainguard, or any (every format's keys, at any
@@ -78,6 +79,11 @@ struct Cli {
     /// List the rules and exit.
     #[arg(long)]
     list_rules: bool,
+    /// Find the hazards in Python code instead: every *.py file under each
+    /// PATH, with file:line for each half of the evidence (scan/v1). Exit
+    /// 1 for an error finding, 2 for a PATH that does not exist.
+    #[arg(long, value_name = "PATH", num_args = 1.., conflicts_with_all = ["configs", "explain", "fix", "fit", "list_rules", "gpu", "device"])]
+    scan: Vec<PathBuf>,
 }
 
 fn parse_margin(s: &str) -> Result<f64, String> {
@@ -105,6 +111,15 @@ fn run(cli: &Cli) -> anyhow::Result<u8> {
             )?;
         }
         return Ok(exit::OK);
+    }
+    if !cli.scan.is_empty() {
+        return scan::run(
+            &cli.scan,
+            cli.host_ram_gib,
+            cli.format,
+            cli.strict,
+            &mut out,
+        );
     }
     if let Some(log) = &cli.explain {
         return explain_log(cli, log, &mut out);
