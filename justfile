@@ -70,6 +70,8 @@ demo: setup build
     step 'train sweep --report runs/demo-sweep'
     "$bin/train" sweep --report runs/demo-sweep --format table
     py="{{ torch_env }}/bin/python"
+    step 'memdiag | verify-fixes --out runs/demo-verify -- python examples/own_script/main.py --config configs/own_script/c.yaml   # the gate, for your own script'
+    "$bin/memdiag" | "$bin/verify-fixes" --format table --out runs/demo-verify -- "$py" examples/own_script/main.py --config configs/own_script/c.yaml
     step 'train run --out runs/demo-run --config configs/own_script/a.yaml --fallback configs/own_script/b.yaml --fallback configs/own_script/c.yaml -- python examples/own_script/main.py --config {config}   # your own script, guarded'
     rm -rf runs/demo-run
     "$bin/train" run --out runs/demo-run --config configs/own_script/a.yaml --fallback configs/own_script/b.yaml --fallback configs/own_script/c.yaml -- "$py" examples/own_script/main.py --config {config}
@@ -255,6 +257,7 @@ bench: build bench-activations bench-checkpointing
     python bench/memdiag_oneshot.py --bin "{{ release }}/memdiag" --runs 50
     python bench/train_vs_pytorch.py --train "{{ release }}/train" --config configs/demo_cpu.yaml
     python bench/explain_large_log.py --cfgcheck "{{ release }}/cfgcheck"
+    python bench/scan_vs_grep.py --cfgcheck "{{ release }}/cfgcheck"
     python bench/trial_overhead.py --train "{{ release }}/train" --cfgcheck "{{ release }}/cfgcheck"
     python bench/sweep_vs_optuna.py --train "{{ release }}/train" --cfgcheck "{{ release }}/cfgcheck"
     python bench/supervise.py --train "{{ release }}/train"

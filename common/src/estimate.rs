@@ -129,7 +129,7 @@ impl Estimate {
     }
 }
 
-/// The estimate as cfgcheck/v1 writes it: MiB to one decimal per line.
+/// The estimate as cfgcheck/v2 writes it: MiB to one decimal per line.
 impl From<&Estimate> for EstimateOut {
     fn from(e: &Estimate) -> Self {
         EstimateOut {

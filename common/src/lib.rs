@@ -4,7 +4,7 @@
 //! - `exit`: exit codes, the error that carries one, `bad_input!`; the
 //!   bottom;
 //! - `wire`: every file format a tool writes or reads, typed and versioned
-//!   (the config schema, memdiag/v1, tiers/v1, cfgcheck/v1,
+//!   (the config schema, memdiag/v1, tiers/v1, cfgcheck/v2,
 //!   cfgcheck-explain/v1, verify-fixes/v1, space/v1, train's formats, the
 //!   sweep's), hazard ids and failure classes, the run directory's names
 //!   and the metrics; it imports nothing else of the workspace but `exit`;

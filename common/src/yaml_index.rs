@@ -34,6 +34,11 @@ pub enum ValueKind {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Node {
+    /// The key as written (None for sequence items and the root): a path
+    /// cannot give it back when a key holds a `.` (`triton.cudagraphs`).
+    pub name: Option<String>,
+    /// The path of the collection holding it (None for the root).
+    pub parent: Option<String>,
     /// Where the key stands (None for sequence items and the root).
     pub key: Option<Pos>,
     pub value: Pos,
@@ -57,6 +62,9 @@ enum Frame {
         next: usize,
     },
 }
+
+/// A value's path, its key's position, its key and its parent's path.
+type Placed = (String, Option<Pos>, Option<String>, Option<String>);
 
 #[derive(Default)]
 struct Builder {
@@ -82,18 +90,19 @@ fn child(parent: &str, key: &str) -> String {
 }
 
 impl Builder {
-    /// The path of the value that starts now, and its key's position; None
-    /// when the event is a mapping key rather than a value.
-    fn value_path(&mut self, ev: &Event, at: Pos) -> Option<(String, Option<Pos>)> {
+    /// The value that starts now (its path, its key's position, its key and
+    /// its parent's path); None when the event is a mapping key rather than
+    /// a value.
+    fn value_path(&mut self, ev: &Event, at: Pos) -> Option<Placed> {
         match self.stack.last_mut() {
-            None => Some((String::new(), None)),
+            None => Some((String::new(), None, None, None)),
             Some(Frame::Seq { path, next }) => {
                 let p = format!("{path}[{next}]");
                 *next += 1;
-                Some((p, None))
+                Some((p, None, None, Some(path.clone())))
             }
             Some(Frame::Map { path, key }) => match key.take() {
-                Some((k, kpos)) => Some((child(path, &k), Some(kpos))),
+                Some((k, kpos)) => Some((child(path, &k), Some(kpos), Some(k), Some(path.clone()))),
                 None => {
                     let text = match ev {
                         Event::Scalar(s, ..) => s.clone(),
@@ -119,7 +128,7 @@ impl MarkedEventReceiver for Builder {
             | Event::MappingStart(..)
             | Event::SequenceStart(..) => {
                 // A complex key (a mapping used as a key) is skipped whole.
-                let Some((path, key)) = self.value_path(&ev, at) else {
+                let Some((path, key, name, parent)) = self.value_path(&ev, at) else {
                     if matches!(ev, Event::MappingStart(..) | Event::SequenceStart(..)) {
                         self.stack.push(Frame::Seq {
                             path: "<complex key>".into(),
@@ -142,6 +151,8 @@ impl MarkedEventReceiver for Builder {
                 self.index.nodes.insert(
                     path.clone(),
                     Node {
+                        name,
+                        parent,
                         key,
                         value: at,
                         kind,

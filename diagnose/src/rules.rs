@@ -6,6 +6,7 @@
 //! the host; they never touch a GPU.
 
 use crate::hazards::{self, Cx, Needs, CHECK_ORDER};
+use crate::keys::Found;
 use common::config::LoadedConfig;
 use common::estimate::{self, Estimate};
 
@@ -104,6 +105,45 @@ pub fn check(loaded: &LoadedConfig, target: &Target) -> Outcome {
         skipped: skipped.into_iter().map(|(_, s)| s).collect(),
         estimate: est,
     }
+}
+
+/// Why a rule that reads trainguard's model cannot judge a config cfgcheck
+/// did not define.
+pub const NO_MODEL: &str = "the memory estimate is of trainguard's own model; the model this config trains is not known to cfgcheck";
+/// Why a rule that reads trainguard's environment or data keys cannot.
+pub const NO_SUCH_KEYS: &str = "they read trainguard's own keys (environment, data, epochs and trials), which this config does not have";
+
+/// The rules over the keys of a config cfgcheck did not define: each hazard
+/// that reads such keys (`Hazard::reads_keys`), the others said as skipped.
+pub fn check_keys(found: &Found, target: &Target) -> (Vec<Finding>, Vec<Skipped>) {
+    let mut findings = Vec::new();
+    let mut skipped: Vec<Skipped> = Vec::new();
+    let mut skip =
+        |id: HazardId, reason: String| match skipped.iter_mut().find(|s| s.reason == reason) {
+            Some(s) => s.rules.push(id),
+            None => skipped.push(Skipped {
+                rules: vec![id],
+                reason,
+            }),
+        };
+    for id in CHECK_ORDER {
+        let hazard = hazards::of(id);
+        let needs = hazards::needs(id);
+        if !hazard.reads_keys() {
+            let why = if needs == Needs::GpuMemory {
+                NO_MODEL
+            } else {
+                NO_SUCH_KEYS
+            };
+            skip(id, why.to_string());
+        } else if let Some(reason) = unmet(needs, target) {
+            skip(id, reason);
+        } else {
+            findings.extend(hazard.check_keys(found, target));
+        }
+    }
+    findings.sort_by_key(|f| f.severity);
+    (findings, skipped)
 }
 
 #[cfg(test)]

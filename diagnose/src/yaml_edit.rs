@@ -28,7 +28,11 @@ fn parent_of(path: &str) -> (&str, &str) {
 }
 
 fn in_flow(index: &YamlIndex, path: &str) -> bool {
-    let (parent, _) = parent_of(path);
+    // The node's own parent (a key may hold a `.`), else the path's.
+    let parent = match index.nodes.get(path).and_then(|n| n.parent.as_deref()) {
+        Some(p) => p,
+        None => parent_of(path).0,
+    };
     matches!(
         index.nodes.get(parent).map(|n| &n.kind),
         Some(ValueKind::Mapping { flow: true } | ValueKind::Sequence { flow: true })

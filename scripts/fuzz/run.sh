@@ -16,7 +16,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 mode="${1:-short}"
 runs="${RUNS:-1000000}"
 seconds="${SECONDS_PER_TARGET:-10}"
-targets=(config report space journal checkpoint_meta explain tensor_headers wire readers command verdict)
+targets=(config report space journal checkpoint_meta explain tensor_headers wire readers command verdict any_config scan)
 
 if ! cargo +nightly --version >/dev/null 2>&1; then
     echo "fuzz: SKIPPED: no nightly Rust toolchain here (libFuzzer's instrumentation needs it: rustup toolchain install nightly); the corpus and regressions were replayed on stable by cargo test -p fuzz-props" >&2

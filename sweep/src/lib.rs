@@ -40,7 +40,7 @@ pub mod driver;
 pub mod history;
 pub mod journal;
 pub mod layout;
-pub(crate) mod measured;
+pub mod measured;
 pub mod outcome;
 pub mod owner;
 pub mod placement;

@@ -1,5 +1,5 @@
 //! The hazards cfgcheck knows, by id: the id every file and message names
-//! (cfgcheck/v1's findings, cfgcheck-explain/v1's `rule`, verify-fixes'
+//! (cfgcheck/v2's findings, cfgcheck-explain/v1's `rule`, verify-fixes'
 //! config check), its severity and its one-line summary. Each hazard's
 //! check and fix are `diagnose::hazards`'.
 

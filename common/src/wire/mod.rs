@@ -16,8 +16,9 @@
 //!   "Config"), with the defaults;
 //! - `memdiag`, `tiers`: memdiag/v1 and tiers/v1;
 //! - `hazard`, `failure`: the ids and classes the diagnosis formats carry;
-//! - `cfgcheck`, `explain`, `verify`: cfgcheck/v1, cfgcheck-explain/v1,
+//! - `cfgcheck`, `explain`, `verify`: cfgcheck/v2, cfgcheck-explain/v1,
 //!   verify-fixes/v1;
+//! - `scan`: scan/v1 (`cfgcheck --scan`'s findings in Python code);
 //! - `train`: train-info/v1, train-data/v1, train-metrics/v1,
 //!   train-summary/v1, train-checkpoint/v1, train-chain/v1, train-bench/v1;
 //! - `space`: space/v1;
@@ -37,6 +38,7 @@ pub mod memdiag;
 pub mod metric;
 pub mod program;
 pub mod run_dir;
+pub mod scan;
 pub mod space;
 pub mod sweep;
 pub mod tiers;
@@ -129,6 +131,7 @@ pub fn all() -> Vec<(&'static str, serde_json::Value)> {
         entry::<cfgcheck::Output>(),
         entry::<explain::Output>(),
         entry::<verify::Output>(),
+        entry::<scan::Output>(),
         entry::<space::Space>(),
         entry::<sweep::Settings>(),
         entry::<sweep::SweepReport>(),

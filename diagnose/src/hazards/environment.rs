@@ -162,6 +162,17 @@ impl Hazard for AllocatorConfSyntax {
 
 pub struct LaunchBlocking;
 
+/// What CUDA_LAUNCH_BLOCKING=1 costs, set in `source` (the config, the
+/// environment, a script: `scan`).
+pub fn launch_blocking_message(source: &str) -> String {
+    format!("CUDA_LAUNCH_BLOCKING=1 (from the {source}) makes every kernel launch synchronous: errors point at the right line, but the run is 10-20% slower")
+}
+
+/// The fix, `unset` saying how to take it away where it is set.
+pub fn launch_blocking_fix(unset: &str) -> String {
+    format!("keep it for debugging a device-side assert; {unset} for long runs")
+}
+
 impl Hazard for LaunchBlocking {
     fn id(&self) -> HazardId {
         HazardId::LaunchBlocking
@@ -171,8 +182,8 @@ impl Hazard for LaunchBlocking {
             Some((v, source)) if v.trim() == "1" => vec![cx.finding(
                 self.id(),
                 "environment",
-                format!("CUDA_LAUNCH_BLOCKING=1 (from the {source}) makes every kernel launch synchronous: errors point at the right line, but the run is 10-20% slower"),
-                "keep it for debugging a device-side assert; unset it for long runs".into(),
+                launch_blocking_message(source),
+                launch_blocking_fix("unset it"),
             )],
             _ => vec![],
         }

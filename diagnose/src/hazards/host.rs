@@ -2,7 +2,8 @@
 //! host and a training set too large for its RAM (seed 002), pinned memory
 //! without workers.
 
-use super::{Cx, Edits, ExplainCx, Hazard, Target, NO_CONFIG_FIX};
+use super::{key_finding, Cx, Edits, ExplainCx, Hazard, Target, NO_CONFIG_FIX};
+use crate::keys::{Concept, Found, KeyPlan, Scalar};
 use crate::plan::Planner;
 use common::estimate::{self, MIB};
 use common::wire::cfgcheck::Finding;
@@ -17,8 +18,25 @@ pub struct WorkersSmallHost;
 
 impl WorkersSmallHost {
     fn fires(c: &Config, ram_mib: u64) -> bool {
-        c.num_workers > 0 && ram_mib < SMALL_HOST_MIB
+        workers_too_many(u64::from(c.num_workers), ram_mib)
     }
+}
+
+/// Whether `workers` DataLoader worker processes are too many for a host
+/// with `ram_mib` of RAM: for a config's `num_workers` and a script's
+/// `DataLoader(num_workers=...)` (`scan`).
+pub fn workers_too_many(workers: u64, ram_mib: u64) -> bool {
+    workers > 0 && ram_mib < SMALL_HOST_MIB
+}
+
+/// What happens with `workers` worker processes on that host.
+pub fn workers_message(workers: u64, ram_mib: u64) -> String {
+    format!("{workers} DataLoader workers on a host with {:.1} GiB of RAM: each worker is a process with its own copies, and the OOM killer ends the run with exit code -9 (seed 002)", ram_mib as f64 / 1024.0)
+}
+
+/// The fix, `set` naming the setting where it lives.
+pub fn workers_fix(set: &str) -> String {
+    format!("set {set} on small hosts (Colab, Kaggle)")
 }
 
 impl Hazard for WorkersSmallHost {
@@ -31,8 +49,8 @@ impl Hazard for WorkersSmallHost {
             Some(ram) if Self::fires(c, ram) => vec![cx.finding(
                 self.id(),
                 "num_workers",
-                format!("{} DataLoader workers on a host with {:.1} GiB of RAM: each worker is a process with its own copies, and the OOM killer ends the run with exit code -9 (seed 002)", c.num_workers, ram as f64 / 1024.0),
-                "set num_workers: 0 on small hosts (Colab, Kaggle)".into(),
+                workers_message(u64::from(c.num_workers), ram),
+                workers_fix("num_workers: 0"),
             )],
             _ => vec![],
         }
@@ -49,6 +67,39 @@ impl Hazard for WorkersSmallHost {
                 |c| c.num_workers = 0,
             ),
             _ => {}
+        }
+    }
+    fn reads_keys(&self) -> bool {
+        true
+    }
+    fn check_keys(&self, f: &Found, target: &Target) -> Vec<Finding> {
+        let Some(ram) = target.host_ram_mib.filter(|r| *r < SMALL_HOST_MIB) else {
+            return vec![];
+        };
+        f.workers()
+            .into_iter()
+            .map(|(h, n)| key_finding(
+                self.id(),
+                h,
+                &[],
+                format!("{n} DataLoader workers {} on a host with {:.1} GiB of RAM: each worker is a process with its own copies, and the OOM killer ends the run with exit code -9 (seed 002)", h.aside(), ram as f64 / 1024.0),
+                format!("set {}: 0 on small hosts (Colab, Kaggle)", h.path),
+            ))
+            .collect()
+    }
+    fn fix_keys(&self, f: &Found, target: &Target, plan: &mut KeyPlan) {
+        let Some(ram) = target.host_ram_mib.filter(|r| *r < SMALL_HOST_MIB) else {
+            return;
+        };
+        for (h, _) in f.workers() {
+            plan.set(
+                h,
+                Scalar::Int(0),
+                format!(
+                    "{:.1} GiB of host RAM is too little for worker processes (seed 002)",
+                    ram as f64 / 1024.0
+                ),
+            );
         }
     }
     fn edits(&self, cx: &ExplainCx) -> Edits {
@@ -148,8 +199,43 @@ impl Hazard for PinMemoryWithoutWorkers {
         vec![cx.finding(
             self.id(),
             "pin_memory",
-            "pin_memory without workers pins every batch in the main process: page-locked host memory with no loading overlap to gain".into(),
+            format!("pin_memory {PIN_ALONE}"),
             "set pin_memory: false, or use it only with num_workers > 0 (seed 002)".into(),
         )]
     }
+    fn reads_keys(&self) -> bool {
+        true
+    }
+    /// Workers not named count as 0: Hugging Face's default, and Axolotl's
+    /// once any of its dataloader keys (pin memory here) is set.
+    fn check_keys(&self, f: &Found, _target: &Target) -> Vec<Finding> {
+        let Some(pin) = f.pin_memory() else {
+            return vec![];
+        };
+        if !f.workers().is_empty() {
+            return vec![];
+        }
+        let workers: Vec<_> = f.of(Concept::Workers).collect();
+        let name = workers.first().map_or(
+            Concept::Workers
+                .names(f.format)
+                .first()
+                .copied()
+                .unwrap_or("num_workers"),
+            |w| w.path.as_str(),
+        );
+        vec![key_finding(
+            self.id(),
+            pin,
+            &workers,
+            format!("pin memory {} {PIN_ALONE}", pin.aside()),
+            format!(
+                "set {}: false, or use it only with {name} > 0 (seed 002)",
+                pin.path
+            ),
+        )]
+    }
 }
+
+/// What pinning memory without workers does.
+const PIN_ALONE: &str = "without workers pins every batch in the main process: page-locked host memory with no loading overlap to gain";

@@ -20,15 +20,18 @@ mod environment;
 mod host;
 mod memory;
 
+pub use compile::{cuda_graphs_fix, cuda_graphs_message};
 pub use environment::{
-    alloc_conf, expandable_segments, long_run, with_expandable, LONG_RUN_EPOCHS,
+    alloc_conf, expandable_segments, launch_blocking_fix, launch_blocking_message, long_run,
+    with_expandable, LONG_RUN_EPOCHS,
 };
-pub use host::{dataset_bytes, SMALL_HOST_MIB};
+pub use host::{dataset_bytes, workers_fix, workers_message, workers_too_many, SMALL_HOST_MIB};
 
+use crate::keys::{Found, Hit, KeyPlan};
 use crate::plan::Planner;
 use common::config::{Config, LoadedConfig};
 use common::estimate::{Budget, Estimate};
-use common::wire::cfgcheck::Finding;
+use common::wire::cfgcheck::{Finding, KeyAt};
 use common::wire::failure::OomFigures;
 use common::wire::hazard::HazardId;
 use common::wire::memdiag::{Gpu, Memory};
@@ -119,6 +122,7 @@ impl Cx<'_> {
             fix,
             key: Some(key.to_string()),
             line: self.loaded.index.line_of(key),
+            evidence: vec![],
         }
     }
 
@@ -144,6 +148,32 @@ pub type Edits = Result<Vec<(String, String)>, String>;
 /// What `--explain --config` says for a failure no config change fixes.
 pub const NO_CONFIG_FIX: &str = "no config change fixes this; see the fix above";
 
+/// A finding of `id` in a config cfgcheck did not define: about `hit`, at
+/// its line, resting on each key of `evidence`.
+fn key_finding(
+    id: HazardId,
+    hit: &Hit,
+    evidence: &[&Hit],
+    message: String,
+    fix: String,
+) -> Finding {
+    let mut keys: Vec<KeyAt> = Vec::new();
+    for h in std::iter::once(hit).chain(evidence.iter().copied()) {
+        if keys.iter().all(|k| k.key != h.path) {
+            keys.push(h.at());
+        }
+    }
+    Finding {
+        id,
+        severity: id.severity(),
+        message,
+        fix,
+        key: Some(hit.path.clone()),
+        line: Some(hit.line),
+        evidence: keys,
+    }
+}
+
 /// One hazard: its detection and its fix.
 pub trait Hazard: Sync {
     fn id(&self) -> HazardId;
@@ -152,6 +182,18 @@ pub trait Hazard: Sync {
     /// `cfgcheck --fix`: the changes that remove it, made on the planner's
     /// config, or what no config change can fix.
     fn fix(&self, _p: &mut Planner, _target: &Target) {}
+    /// Whether it can judge a config cfgcheck did not define from its keys
+    /// (`keys::Concept`); the others read trainguard's model, data or
+    /// environment, which such a config does not have.
+    fn reads_keys(&self) -> bool {
+        false
+    }
+    /// The findings from the keys of a config cfgcheck did not define.
+    fn check_keys(&self, _found: &Found, _target: &Target) -> Vec<Finding> {
+        vec![]
+    }
+    /// `cfgcheck --fix` on such a config: the keys to change.
+    fn fix_keys(&self, _found: &Found, _target: &Target, _plan: &mut KeyPlan) {}
     /// `cfgcheck --explain --config`: the edits for a failure it caused.
     fn edits(&self, _cx: &ExplainCx) -> Edits {
         Err(NO_CONFIG_FIX.into())

@@ -28,6 +28,8 @@ pub const TARGETS: &[(&str, Check)] = &[
     ("readers", readers),
     ("command", command),
     ("verdict", verdict),
+    ("any_config", any_config),
+    ("scan", scan),
 ];
 
 /// A refusal is right when it exits 2 and names the input.
@@ -300,4 +302,105 @@ pub fn verdict(data: &[u8]) -> Result<(), String> {
         return Err(format!("{:?} with class {:?}", v.status, v.class));
     }
     Ok(())
+}
+
+/// Any config cfgcheck reads (`diagnose::any_config`: trainguard's, Hugging
+/// Face's, Axolotl's, any nesting), as a `.yaml` and a `.json` file,
+/// recognised and read as each foreign format, on a small host with no GPU
+/// (so that every key rule and its fix runs): checked and fixed, or refused
+/// with exit 2 naming the file. A fix reads back (`any_config::fix` checks
+/// it) or says why it cannot be made; it never changes a file's length by
+/// more than its changes could.
+pub fn any_config(data: &[u8]) -> Result<(), String> {
+    use diagnose::any_config::{self, Format};
+    let text = match input(data) {
+        Ok(i) => i.text,
+        Err(r) => return r,
+    };
+    let env = |_: &str| None;
+    let target = diagnose::rules::Target {
+        gpu: None,
+        known_no_gpu: true,
+        host_ram_mib: Some(8 * 1024),
+        margin: 0.10,
+        env: &env,
+    };
+    for name in [format!("{NAME}.yaml"), format!("{NAME}.json")] {
+        let i = Input {
+            name,
+            text: text.clone(),
+        };
+        for named in [
+            None,
+            Some(Format::Hf),
+            Some(Format::Axolotl),
+            Some(Format::Generic),
+        ] {
+            check(any_config::check(&i, named, &target))?;
+            match any_config::fix(&i, named, &target) {
+                Ok(Ok(fixed)) if fixed.changes.is_empty() && fixed.text != i.text => {
+                    return Err("a fix without changes changed the text".into())
+                }
+                Ok(_) => {}
+                Err(e) => refused_well(&e)?,
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A Python file as `cfgcheck --scan` reads it: facts or "not parsed",
+/// never a panic; parsed only when it is UTF-8; every line it names inside
+/// the file; the judge over it gives evidence for every finding and counts
+/// that add up.
+pub fn scan(data: &[u8]) -> Result<(), String> {
+    use diagnose::scan::{judge, parser, FileScan, Scanned};
+    let mut parser = parser().map_err(|e| format!("{e:#}"))?;
+    let lines = data.split(|b| *b == b'\n').count();
+    let in_file = |line: usize| (1..=lines).contains(&line);
+    let result = diagnose::scan::scan(&mut parser, data);
+    match &result {
+        FileScan::Parsed(facts) => {
+            if std::str::from_utf8(data).is_err() {
+                return Err("bytes that are not UTF-8 were parsed".into());
+            }
+            if let Some(f) = facts.iter().find(|f| !in_file(site(f).line)) {
+                return Err(format!("a fact outside the file's {lines} lines: {f:?}"));
+            }
+        }
+        FileScan::NotParsed { line, reason } => {
+            if reason.is_empty() || line.is_some_and(|l| !in_file(l)) {
+                return Err(format!(
+                    "not parsed at line {line:?} of {lines}: {reason:?}"
+                ));
+            }
+        }
+    }
+    let scanned = [Scanned {
+        file: NAME.into(),
+        scan: result,
+    }];
+    for ram in [None, Some(4 * 1024), Some(64 * 1024)] {
+        let out = judge(vec![NAME.into()], &scanned, ram);
+        if out.findings.iter().any(|f| f.evidence.is_empty()) {
+            return Err("a finding without evidence".into());
+        }
+        if out.files.scanned != 1 || out.files.parsed + out.files.not_parsed != 1 {
+            return Err(format!("counts: {:?}", out.files));
+        }
+    }
+    Ok(())
+}
+
+fn site(f: &diagnose::scan::Fact) -> &diagnose::scan::Site {
+    use diagnose::scan::Fact::*;
+    match f {
+        CudaGraphs { at, .. }
+        | CompileUnknown { at, .. }
+        | Checkpointing { at, .. }
+        | CheckpointingUnknown { at, .. }
+        | Workers { at, .. }
+        | WorkersUnknown { at, .. }
+        | LaunchBlocking { at, .. } => at,
+    }
 }

@@ -3,7 +3,7 @@
 //! same way). Read as it grows: each call takes the bytes appended since the
 //! last, and a last line without its newline waits for the rest.
 
-use super::{number, Report, Steps, STEP_KEYS};
+use super::{number, Report, Source, Steps, STEP_KEYS};
 use common::wire::metric::Metric;
 
 /// A line longer than this is not a metrics row: it is dropped (up to its
@@ -99,6 +99,7 @@ impl CsvRows {
                 metric: Metric::from_name(name),
                 value,
                 step,
+                source: Source::Csv,
             });
         }
     }

@@ -24,6 +24,33 @@ pub struct Report {
     /// The epoch when the line gives a whole one (else its `step`), else a
     /// running count; strictly increasing per metric (see [`Steps`]).
     pub step: u64,
+    /// The reader that found it.
+    pub source: Source,
+}
+
+/// Which reader a report came from: verify-fixes says it, so the author of
+/// a sweep knows how the metric will be seen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Source {
+    /// The seeds' `Epoch N/M | Val Loss: ...` lines.
+    EpochLine,
+    /// A JSON object or Python dict per line.
+    Dict,
+    /// The `metric.regex` (`--metric-regex`).
+    Regex,
+    /// Rows appended to `$TRAINGUARD_METRICS_CSV`.
+    Csv,
+}
+
+impl Source {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Source::EpochLine => "seed epoch lines",
+            Source::Dict => "JSON or dict lines",
+            Source::Regex => "the regex",
+            Source::Csv => "metrics.csv rows",
+        }
+    }
 }
 
 /// The steps of each metric's reports. Optuna keeps one intermediate value
@@ -154,6 +181,11 @@ impl Reader {
                     metric: Metric::from_name(&name),
                     value,
                     step,
+                    source: if found.dict {
+                        Source::Dict
+                    } else {
+                        Source::EpochLine
+                    },
                 });
             }
         }
@@ -167,6 +199,7 @@ impl Reader {
                     metric: Metric::from_name(&self.metric),
                     value,
                     step,
+                    source: Source::Regex,
                 });
             }
         }

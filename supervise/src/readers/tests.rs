@@ -216,3 +216,30 @@ fn a_wandb_run_summary_is_kept_not_reported() {
     assert_eq!(r.wandb_summary("epoch"), Some(2.0));
     assert_eq!(r.wandb_summary("You"), None);
 }
+
+#[test]
+fn each_report_names_its_reader() {
+    let mut r = reader("valid", Some(r"valid loss\s+([0-9.]+)"));
+    let sources = |line: &str, r: &mut Reader| -> Vec<(String, Source)> {
+        r.line(line)
+            .into_iter()
+            .map(|x| (x.metric.to_string(), x.source))
+            .collect()
+    };
+    assert_eq!(
+        sources("Epoch 1/3 | Val Loss: 0.5", &mut r),
+        [("val_loss".to_string(), Source::EpochLine)]
+    );
+    assert_eq!(
+        sources(r#"{"epoch": 1, "acc": 0.5}"#, &mut r),
+        [("acc".to_string(), Source::Dict)]
+    );
+    assert_eq!(
+        sources("| end of epoch 1 | valid loss 0.41", &mut r),
+        [("valid".to_string(), Source::Regex)]
+    );
+    let mut rows = CsvRows::new();
+    let got = rows.push(b"epoch,val_loss\n1,0.3\n");
+    assert_eq!(got[0].source, Source::Csv);
+    assert_eq!(Source::Csv.as_str(), "metrics.csv rows");
+}

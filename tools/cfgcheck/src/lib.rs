@@ -2,18 +2,19 @@
 //! estimate (`diagnose` and `common`), before the run. The target GPU comes from a
 //! memdiag report on stdin, `--gpu FILE`, or nothing.
 
+mod configs;
 mod explain;
 mod output;
+mod scan;
 
-use anyhow::Context;
 use clap::Parser;
 use common::bad_input;
 use common::config::{Config, LoadedConfig};
-use common::exit::{self, Failure};
+use common::exit;
 use common::format::Format;
-use common::wire::cfgcheck::{verdict, ConfigResult, EstimateOut, Output, TargetInfo};
+use common::wire::cfgcheck::Output;
 use common::wire::Versioned;
-use diagnose::fix;
+use diagnose::any_config;
 use diagnose::rules::{self, Severity, Target};
 use std::io::Write;
 use std::path::PathBuf;
@@ -31,9 +32,16 @@ use std::process::ExitCode;
                   With --explain: 0 a known failure found, 1 nothing known found."
 )]
 struct Cli {
-    /// Config files to check.
-    #[arg(required_unless_present_any = ["list_rules", "explain"], value_name = "CONFIG")]
+    /// Config files to check: trainguard's, or Hugging Face
+    /// TrainingArguments (JSON or YAML), Axolotl's YAML, any nesting of
+    /// their keys.
+    #[arg(required_unless_present_any = ["list_rules", "explain", "scan"], value_name = "CONFIG")]
     configs: Vec<PathBuf>,
+    /// Read the configs as this format instead of recognising it from their
+    /// keys: hf, axolotl, trainguard, or any (every format's keys, at any
+    /// depth).
+    #[arg(long = "as", value_name = "FORMAT", value_parser = configs::parse_as)]
+    as_format: Option<any_config::Format>,
     /// Read a log or traceback (`-`: stdin) and explain every known failure
     /// in it: cause, evidence lines, fix. Exit 0 when something known was
     /// found, 1 when nothing was.
@@ -71,6 +79,11 @@ struct Cli {
     /// List the rules and exit.
     #[arg(long)]
     list_rules: bool,
+    /// Find the hazards in Python code instead: every *.py file under each
+    /// PATH, with file:line for each half of the evidence (scan/v1). Exit
+    /// 1 for an error finding, 2 for a PATH that does not exist.
+    #[arg(long, value_name = "PATH", num_args = 1.., conflicts_with_all = ["configs", "explain", "fix", "fit", "list_rules", "gpu", "device"])]
+    scan: Vec<PathBuf>,
 }
 
 fn parse_margin(s: &str) -> Result<f64, String> {
@@ -99,6 +112,15 @@ fn run(cli: &Cli) -> anyhow::Result<u8> {
             )?;
         }
         return Ok(exit::OK);
+    }
+    if !cli.scan.is_empty() {
+        return scan::run(
+            &cli.scan,
+            cli.host_ram_gib,
+            cli.format,
+            cli.strict,
+            &mut out,
+        );
     }
     if let Some(log) = &cli.explain {
         return explain_log(cli, log, &mut out);
@@ -139,37 +161,29 @@ fn run(cli: &Cli) -> anyhow::Result<u8> {
     };
 
     if cli.fix || cli.fit {
-        let loaded = load(&cli.configs[0])?;
-        return edit(cli, &loaded, &target, &mut out);
+        return configs::edit(
+            &cli.configs[0],
+            cli.as_format,
+            cli.fit,
+            cli.strict,
+            &target,
+            &mut out,
+        );
     }
+    let source = report.as_ref().map(|r| r.source);
 
     let mut results = Vec::new();
     let mut bad = false;
     for path in &cli.configs {
         // A config that cannot be read is reported and the others still checked.
-        let loaded = match load(path) {
-            Ok(l) => l,
+        let on = gpu.zip(source);
+        match configs::result(path, cli.as_format, &target, on) {
+            Ok(r) => results.push(r),
             Err(e) => {
                 common::say!("cfgcheck: {e:#}");
                 bad = true;
-                continue;
             }
-        };
-        let outcome = rules::check(&loaded, &target);
-        results.push(ConfigResult {
-            config: loaded.name.clone(),
-            target: gpu.map(|g| {
-                TargetInfo::of(
-                    g,
-                    report.as_ref().expect("a GPU comes from a report").source,
-                )
-            }),
-            verdict: verdict(&outcome.findings).into(),
-            estimate: EstimateOut::from(&outcome.estimate),
-            findings: outcome.findings,
-            skipped: outcome.skipped,
-            resolved: loaded.config,
-        });
+        }
     }
     let result = Output {
         schema: Output::SCHEMA.into(),
@@ -226,50 +240,4 @@ fn explain_log(cli: &Cli, log: &std::path::Path, out: &mut dyn Write) -> anyhow:
 
 fn load(path: &std::path::Path) -> anyhow::Result<LoadedConfig> {
     Config::load(&common::input::read(path)?)
-}
-
-/// --fix / --fit: the edited config on stdout, each change on stderr.
-fn edit(
-    cli: &Cli,
-    loaded: &LoadedConfig,
-    target: &Target,
-    out: &mut dyn Write,
-) -> anyhow::Result<u8> {
-    let plan = if cli.fit {
-        fix::plan_fit(loaded, target).map_err(|e| anyhow::Error::new(Failure::bad_input(e)))?
-    } else {
-        fix::plan_fix(loaded, target)
-    };
-    let text = fix::apply(loaded, &plan)
-        .map_err(|e| anyhow::Error::new(Failure::found(format!("{}: {e}", loaded.name))))?;
-    for c in &plan.changes {
-        common::say!("cfgcheck: {}: {}: {}", loaded.name, c.key, c.why);
-        common::say!("          set {}: {}", c.key, c.value);
-    }
-    for u in &plan.unfixable {
-        common::say!("cfgcheck: {}: cannot fix: {u}", loaded.name);
-    }
-    if plan.changes.is_empty() && plan.unfixable.is_empty() {
-        common::say!("cfgcheck: {}: nothing to change", loaded.name);
-    }
-    out.write_all(text.as_bytes())
-        .context("writing the config")?;
-    out.flush()?;
-    // The edited config must itself pass: say so through the exit code.
-    let edited = LoadedConfig {
-        config: plan.config.clone(),
-        ..Config::load(&common::input::Input {
-            name: loaded.name.clone(),
-            text,
-        })?
-    };
-    let left = rules::check(&edited, target)
-        .findings
-        .iter()
-        .any(|f| f.severity == Severity::Error || (cli.strict && f.severity == Severity::Warning));
-    Ok(if left || !plan.unfixable.is_empty() {
-        exit::FOUND
-    } else {
-        exit::OK
-    })
 }

@@ -1,8 +1,8 @@
-//! cfgcheck's results as CSV and as the human table; the `cfgcheck/v1`
+//! cfgcheck's results as CSV and as the human table; the `cfgcheck/v2`
 //! format itself is `common::wire::cfgcheck`.
 
 use comfy_table::{presets::UTF8_FULL_CONDENSED, ContentArrangement, Table};
-use common::wire::cfgcheck::Output;
+use common::wire::cfgcheck::{EstimateOut, Output};
 use common::wire::hazard::Severity;
 use std::io::Write;
 
@@ -10,7 +10,7 @@ pub fn write_csv(out: &Output, w: &mut dyn Write) -> anyhow::Result<()> {
     let mut csv = csv::Writer::from_writer(w);
     csv.write_record([
         "config", "target", "verdict", "peak_mib", "id", "severity", "key", "line", "message",
-        "fix",
+        "fix", "format",
     ])?;
     for r in &out.results {
         let target = r
@@ -24,10 +24,14 @@ pub fn write_csv(out: &Output, w: &mut dyn Write) -> anyhow::Result<()> {
                 )
             })
             .unwrap_or_default();
-        let peak = r.estimate.peak_mib.to_string();
+        let peak = r
+            .estimate
+            .as_ref()
+            .map_or(String::new(), |e| e.peak_mib.to_string());
+        let format = r.format.as_str();
         if r.findings.is_empty() {
             csv.write_record([
-                &r.config, &target, &r.verdict, &peak, "", "", "", "", "", "",
+                &r.config, &target, &r.verdict, &peak, "", "", "", "", "", "", format,
             ])?;
         }
         for f in &r.findings {
@@ -42,6 +46,7 @@ pub fn write_csv(out: &Output, w: &mut dyn Write) -> anyhow::Result<()> {
                 &f.line.map(|l| l.to_string()).unwrap_or_default(),
                 &f.message,
                 &f.fix,
+                format,
             ])?;
         }
     }
@@ -64,11 +69,20 @@ pub fn write_table(out: &Output, w: &mut dyn Write) -> anyhow::Result<()> {
             ),
             None => "no target GPU".to_string(),
         };
-        writeln!(
-            w,
-            "{} · {target} · {} parameters · estimated peak {} MiB",
-            r.config, r.estimate.parameters, r.estimate.peak_mib
-        )?;
+        match &r.estimate {
+            Some(e) => writeln!(
+                w,
+                "{} · {target} · {} parameters · estimated peak {} MiB",
+                r.config, e.parameters, e.peak_mib
+            )?,
+            None => writeln!(
+                w,
+                "{} · {} ({}) · {target}",
+                r.config,
+                r.format.title(),
+                r.format.as_str()
+            )?,
+        }
         if r.findings.is_empty() {
             writeln!(w, "no findings")?;
         } else {
@@ -92,24 +106,25 @@ pub fn write_table(out: &Output, w: &mut dyn Write) -> anyhow::Result<()> {
             let rules: Vec<&str> = s.rules.iter().map(|r| r.as_str()).collect();
             writeln!(w, "skipped {}: {}", rules.join(", "), s.reason)?;
         }
-        let mut t = Table::new();
-        t.load_preset(UTF8_FULL_CONDENSED)
-            .set_content_arrangement(ContentArrangement::Dynamic)
-            .set_width(120)
-            .set_header(["Memory budget (per trial)", "MiB", "Formula"]);
-        for l in &r.estimate.lines {
-            t.add_row([
-                l.component.clone(),
-                format!("{:.1}", l.mib),
-                l.formula.clone(),
-            ]);
+        if r.estimate.is_none() {
+            let read: Vec<String> = r
+                .read_keys
+                .iter()
+                .map(|k| {
+                    format!(
+                        "{} (line {}) = {} as {}",
+                        k.key, k.line, k.value, k.reads_as
+                    )
+                })
+                .collect();
+            match read.is_empty() {
+                true => writeln!(w, "read no key any rule reads")?,
+                false => writeln!(w, "read: {}", read.join("; "))?,
+            }
         }
-        t.add_row([
-            "Total (estimated peak)".to_string(),
-            r.estimate.peak_mib.to_string(),
-            String::new(),
-        ]);
-        writeln!(w, "{t}")?;
+        if let Some(e) = &r.estimate {
+            write_estimate(e, w)?;
+        }
         let counts = |s: Severity| r.findings.iter().filter(|f| f.severity == s).count();
         writeln!(
             w,
@@ -120,5 +135,28 @@ pub fn write_table(out: &Output, w: &mut dyn Write) -> anyhow::Result<()> {
             counts(Severity::Info)
         )?;
     }
+    Ok(())
+}
+
+/// The memory estimate's table (trainguard's schema).
+fn write_estimate(e: &EstimateOut, w: &mut dyn Write) -> anyhow::Result<()> {
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED)
+        .set_content_arrangement(ContentArrangement::Dynamic)
+        .set_width(120)
+        .set_header(["Memory budget (per trial)", "MiB", "Formula"]);
+    for l in &e.lines {
+        t.add_row([
+            l.component.clone(),
+            format!("{:.1}", l.mib),
+            l.formula.clone(),
+        ]);
+    }
+    t.add_row([
+        "Total (estimated peak)".to_string(),
+        e.peak_mib.to_string(),
+        String::new(),
+    ]);
+    writeln!(w, "{t}")?;
     Ok(())
 }

@@ -39,7 +39,7 @@ fn seed_configs_run_on_every_profile() {
             .assert()
             .success();
         let v = yaml(&out.get_output().stdout);
-        assert_eq!(v["schema"].as_str(), Some("cfgcheck/v1"));
+        assert_eq!(v["schema"].as_str(), Some("cfgcheck/v2"));
         for r in v["results"].as_sequence().unwrap() {
             assert_eq!(r["verdict"].as_str(), Some("warnings"), "{gpu}: {r:?}");
             let ids: Vec<&str> = r["findings"]

@@ -76,8 +76,10 @@ parameters:
             "s",
             "--parallel",
             "2",
+            // Room for `import torch` and 3 epochs when 8 tests share 2 cores;
+            // only the hanging trial waits for it.
             "--trial-timeout",
-            "25",
+            "45",
             "--interpreter",
             &py(),
             "--max-consecutive-failures",

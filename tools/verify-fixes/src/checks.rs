@@ -3,9 +3,10 @@
 //! from `common`, and everything that needs libtorch is asked of `train` as a
 //! child process.
 
+use crate::machine::Machine;
 use common::config::{Config, LoadedConfig};
 use common::estimate::{self, Budget, MIB};
-use common::report::{Report, Source};
+use common::report::Source;
 use common::wire::run_dir::{self, RunDir};
 use common::wire::train::{Libtorch, TrainData, TrainInfo};
 pub use common::wire::verify::Check;
@@ -54,14 +55,10 @@ pub const DEBUG_VARS: [&str; 6] = [
 pub struct Context<'a> {
     pub loaded: &'a LoadedConfig,
     pub config_path: &'a Path,
-    pub report: Option<&'a Report>,
-    pub device: Option<u32>,
-    pub require_gpu: bool,
+    pub machine: Machine<'a>,
     pub margin: f64,
-    pub other_share: f64,
     pub train: PathBuf,
     pub out: PathBuf,
-    pub env: &'a dyn Fn(&str) -> Option<String>,
     pub host_ram_mib: Option<u64>,
     /// Configs to size memory for (a search space's worst cases), with a
     /// label each; just the config without --space.
@@ -93,7 +90,7 @@ pub fn lacks_libtorch(train: &Path) -> bool {
     }
 }
 
-fn check(
+pub fn check(
     id: &'static str,
     name: &'static str,
     status: Status,
@@ -110,42 +107,10 @@ fn check(
 }
 
 impl Context<'_> {
-    fn gpu(&self) -> Option<&common::report::Gpu> {
-        self.report.and_then(|r| r.pick_gpu(self.device))
-    }
-
-    /// Skipped, or failed with --require-gpu.
-    fn no_gpu(&self, id: &'static str, name: &'static str, why: String) -> Check {
-        if self.require_gpu {
-            check(
-                id,
-                name,
-                Status::Fail,
-                format!("{why} (--require-gpu)"),
-                Some("run on the GPU machine, with memdiag's report piped in".into()),
-            )
-        } else {
-            check(id, name, Status::Skip, why, None)
-        }
-    }
-
-    fn no_gpu_reason(&self) -> String {
-        match self.report {
-            None => "no target GPU: pipe memdiag's report in, or give --gpu FILE".into(),
-            Some(r) if r.gpus.is_empty() => {
-                format!("the report holds no GPU ({})", r.notes.join("; "))
-            }
-            Some(_) => format!(
-                "the report has no GPU {}",
-                self.device.map_or("".into(), |d| d.to_string())
-            ),
-        }
-    }
-
     pub fn allocator(&self) -> Check {
         let name = name_of("allocator");
         let c = &self.loaded.config;
-        match rules::alloc_conf(c, self.env) {
+        match rules::alloc_conf(c, self.machine.env) {
             None => check(
                 "allocator",
                 name,
@@ -209,11 +174,12 @@ impl Context<'_> {
 
     pub fn memory(&self) -> Check {
         let name = name_of("memory");
-        let Some(gpu) = self.gpu() else {
-            return self.no_gpu("memory", name, self.no_gpu_reason());
+        let m = &self.machine;
+        let Some(gpu) = m.gpu() else {
+            return m.no_gpu("memory", name, m.no_gpu_reason());
         };
         let Some(mem) = gpu.memory else {
-            return self.no_gpu(
+            return m.no_gpu(
                 "memory",
                 name,
                 format!("the report does not give GPU {}'s memory", gpu.index),
@@ -304,6 +270,7 @@ impl Context<'_> {
         let torch = &info.torch_version;
         let (cuda, cudnn, devices) = (info.cuda_available, info.cudnn_available, info.device_count);
         let live_gpu = self
+            .machine
             .report
             .is_some_and(|r| r.source == Source::Nvml && !r.gpus.is_empty());
         match (cuda, cudnn) {
@@ -316,107 +283,12 @@ impl Context<'_> {
                 format!("torch {torch} loads but does not see the GPU NVML reports: {}", info.notes.join("; ")),
                 Some("check `ldd train | grep torch_cuda` and the driver's CUDA version (`train info`)".into()),
             ),
-            (false, _) => self.no_gpu("runtime", name, format!("torch {torch} loads; no GPU to check CUDA and cuDNN on ({})", info.notes.join("; "))),
+            (false, _) => self.machine.no_gpu("runtime", name, format!("torch {torch} loads; no GPU to check CUDA and cuDNN on ({})", info.notes.join("; "))),
         }
     }
 
     pub fn gpu_state(&self) -> Check {
-        let name = name_of("gpu-state");
-        let debug: Vec<String> = DEBUG_VARS
-            .iter()
-            .filter_map(|v| {
-                (self.env)(v)
-                    .filter(|x| !x.is_empty() && x != "0")
-                    .map(|x| format!("{v}={x}"))
-            })
-            .chain(
-                self.loaded
-                    .config
-                    .environment
-                    .iter()
-                    .filter(|(k, v)| DEBUG_VARS.contains(&k.as_str()) && !v.is_empty() && *v != "0")
-                    .map(|(k, v)| format!("{k}={v} (config)")),
-            )
-            .collect();
-        let debug_fix = (!debug.is_empty()).then(|| {
-            "unset them for a long run (`eval \"$(verify-fixes --print-env)\"`)".to_string()
-        });
-        let live = self.report.filter(|r| r.source == Source::Nvml);
-        let Some(gpu) = live.and_then(|r| r.pick_gpu(self.device)) else {
-            let why = match self.report {
-                Some(r) if r.source == Source::Profile => {
-                    "a GPU profile, not a live GPU: NVML state not checked".to_string()
-                }
-                _ => self.no_gpu_reason(),
-            };
-            if !debug.is_empty() {
-                return check(
-                    "gpu-state",
-                    name,
-                    Status::Warn,
-                    format!("{why}; debugging variables set: {}", debug.join(", ")),
-                    debug_fix,
-                );
-            }
-            return self.no_gpu("gpu-state", name, why);
-        };
-        let mut problems = Vec::new();
-        let mut warnings = Vec::new();
-        if gpu.retired_pages_pending == Some(true) {
-            problems.push("retired pages pending (reset the GPU or reboot)".to_string());
-        }
-        if gpu.remapping_failed == Some(true) {
-            problems.push("row remapping failed (the GPU needs service)".to_string());
-        }
-        if let (Some(mem), Some(procs)) = (gpu.memory, &gpu.processes) {
-            let held: u64 = procs.iter().filter_map(|p| p.used_mib).sum();
-            let share = held as f64 / mem.total_mib.max(1) as f64;
-            if share > self.other_share {
-                problems.push(format!(
-                    "{} other process(es) hold {held} MiB ({:.0}% of {} MiB, over the {:.0}% allowed)",
-                    procs.len(),
-                    share * 100.0,
-                    mem.total_mib,
-                    self.other_share * 100.0
-                ));
-            }
-        }
-        if gpu.persistence_mode == Some(false) {
-            warnings.push("persistence mode off (slower start-up; `nvidia-smi -pm 1`)".to_string());
-        }
-        if !debug.is_empty() {
-            warnings.push(format!("debugging variables set: {}", debug.join(", ")));
-        }
-        let saw = format!(
-            "GPU {} ({}) answers through NVML",
-            gpu.index,
-            gpu.name.as_deref().unwrap_or("unnamed")
-        );
-        if !problems.is_empty() {
-            check(
-                "gpu-state",
-                name,
-                Status::Fail,
-                format!("{saw}; {}", problems.join("; ")),
-                Some("free or fix the GPU before a long run".into()),
-            )
-        } else if !warnings.is_empty() {
-            check(
-                "gpu-state",
-                name,
-                Status::Warn,
-                format!("{saw}; {}", warnings.join("; ")),
-                debug_fix,
-            )
-        } else {
-            check(
-                "gpu-state",
-                name,
-                Status::Pass,
-                format!("{saw}; no pending retirements or remap failures; persistence on"),
-                None,
-            )
-        }
+        self.machine.gpu_state(&self.loaded.config.environment)
     }
 
     /// Two short epochs of the config with the same features, on a few

@@ -1,23 +1,45 @@
 //! verify-fixes: the gate before a long run (seed 004's script that had to
 //! pass 5/5 before 5000 trials). Every check prints a mark, its name, what it
-//! saw, and the fix when it fails; exit 0 only when no check failed.
+//! saw, and the fix when it fails; exit 0 only when no check failed. Two
+//! forms: `--config CFG` gates train's own run (`checks`); `-- CMD` gates
+//! any command by a short smoke run of it (`command`, `smoke`).
 
 mod checks;
+mod command;
+mod configs;
+mod machine;
+mod smoke;
+mod space;
 
-use checks::{Check, Context, Status, DEBUG_VARS, IDS};
+use checks::{Check, Context, Status, DEBUG_VARS};
 use clap::Parser;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, ContentArrangement, Table};
+use common::bad_input;
 use common::config::Config;
 use common::exit;
 use common::format::Format;
-use common::wire::space::Space;
-use common::wire::verify::Output;
-use common::wire::{self, Versioned};
-use common::{bad_input, input};
+use common::input;
+use common::wire::verify::{Output, Smoke};
+use common::wire::Versioned;
 use diagnose::rules::{self, Target};
+use machine::Machine;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
+
+/// Every check id of either form, for `--skip`.
+const ALL_IDS: [&str; 10] = [
+    "allocator",
+    "config",
+    "memory",
+    "runtime",
+    "gpu-state",
+    "smoke",
+    "data",
+    "disk",
+    "started",
+    "metric",
+];
 
 #[derive(Parser)]
 #[command(
@@ -25,13 +47,15 @@ use std::process::ExitCode;
     version,
     about = "The gate before a long run: allocator, config, memory, runtime, GPU state, smoke run, data, disk",
     after_help = "The target GPU: memdiag's report piped on stdin, or --gpu FILE. \
+                  `verify-fixes [OPTIONS] -- CMD...` gates your own command instead of train's \
+                  config: it runs it for a short while (docs/GUIDE.md, \"verify-fixes -- CMD\"). \
                   Exit codes: 0 no check failed, 1 a check failed, 2 bad input or usage, \
                   4 verify-fixes broke (an I/O failure or a bug), 5 the train it found was built \
                   without libtorch (the pip wheel's; --skip runtime --skip smoke --skip data runs the rest)."
 )]
 struct Cli {
     /// The config of the run to gate.
-    #[arg(long, value_name = "CFG", required_unless_present = "print_env")]
+    #[arg(long, value_name = "CFG", required_unless_present_any = ["print_env", "command"])]
     config: Option<PathBuf>,
     /// The target GPU's report or profile, instead of stdin.
     #[arg(long, value_name = "FILE")]
@@ -52,18 +76,21 @@ struct Cli {
     #[arg(long)]
     require_gpu: bool,
     /// Skip a check on purpose (repeatable): allocator, config, memory,
-    /// runtime, gpu-state, smoke, data, disk.
-    #[arg(long, value_name = "ID", value_parser = IDS)]
+    /// runtime, gpu-state, smoke, data, disk; with -- CMD: config,
+    /// allocator, gpu-state, started, metric, memory, disk.
+    #[arg(long, value_name = "ID", value_parser = ALL_IDS)]
     skip: Vec<String>,
-    /// Headroom to keep free on the GPU, in percent.
+    /// Headroom to keep free on the GPU, in percent (the config rules').
     #[arg(long, value_name = "PCT", default_value_t = 10.0)]
     margin: f64,
     /// Largest share of the GPU's memory other processes may hold, in percent.
     #[arg(long, value_name = "PCT", default_value_t = 10.0)]
     max_other_share: f64,
-    /// The run's output directory (checked for writing and room).
-    #[arg(long, value_name = "DIR", default_value = "runs")]
-    out: PathBuf,
+    /// The run's output directory (checked for writing and room) [default:
+    /// runs]; with -- CMD, where the smoke's output.log and memory.csv stay
+    /// [default: a new temporary directory, kept and printed].
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
     /// The train binary [default: next to verify-fixes, else on PATH].
     #[arg(long, value_name = "PATH")]
     train: Option<PathBuf>,
@@ -71,6 +98,24 @@ struct Cli {
     /// variables, for `eval "$(verify-fixes --print-env)"`.
     #[arg(long)]
     print_env: bool,
+    /// With -- CMD: stop the smoke after this many seconds.
+    #[arg(long, value_name = "S", default_value_t = 300.0, requires = "command")]
+    smoke_seconds: f64,
+    /// With -- CMD: stop the smoke after this many epochs (reports of the
+    /// metric); seed 001's crash came at epoch 2.
+    #[arg(long, value_name = "N", default_value_t = 2, requires = "command")]
+    smoke_epochs: u64,
+    /// With -- CMD: the metric a sweep will rank by, which must be read
+    /// [default: any; epochs count val_loss, else the first metric read].
+    #[arg(long, value_name = "NAME", requires = "command")]
+    expect_metric: Option<String>,
+    /// With -- CMD: a regular expression with one capture group that reads
+    /// the metric from a line (e.g. 'valid loss\s+([0-9.]+)').
+    #[arg(long, value_name = "RE", requires = "expect_metric")]
+    metric_regex: Option<String>,
+    /// The command to gate, after `--` (its stdin is /dev/null).
+    #[arg(last = true, value_name = "CMD", conflicts_with_all = ["config", "space", "parallel", "train", "print_env"])]
+    command: Vec<String>,
 }
 
 /// The whole of `verify-fixes`'s binary (src/bin/, and the wheel's; uutils' shape).
@@ -91,6 +136,9 @@ fn run(cli: &Cli) -> anyhow::Result<u8> {
         }
     }
     let env = |name: &str| std::env::var(name).ok();
+    if !cli.command.is_empty() {
+        return gate_command(cli, &env);
+    }
     let loaded = match &cli.config {
         Some(p) => Some(Config::load(&input::read(p)?)?),
         None => None,
@@ -98,7 +146,7 @@ fn run(cli: &Cli) -> anyhow::Result<u8> {
     if cli.print_env {
         return print_env(loaded.as_ref().map(|l| &l.config), &env);
     }
-    let mut loaded = loaded.expect("clap requires --config without --print-env");
+    let mut loaded = loaded.expect("clap requires --config without --print-env or a command");
     if let Some(k) = cli.parallel {
         if k == 0 {
             return Err(bad_input!(
@@ -107,10 +155,16 @@ fn run(cli: &Cli) -> anyhow::Result<u8> {
         }
         loaded.config.parallel_trials = k;
     }
+    if let Some(id) = cli.skip.iter().find(|s| !checks::IDS.contains(&s.as_str())) {
+        return Err(bad_input!(
+            "--skip {id}: not a check of the --config form (its checks: {})",
+            checks::IDS.join(", ")
+        ));
+    }
     let config_path = cli.config.as_deref().expect("required");
     let report = common::host::target_report(cli.gpu.as_deref())?;
     let variants = match &cli.space {
-        Some(p) => space_variants(&loaded.config, p)?,
+        Some(p) => space::space_variants(&loaded.config, p)?,
         None => vec![("the config".to_string(), loaded.config.clone())],
     };
     let train = cli.train.clone().unwrap_or_else(default_train);
@@ -129,26 +183,28 @@ fn run(cli: &Cli) -> anyhow::Result<u8> {
     let ctx = Context {
         loaded: &loaded,
         config_path,
-        report: report.as_ref(),
-        device: cli.device,
-        require_gpu: cli.require_gpu,
+        machine: Machine {
+            report: report.as_ref(),
+            device: cli.device,
+            require_gpu: cli.require_gpu,
+            other_share: cli.max_other_share / 100.0,
+            env: &env,
+        },
         margin: cli.margin / 100.0,
-        other_share: cli.max_other_share / 100.0,
         train,
-        out: cli.out.clone(),
-        env: &env,
+        out: cli.out.clone().unwrap_or_else(|| PathBuf::from("runs")),
         host_ram_mib: common::host::ram_mib(),
         variants,
     };
     let target = Target {
-        gpu: ctx.report.and_then(|r| r.pick_gpu(cli.device)),
-        known_no_gpu: ctx.report.is_some_and(|r| r.gpus.is_empty()),
+        gpu: report.as_ref().and_then(|r| r.pick_gpu(cli.device)),
+        known_no_gpu: report.as_ref().is_some_and(|r| r.gpus.is_empty()),
         host_ram_mib: ctx.host_ram_mib,
         margin: ctx.margin,
         env: &env,
     };
     let mut results = Vec::new();
-    for id in IDS {
+    for id in checks::IDS {
         if cli.skip.iter().any(|s| s == id) {
             results.push(Check {
                 id: id.into(),
@@ -170,14 +226,90 @@ fn run(cli: &Cli) -> anyhow::Result<u8> {
             _ => ctx.disk(),
         });
     }
-    let count = |s: &[Status]| results.iter().filter(|c| s.contains(&c.status)).count();
+    emit(cli, loaded.name.clone(), results, None)
+}
+
+/// `verify-fixes -- CMD`.
+fn gate_command(cli: &Cli, env: &dyn Fn(&str) -> Option<String>) -> anyhow::Result<u8> {
+    if let Some(id) = cli
+        .skip
+        .iter()
+        .find(|s| !command::IDS.contains(&s.as_str()))
+    {
+        return Err(bad_input!(
+            "--skip {id}: not a check of the command form (its checks: {})",
+            command::IDS.join(", ")
+        ));
+    }
+    if !(cli.smoke_seconds > 0.0 && cli.smoke_seconds.is_finite()) {
+        return Err(bad_input!(
+            "--smoke-seconds: expected a positive number of seconds, found {}",
+            cli.smoke_seconds
+        ));
+    }
+    if cli.smoke_epochs == 0 {
+        return Err(bad_input!("--smoke-epochs: expected at least 1 epoch"));
+    }
+    // A bad regex is bad usage, said before anything runs.
+    supervise::readers::Reader::new(
+        cli.expect_metric.as_deref().unwrap_or("val_loss"),
+        cli.metric_regex.as_deref(),
+    )?;
+    let report = common::host::target_report(cli.gpu.as_deref())?;
+    let dir = match &cli.out {
+        Some(d) => {
+            std::fs::create_dir_all(d)
+                .map_err(|e| bad_input!("--out {}: cannot create: {e}", d.display()))?;
+            d.clone()
+        }
+        None => tempfile::Builder::new()
+            .prefix("verify-fixes-")
+            .tempdir()
+            .map_err(|e| anyhow::anyhow!("a temporary directory for the smoke: {e}"))?
+            .keep(),
+    };
+    common::say!(
+        "verify-fixes: the smoke's output.log and memory.csv stay in {}",
+        dir.display()
+    );
+    let gate = command::Gate {
+        argv: &cli.command,
+        machine: Machine {
+            report: report.as_ref(),
+            device: cli.device,
+            require_gpu: cli.require_gpu,
+            other_share: cli.max_other_share / 100.0,
+            env,
+        },
+        target: Target {
+            gpu: report.as_ref().and_then(|r| r.pick_gpu(cli.device)),
+            known_no_gpu: report.as_ref().is_some_and(|r| r.gpus.is_empty()),
+            host_ram_mib: common::host::ram_mib(),
+            margin: cli.margin / 100.0,
+            env,
+        },
+        skip: &cli.skip,
+        dir: &dir,
+        seconds: cli.smoke_seconds,
+        epochs: cli.smoke_epochs,
+        expect: cli.expect_metric.as_deref(),
+        regex: cli.metric_regex.as_deref(),
+    };
+    let (results, smoke) = gate.run();
+    emit(cli, shell_words(&cli.command), results, smoke)
+}
+
+/// Writes the output; the exit code: 1 when a check failed.
+fn emit(cli: &Cli, config: String, checks: Vec<Check>, smoke: Option<Smoke>) -> anyhow::Result<u8> {
+    let count = |s: &[Status]| checks.iter().filter(|c| s.contains(&c.status)).count();
     let output = Output {
         schema: Output::SCHEMA.into(),
-        config: loaded.name.clone(),
+        config,
         passed: count(&[Status::Pass, Status::Warn]),
         failed: count(&[Status::Fail]),
         skipped: count(&[Status::Skip]),
-        checks: results,
+        checks,
+        smoke,
     };
     let mut out = std::io::stdout().lock();
     Format::resolve(cli.format).write(&output, &mut out, write_table, write_csv)?;
@@ -187,6 +319,23 @@ fn run(cli: &Cli) -> anyhow::Result<u8> {
     } else {
         exit::OK
     })
+}
+
+/// The argv as a shell would show it.
+fn shell_words(argv: &[String]) -> String {
+    argv.iter()
+        .map(|w| {
+            if !w.is_empty()
+                && w.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%{}".contains(c))
+            {
+                w.clone()
+            } else {
+                format!("'{}'", w.replace('\'', "'\\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 fn write_csv(o: &Output, out: &mut dyn Write) -> anyhow::Result<()> {
@@ -233,6 +382,13 @@ fn write_table(o: &Output, w: &mut dyn Write) -> anyhow::Result<()> {
             String::new()
         }
     )?;
+    if let Some(smoke) = &o.smoke {
+        writeln!(
+            w,
+            "smoke: {}; its output.log, memory.csv, memory.png and metrics.csv are in {}",
+            smoke.ended, smoke.dir
+        )?;
+    }
     Ok(())
 }
 
@@ -272,85 +428,4 @@ fn default_train() -> PathBuf {
         .and_then(|p| p.parent().map(|d| d.join("train")))
         .filter(|p| p.exists())
         .unwrap_or_else(|| PathBuf::from("train"))
-}
-
-const MAX_VARIANTS: usize = 10_000;
-
-/// The configs to size memory for: a sweep space (W&B sweep YAML, the one
-/// space format of the toolkit: train sweep's) at its corners, or the older
-/// space/v1 (`parameters: {key: [values...]}`), read as a deprecated alias
-/// with every combination.
-fn space_variants(base: &Config, path: &Path) -> anyhow::Result<Vec<(String, Config)>> {
-    let input = input::read(path)?;
-    if wire::check_schema(&input.name, &input.text, Space::SCHEMA).is_err() {
-        let parsed = sweep::space::Space::parse(&input, base)?;
-        for w in &parsed.warnings {
-            common::say!("verify-fixes: {}: {w}", input.name);
-        }
-        let corners = parsed.space.corners(base);
-        if corners.is_empty() {
-            return Err(bad_input!(
-                "{}: no combination of the space's ends is a valid config",
-                input.name
-            ));
-        }
-        return Ok(corners);
-    }
-    common::say!(
-        "verify-fixes: {}: space/v1 is deprecated: write the space as a sweep space (see docs/GUIDE.md, \"The search space: W&B's sweep YAML\"), which train sweep reads too",
-        input.name
-    );
-    let name = &input.name;
-    let space = wire::parse::<Space>(name, &input.text)?;
-    let params = &space.parameters;
-    let mut variants: Vec<(Vec<String>, serde_yaml::Value)> =
-        vec![(Vec::new(), serde_yaml::to_value(base)?)];
-    for (k, values) in params {
-        let key = k
-            .as_str()
-            .ok_or_else(|| bad_input!("{name}: `parameters`: keys must be strings"))?;
-        let list = values
-            .as_sequence()
-            .filter(|l| !l.is_empty())
-            .ok_or_else(|| {
-                bad_input!("{name}: `parameters.{key}`: expected a non-empty list of values")
-            })?;
-        if variants.len() * list.len() > MAX_VARIANTS {
-            return Err(bad_input!("{name}: more than {MAX_VARIANTS} combinations"));
-        }
-        let mut next = Vec::new();
-        for (label, cfg) in &variants {
-            for value in list {
-                let mut cfg = cfg.clone();
-                let mut slot = &mut cfg;
-                for part in key.split('.') {
-                    slot = slot
-                        .as_mapping_mut()
-                        .and_then(|m| m.get_mut(part))
-                        .ok_or_else(|| {
-                            bad_input!("{name}: `parameters.{key}`: not a config key")
-                        })?;
-                }
-                *slot = value.clone();
-                let mut label = label.clone();
-                label.push(format!(
-                    "{key}={}",
-                    serde_yaml::to_string(value).unwrap_or_default().trim()
-                ));
-                next.push((label, cfg));
-            }
-        }
-        variants = next;
-    }
-    variants
-        .into_iter()
-        .map(|(label, v)| {
-            let c: Config = serde_yaml::from_value(v)
-                .map_err(|e| bad_input!("{name}: {}: {e}", label.join(", ")))?;
-            if let Some((key, msg)) = c.validate().into_iter().next() {
-                return Err(bad_input!("{name}: {}: `{key}`: {msg}", label.join(", ")));
-            }
-            Ok((label.join(", "), c))
-        })
-        .collect()
 }

@@ -1,0 +1,6 @@
+import torch
+
+
+def evaluate(model, batch):
+    with torch.no_grad():
+        return model(batch)

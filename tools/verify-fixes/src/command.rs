@@ -1,0 +1,545 @@
+//! `verify-fixes -- CMD`: the gate for a command verify-fixes did not write
+//! (`python main.py --config cfg.yaml`). cfgcheck's findings on the config
+//! files the command names (an error fails the gate before the smoke), the
+//! allocator setting it will run with, the GPU's state, then a short smoke
+//! run (`smoke`) and what it showed: that it started and ran, which metric
+//! a sweep will read and by which reader, its measured peak and how many
+//! copies fit at once (sweep's `--parallel auto` rule), and the disk room
+//! for its output.
+
+use crate::checks::{check, Check, Status};
+use crate::machine::Machine;
+use crate::smoke::{self, Ran, Tally, Why};
+use common::config::Config;
+use common::estimate::MIB;
+use common::wire::program::ProgramStatus;
+use common::wire::run_dir::RunDir;
+use common::wire::verify::{Smoke, SmokeMetric};
+use diagnose::rules::{self, Target};
+use std::path::{Path, PathBuf};
+use sweep::placement::{self, Gpu, Measured, MEASURED_HEADROOM};
+
+/// The command form's checks, in the order they are printed.
+pub const IDS: [&str; 7] = [
+    "config",
+    "allocator",
+    "gpu-state",
+    "started",
+    "metric",
+    "memory",
+    "disk",
+];
+
+pub fn name_of(id: &str) -> &'static str {
+    match id {
+        "config" => "config: cfgcheck on the config files in the command",
+        "allocator" => "allocator: expandable segments",
+        "gpu-state" => "GPU state (DCGM level 1 in spirit)",
+        "started" => "command: starts and runs its first epochs",
+        "metric" => "metric: read, by which reader, finite",
+        "memory" => "memory: measured peak, copies that fit",
+        _ => "disk: room for the run's output",
+    }
+}
+
+pub struct Gate<'a> {
+    pub argv: &'a [String],
+    pub machine: Machine<'a>,
+    pub target: Target<'a>,
+    pub skip: &'a [String],
+    /// The smoke's directory (created by the caller).
+    pub dir: &'a Path,
+    pub seconds: f64,
+    pub epochs: u64,
+    pub expect: Option<&'a str>,
+    pub regex: Option<&'a str>,
+}
+
+impl Gate<'_> {
+    /// Every check, and what the smoke saw when it ran.
+    pub fn run(&self) -> (Vec<Check>, Option<Smoke>) {
+        let skipped = |id: &str| self.skip.iter().any(|s| s == id);
+        let on_purpose = |id: &'static str| {
+            check(
+                id,
+                name_of(id),
+                Status::Skip,
+                "skipped on purpose (--skip)",
+                None,
+            )
+        };
+        let config = if skipped("config") {
+            on_purpose("config")
+        } else {
+            crate::configs::check(self.argv, &self.target)
+        };
+        let (allocator, env) = self.allocator();
+        let allocator = if skipped("allocator") {
+            on_purpose("allocator")
+        } else {
+            allocator
+        };
+        let gpu_state = if skipped("gpu-state") {
+            on_purpose("gpu-state")
+        } else {
+            self.machine.gpu_state(&Default::default())
+        };
+        let mut checks = vec![config, allocator, gpu_state];
+        let smoke_ids = ["started", "metric", "memory"];
+        let not_run = |why: &str| -> Vec<Check> {
+            smoke_ids
+                .iter()
+                .map(|id| {
+                    if skipped(id) {
+                        on_purpose(id)
+                    } else {
+                        check(id, name_of(id), Status::Skip, why, None)
+                    }
+                })
+                .collect()
+        };
+        let pick = |id: &'static str, c: &dyn Fn() -> Check| {
+            if skipped(id) {
+                on_purpose(id)
+            } else {
+                c()
+            }
+        };
+        if checks[0].status == Status::Fail {
+            checks.extend(not_run(
+                "not run: a config file in the command has an error (fix it first)",
+            ));
+            checks.push(pick("disk", &|| self.disk(None)));
+            return (checks, None);
+        }
+        if smoke_ids.iter().all(|id| skipped(id)) {
+            checks.extend(not_run("skipped on purpose (--skip)"));
+            checks.push(pick("disk", &|| self.disk(None)));
+            return (checks, None);
+        }
+        let records = RunDir::new(self.dir);
+        // A previous smoke's files in the same --out are replaced, not
+        // appended to (the supervisor appends, for a chain's legs).
+        for f in [
+            records.output_log(),
+            records.metrics(),
+            records.own_metrics(),
+            records.memory_csv(),
+            records.memory_png(),
+        ] {
+            let _ = std::fs::remove_file(f);
+        }
+        let mut env = env;
+        env.push((
+            "TRAINGUARD_METRICS_CSV".into(),
+            records.own_metrics().display().to_string(),
+        ));
+        let plan = smoke::Plan {
+            argv: self.argv,
+            env,
+            dir: &records,
+            seconds: self.seconds,
+            epochs: self.epochs,
+            expect: self.expect,
+            regex: self.regex,
+        };
+        let ran = match smoke::run(&plan) {
+            Ok(r) => r,
+            Err(e) => {
+                let mut failed = vec![check(
+                    "started",
+                    name_of("started"),
+                    Status::Fail,
+                    format!("{e:#}"),
+                    Some("check the program's name and path (the command runs in the current directory)".into()),
+                )];
+                failed.extend(not_run("the command did not start").into_iter().skip(1));
+                checks.extend(failed);
+                checks.push(pick("disk", &|| self.disk(None)));
+                return (checks, None);
+            }
+        };
+        let parallel_and_memory = self.memory(&ran);
+        let peak_mib = ran.ended.leg.peak.host_pss_mib.unwrap_or(0.0)
+            + ran.ended.leg.peak.gpu_mib.unwrap_or(0.0);
+        let memory = parallel_and_memory.0;
+        checks.push(pick("started", &|| self.started(&ran)));
+        checks.push(pick("metric", &|| self.metric(&ran)));
+        checks.push(pick("memory", &|| memory.clone()));
+        checks.push(pick("disk", &|| self.disk(Some(peak_mib))));
+        let smoke = smoke_record(self, &ran, parallel_and_memory.1);
+        (checks, Some(smoke))
+    }
+
+    /// The allocator setting the smoke (and `train run`, and a sweep's
+    /// trials) runs with, and the variables to set for the smoke.
+    fn allocator(&self) -> (Check, Vec<(String, String)>) {
+        let id = "allocator";
+        let torch = supervise::env::python_of(self.argv)
+            .as_deref()
+            .and_then(supervise::env::torch_version);
+        let fixes = supervise::env::fixes(
+            self.machine.env,
+            torch,
+            &supervise::env::Wants {
+                gpu: None,
+                threads: None,
+                launch_blocking: false,
+            },
+        );
+        let c = match rules::alloc_conf(&Config::default(), self.machine.env) {
+            None => check(
+                id,
+                name_of(id),
+                Status::Pass,
+                format!(
+                    "the smoke ran with {}; train run and train sweep set it too (run by hand: eval \"$(verify-fixes --print-env)\")",
+                    fixes.said.join("; ")
+                ),
+                None,
+            ),
+            Some((var, value, _)) if rules::expandable_segments(&value) => check(
+                id,
+                name_of(id),
+                Status::Pass,
+                format!("{var}={value} (from the shell)"),
+                None,
+            ),
+            Some((var, value, _)) => check(
+                id,
+                name_of(id),
+                Status::Fail,
+                format!("{var}={value} (from the shell) has no expandable_segments:True: fragmentation (\"reserved but unallocated\") can end a long run (seed 004)"),
+                Some(format!("set {var}={}", rules::with_expandable(&value))),
+            ),
+        };
+        (c, fixes.set)
+    }
+
+    fn started(&self, ran: &Ran) -> Check {
+        let id = "started";
+        let leg = &ran.ended.leg;
+        let epochs = ran.tally.epochs(self.expect);
+        let log = RunDir::new(self.dir).output_log();
+        let ran_ok = ran.stopped.is_some() || leg.exit_code == Some(0);
+        if !ran_ok {
+            return check(
+                id,
+                name_of(id),
+                Status::Fail,
+                format!(
+                    "{} after {:.1} s and {epochs} epoch(s)",
+                    ran.ended.verdict.evidence, leg.seconds
+                ),
+                Some(
+                    leg.advice
+                        .clone()
+                        .unwrap_or_else(|| format!("read {}", log.display())),
+                ),
+            );
+        }
+        let how = match &ran.stopped {
+            Some(why) => why.words(),
+            None => "it exited 0".to_string(),
+        };
+        let saw = format!(
+            "ran {:.1} s, {epochs} epoch(s) reported; {how}",
+            leg.seconds
+        );
+        if epochs < self.epochs && matches!(ran.stopped, Some(Why::Time(_))) {
+            check(
+                id,
+                name_of(id),
+                Status::Warn,
+                format!(
+                    "{saw}: epoch {} not reached (seed 001's crash came at epoch 2)",
+                    self.epochs
+                ),
+                Some("a longer --smoke-seconds, or a smaller dataset for the smoke".into()),
+            )
+        } else {
+            check(id, name_of(id), Status::Pass, saw, None)
+        }
+    }
+
+    fn metric(&self, ran: &Ran) -> Check {
+        let id = "metric";
+        let t = &ran.tally;
+        if t.order.is_empty() {
+            if !(ran.stopped.is_some() || ran.ended.leg.exit_code == Some(0)) {
+                return check(
+                    id,
+                    name_of(id),
+                    Status::Skip,
+                    "none read before the command failed (see the command check)",
+                    None,
+                );
+            }
+            return check(
+                id,
+                name_of(id),
+                Status::Fail,
+                format!(
+                    "no metric read in {:.1} s: no epoch line, JSON or dict line{}, or $TRAINGUARD_METRICS_CSV row in its output, so a sweep would see nothing",
+                    ran.ended.leg.seconds,
+                    if self.regex.is_some() { ", --metric-regex match" } else { "" }
+                ),
+                Some("print one line per epoch: `Epoch 1/10 | Val Loss: 0.41` or `{\"epoch\": 1, \"val_loss\": 0.41}`; or give --metric-regex (and to `train run`, a sweep's metric.regex)".into()),
+            );
+        }
+        let describe = |m: &str| {
+            let s = &t.by[m];
+            format!(
+                "{m} by {} ({} report(s){})",
+                s.source.as_str(),
+                s.reports,
+                s.last.map_or(String::new(), |v| format!(", last {v}"))
+            )
+        };
+        let main = t.epoch_metric(self.expect).unwrap_or_default();
+        let others: Vec<String> = t
+            .order
+            .iter()
+            .filter(|m| m.as_str() != main)
+            .map(|m| describe(m))
+            .collect();
+        let also = if others.is_empty() {
+            String::new()
+        } else {
+            format!("; also {}", others.join(", "))
+        };
+        if !t.by.contains_key(main) {
+            return check(
+                id,
+                name_of(id),
+                Status::Fail,
+                format!(
+                    "no report of {main} (--expect-metric); read {}",
+                    t.order.join(", ")
+                ),
+                Some(format!(
+                    "report {main} in a line per epoch, or expect one of: {}",
+                    t.order.join(", ")
+                )),
+            );
+        }
+        if let Some(what) = t.non_finite(self.expect) {
+            let fix = diagnose::failures::KNOWN
+                .iter()
+                .find(|k| k.class == common::wire::failure::Class::NonFiniteLoss)
+                .map(|k| k.program_fix.to_string());
+            return check(
+                id,
+                name_of(id),
+                Status::Fail,
+                format!("{what}: a non-finite value; read {}{also}", describe(main)),
+                fix,
+            );
+        }
+        check(
+            id,
+            name_of(id),
+            Status::Pass,
+            format!("{}{also}", describe(main)),
+            None,
+        )
+    }
+
+    /// The measured peak and the copies that fit (the number `train sweep
+    /// --parallel auto` would take): the check, and the number.
+    fn memory(&self, ran: &Ran) -> (Check, Option<u32>) {
+        let id = "memory";
+        let leg = &ran.ended.leg;
+        if !(ran.stopped.is_some() || leg.exit_code == Some(0)) {
+            return (
+                check(
+                    id,
+                    name_of(id),
+                    Status::Skip,
+                    "not judged: the command failed (see the command check)",
+                    None,
+                ),
+                None,
+            );
+        }
+        let Some(host) = leg.peak.host_pss_mib else {
+            return (
+                check(
+                    id,
+                    name_of(id),
+                    Status::Warn,
+                    format!(
+                        "not measured: {}",
+                        leg.peak.gpu_note.as_deref().unwrap_or("no sample")
+                    ),
+                    None,
+                ),
+                None,
+            );
+        };
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let available = sweep::measured::available_mib();
+        let host_plan = placement::measured(&Measured {
+            peak_mib: Some(host),
+            host_mib: available,
+            cores,
+            gpus: Vec::new(),
+        });
+        let need = host * MEASURED_HEADROOM;
+        let mut parallel = host_plan.slots.len() as u32;
+        let mut fails = Vec::new();
+        if need > available {
+            fails.push(format!(
+                "one copy needs {need:.0} MiB of host memory, {available:.0} MiB is available now"
+            ));
+        }
+        let mut saw = vec![format!(
+            "peak {host:.0} MiB of host memory (PSS) in a {:.1} s smoke (a full run's peak is at least this: the copies below are the most that fit)",
+            leg.seconds
+        )];
+        saw.push(format!("host: {}", host_plan.why.join("; ")));
+        let gpu = self.machine.gpu();
+        match (gpu, gpu.and_then(|g| g.memory), leg.peak.gpu_mib) {
+            (Some(g), Some(mem), Some(peak)) if peak > 0.0 => {
+                let plan = placement::measured(&Measured {
+                    peak_mib: Some(peak),
+                    host_mib: available,
+                    cores,
+                    gpus: vec![Gpu {
+                        index: g.index,
+                        name: g.name.clone().unwrap_or_default(),
+                        total_mib: mem.total_mib,
+                        free_mib: mem.free_mib,
+                    }],
+                });
+                let fit = (mem.free_mib as f64 / (peak * MEASURED_HEADROOM)).floor() as u32;
+                if fit == 0 {
+                    fails.push(format!(
+                        "one copy needs {:.0} MiB of GPU {}, {} MiB is free now",
+                        peak * MEASURED_HEADROOM,
+                        g.index,
+                        mem.free_mib
+                    ));
+                }
+                parallel = parallel.min(fit);
+                saw.push(format!(
+                    "GPU peak {peak:.0} MiB (NVML); {}",
+                    plan.why.join("; ")
+                ));
+            }
+            _ => {
+                let why = match (&leg.peak.gpu_note, gpu) {
+                    (Some(note), _) => note.clone(),
+                    (None, None) => self.machine.no_gpu_reason(),
+                    (None, Some(_)) => "NVML attributed no memory to its processes".into(),
+                };
+                if self.machine.require_gpu {
+                    fails.push(format!("GPU peak not measured: {why} (--require-gpu)"));
+                }
+                saw.push(format!("GPU: {why}"));
+            }
+        }
+        saw.push(format!("--parallel would take {parallel}"));
+        let saw = saw.join("; ");
+        let c = if fails.is_empty() {
+            check(id, name_of(id), Status::Pass, saw, None)
+        } else {
+            check(
+                id,
+                name_of(id),
+                Status::Fail,
+                format!("{}; {saw}", fails.join("; ")),
+                Some("a smaller batch or model, mixed precision or activation checkpointing; or free memory first".into()),
+            )
+        };
+        (c, Some(parallel))
+    }
+
+    /// The current directory (where the command runs, and writes unless it
+    /// is told otherwise): writable, and room for a checkpoint of what the
+    /// process held at its peak, written beside the last (2 × the peak).
+    fn disk(&self, peak_mib: Option<f64>) -> Check {
+        let id = "disk";
+        let dir = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+        let probe = || -> std::io::Result<()> {
+            let f = tempfile::NamedTempFile::new_in(&dir)?;
+            std::io::Write::write_all(&mut f.as_file(), b"probe")?;
+            f.as_file().sync_all()
+        };
+        if let Err(e) = probe() {
+            return check(
+                id,
+                name_of(id),
+                Status::Fail,
+                format!(
+                    "{}: the command's directory is not writable: {e}",
+                    dir.display()
+                ),
+                Some("run it from a writable directory, or point its output elsewhere".into()),
+            );
+        }
+        let Some(free) = common::host::free_bytes(&dir) else {
+            return check(
+                id,
+                name_of(id),
+                Status::Warn,
+                format!("{}: writable; free space unknown", dir.display()),
+                None,
+            );
+        };
+        let free_mib = free / MIB;
+        let need = peak_mib
+            .filter(|p| *p > 0.0)
+            .map(|p| (2.0 * p).ceil() as u64);
+        match need {
+            Some(need) if free_mib < need => check(
+                id,
+                name_of(id),
+                Status::Fail,
+                format!("{}: {free_mib} MiB free; a checkpoint of what it held at its peak, beside the last, needs about {need} MiB", dir.display()),
+                Some("free disk space, or point its output elsewhere".into()),
+            ),
+            Some(need) => check(
+                id,
+                name_of(id),
+                Status::Pass,
+                format!("{}: writable; {free_mib} MiB free; a checkpoint of what it held at its peak, beside the last, needs at most about {need} MiB", dir.display()),
+                None,
+            ),
+            None => check(id, name_of(id), Status::Pass, format!("{}: writable; {free_mib} MiB free (its output's size not measured: the smoke did not run)", dir.display()), None),
+        }
+    }
+}
+
+fn smoke_record(g: &Gate, ran: &Ran, parallel: Option<u32>) -> Smoke {
+    let t: &Tally = &ran.tally;
+    let leg = &ran.ended.leg;
+    Smoke {
+        command: g.argv.to_vec(),
+        dir: g.dir.display().to_string(),
+        seconds: leg.seconds,
+        epoch_metric: t.epoch_metric(g.expect).map(String::from),
+        epochs: t.epochs(g.expect),
+        ended: match (&ran.stopped, leg.status) {
+            (Some(why), _) => why.words(),
+            (None, ProgramStatus::Finished) => "it exited 0".into(),
+            (None, _) => ran.ended.verdict.evidence.clone(),
+        },
+        metrics: t
+            .order
+            .iter()
+            .map(|m| {
+                let s = &t.by[m];
+                SmokeMetric {
+                    name: m.clone(),
+                    reader: s.source.as_str().into(),
+                    reports: s.reports,
+                    last: s.last,
+                    non_finite: s.non_finite.clone(),
+                }
+            })
+            .collect(),
+        peak: leg.peak.clone(),
+        parallel,
+    }
+}

@@ -1,0 +1,389 @@
+//! `verify-fixes -- CMD` as a user runs it before a long run of their own
+//! script: real Python processes (the repo's small PyTorch script
+//! examples/own_script/main.py, and tiny scripts written here), run under
+//! the supervisor for a few seconds, judged from what they really printed
+//! and the memory they really used.
+
+use std::path::Path;
+use testkit::{python, repo_path, ucmd, write, CmdResult};
+
+/// verify-fixes with JSON output and the smoke's directory in `dir`, then
+/// `--` and the command; run in `cwd`.
+fn gate(cwd: &Path, dir: &Path, opts: &[&str], cmd: &[&str]) -> (CmdResult, serde_json::Value) {
+    let r = ucmd("verify-fixes")
+        .current_dir(cwd)
+        .args(["--format", "json", "--out"])
+        .arg(dir)
+        .args(opts)
+        .arg("--")
+        .args(cmd)
+        .run();
+    let json = r.stdout_json_or_null();
+    (r, json)
+}
+
+fn check<'a>(v: &'a serde_json::Value, id: &str) -> (&'a str, &'a str) {
+    let c = v["checks"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no checks in {v}"))
+        .iter()
+        .find(|c| c["id"] == id)
+        .unwrap_or_else(|| panic!("no check {id} in {v}"));
+    (c["status"].as_str().unwrap(), c["saw"].as_str().unwrap())
+}
+
+fn py() -> String {
+    python().display().to_string()
+}
+
+#[test]
+fn the_repos_pytorch_script_passes_with_a_fit_count_from_its_measured_peak() {
+    let tmp = tempfile::tempdir().unwrap();
+    let script = repo_path("examples/own_script/main.py");
+    let config = repo_path("configs/own_script/c.yaml");
+    let (r, v) = gate(
+        &testkit::repo(),
+        tmp.path(),
+        &["--smoke-seconds", "120"],
+        &[
+            &py(),
+            script.to_str().unwrap(),
+            "--config",
+            config.to_str().unwrap(),
+            "--epochs",
+            "5",
+            // Half a second an epoch: the smoke stops it well before 5.
+            "--epoch_seconds",
+            "0.5",
+        ],
+    );
+    assert_eq!(r.code(), Some(0), "{}\n{v:#}", r.stderr_str());
+    assert_eq!(v["schema"], "verify-fixes/v1");
+    // main.py's own config holds no key cfgcheck's rules read: said, not failed.
+    let (s, saw) = check(&v, "config");
+    assert_eq!(s, "skip");
+    assert!(
+        saw.ends_with("c.yaml: not a config cfgcheck reads (no key its rules read): not checked"),
+        "{saw}"
+    );
+    let (s, saw) = check(&v, "started");
+    assert_eq!(s, "pass", "{saw}");
+    assert!(
+        saw.contains("2 epoch(s) reported; stopped by verify-fixes after 2 epoch(s)"),
+        "{saw}"
+    );
+    let (s, saw) = check(&v, "metric");
+    assert_eq!(s, "pass");
+    assert!(
+        saw.starts_with("val_loss by seed epoch lines (2 report(s), last "),
+        "{saw}"
+    );
+    assert!(saw.contains("val_accuracy by JSON or dict lines"), "{saw}");
+    // The smoke ran with the allocator fix, for the torch the script imports.
+    let (s, saw) = check(&v, "allocator");
+    assert_eq!(s, "pass");
+    assert!(
+        saw.contains("PYTORCH_ALLOC_CONF=expandable_segments:True"),
+        "{saw}"
+    );
+    // Its measured peak: torch alone holds well over 50 MiB.
+    let smoke = &v["smoke"];
+    let peak = smoke["peak"]["host_pss_mib"].as_f64().unwrap();
+    assert!(peak > 50.0, "{smoke:#}");
+    let parallel = smoke["parallel"].as_u64().unwrap();
+    assert!(parallel >= 1, "{smoke:#}");
+    let (s, saw) = check(&v, "memory");
+    assert_eq!(s, "pass");
+    assert!(
+        saw.contains(&format!("--parallel would take {parallel}")),
+        "{saw}"
+    );
+    assert!(saw.contains("auto, measured: largest peak"), "{saw}");
+    assert!(saw.contains("GPU: "), "{saw}");
+    assert_eq!(smoke["epochs"], 2);
+    assert_eq!(smoke["dir"], tmp.path().display().to_string());
+    assert_eq!(check(&v, "disk").0, "pass");
+    // It was stopped before its 5 epochs; what it printed and its memory stay.
+    let log = std::fs::read_to_string(tmp.path().join("output.log")).unwrap();
+    assert!(log.contains("Epoch 2/5"), "{log}");
+    assert!(!log.contains("Epoch 5/5"), "{log}");
+    let memory = std::fs::read_to_string(tmp.path().join("memory.csv")).unwrap();
+    assert!(memory.starts_with("seconds,host_pss_mib"), "{memory}");
+    assert!(memory.lines().count() >= 2, "{memory}");
+    // The table names the directory too; a second smoke there replaces
+    // the first one's log.
+    let r = ucmd("verify-fixes")
+        .args(["--format", "table", "--smoke-epochs", "1", "--out"])
+        .arg(tmp.path())
+        .args(["--", &py(), script.to_str().unwrap()])
+        .run();
+    r.code_is(0)
+        .stdout_contains("checks passed")
+        .stdout_contains(&format!("are in {}", tmp.path().display()));
+    let log = std::fs::read_to_string(tmp.path().join("output.log")).unwrap();
+    assert!(log.contains("Epoch 1/3") && !log.contains("/5 "), "{log}");
+}
+
+#[test]
+fn a_script_that_fails_at_import_or_on_its_arguments_fails_the_command_check() {
+    let tmp = tempfile::tempdir().unwrap();
+    write(tmp.path(), "imp.py", "import not_a_module\n");
+    let (r, v) = gate(tmp.path(), &tmp.path().join("s1"), &[], &[&py(), "imp.py"]);
+    r.code_is(1);
+    let (s, saw) = check(&v, "started");
+    assert_eq!(s, "fail");
+    assert!(
+        saw.starts_with("ModuleNotFoundError: No module named 'not_a_module' (exit 1)"),
+        "{saw}"
+    );
+    assert_eq!(check(&v, "metric").0, "skip");
+    assert_eq!(check(&v, "memory").0, "skip");
+    assert_eq!(v["failed"], 1);
+    // A bad argument: argparse's own line.
+    write(
+        tmp.path(),
+        "args.py",
+        "import argparse\np = argparse.ArgumentParser()\np.add_argument('--lr', type=float)\np.parse_args()\n",
+    );
+    let (r, v) = gate(
+        tmp.path(),
+        &tmp.path().join("s2"),
+        &[],
+        &[&py(), "args.py", "--learning-rate", "1"],
+    );
+    r.code_is(1);
+    let (s, saw) = check(&v, "started");
+    assert_eq!(s, "fail");
+    assert!(saw.contains("exit 2"), "{saw}");
+    assert!(
+        saw.contains("error: unrecognized arguments: --learning-rate 1"),
+        "{saw}"
+    );
+    // A program that does not exist.
+    let (r, v) = gate(
+        tmp.path(),
+        &tmp.path().join("s3"),
+        &[],
+        &["./no-such-program"],
+    );
+    r.code_is(1);
+    let (s, saw) = check(&v, "started");
+    assert_eq!(s, "fail");
+    assert!(saw.contains("cannot start \"./no-such-program\""), "{saw}");
+}
+
+#[test]
+fn a_script_that_reports_no_metric_fails_the_metric_check() {
+    let tmp = tempfile::tempdir().unwrap();
+    write(
+        tmp.path(),
+        "quiet.py",
+        "import time\nprint('loading the data...', flush=True)\ntime.sleep(60)\n",
+    );
+    let (r, v) = gate(
+        tmp.path(),
+        &tmp.path().join("s"),
+        &["--smoke-seconds", "2"],
+        &[&py(), "quiet.py"],
+    );
+    r.code_is(1);
+    let (s, saw) = check(&v, "metric");
+    assert_eq!(s, "fail");
+    assert!(saw.starts_with("no metric read in "), "{saw}");
+    // It ran (not a crash), but never reached epoch 2 in the time given.
+    let (s, saw) = check(&v, "started");
+    assert_eq!(s, "warn");
+    assert!(
+        saw.contains("stopped by verify-fixes after 2 s (--smoke-seconds)"),
+        "{saw}"
+    );
+    assert!(saw.contains("epoch 2 not reached"), "{saw}");
+    assert_eq!(v["smoke"]["epochs"], 0);
+}
+
+#[test]
+fn a_loss_that_is_nan_in_the_first_epoch_fails_the_metric_check() {
+    let tmp = tempfile::tempdir().unwrap();
+    let script = repo_path("examples/own_script/main.py");
+    let (r, v) = gate(
+        &testkit::repo(),
+        tmp.path(),
+        &["--smoke-seconds", "120"],
+        &[
+            &py(),
+            script.to_str().unwrap(),
+            "--fault",
+            "nan",
+            "--epochs",
+            "5",
+            // Half a second an epoch: the smoke stops it well before 5.
+            "--epoch_seconds",
+            "0.5",
+        ],
+    );
+    r.code_is(1);
+    let (s, saw) = check(&v, "metric");
+    assert_eq!(s, "fail", "{v:#}");
+    assert!(
+        saw.starts_with("train_loss NaN at step 1: a non-finite value"),
+        "{saw}"
+    );
+    let (s, saw) = check(&v, "started");
+    assert_eq!(s, "pass");
+    assert!(
+        saw.contains("stopped by verify-fixes at a non-finite train_loss NaN at step 1"),
+        "{saw}"
+    );
+    // Its first epoch's line holds the NaN: stopped there, half a second
+    // before its second ends.
+    assert_eq!(v["smoke"]["epochs"], 1);
+    assert_eq!(
+        v["smoke"]["metrics"][1]["non_finite"],
+        "val_loss NaN at step 1"
+    );
+}
+
+#[test]
+fn a_config_error_in_the_command_fails_the_gate_before_the_smoke_runs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(repo_path("configs/colab_optimized_full.yaml")).unwrap();
+    let cfg = write(
+        tmp.path(),
+        "a.yaml",
+        &text.replace("\"default\"", "\"reduce-overhead\""),
+    );
+    let ran = tmp.path().join("ran");
+    let (r, v) = gate(
+        tmp.path(),
+        &tmp.path().join("s"),
+        &[],
+        &[
+            &py(),
+            "-c",
+            &format!("open({:?}, 'w')", ran.display().to_string()),
+            &format!("--config={}", cfg.display()),
+        ],
+    );
+    r.code_is(1);
+    let (s, saw) = check(&v, "config");
+    assert_eq!(s, "fail");
+    assert!(
+        saw.contains("errors: cuda-graphs-checkpointing (line "),
+        "{saw}"
+    );
+    let (s, saw) = check(&v, "started");
+    assert_eq!(s, "skip");
+    assert!(
+        saw.contains("a config file in the command has an error"),
+        "{saw}"
+    );
+    assert!(!ran.exists(), "the command ran");
+    assert!(v.get("smoke").is_none(), "{v:#}");
+}
+
+#[test]
+fn a_hugging_face_config_in_the_command_is_read_and_its_hazard_fails_the_gate() {
+    let tmp = tempfile::tempdir().unwrap();
+    let args = repo_path("configs/foreign/hf_training_args.json");
+    let ran = tmp.path().join("ran");
+    let (r, v) = gate(
+        tmp.path(),
+        &tmp.path().join("s"),
+        &[],
+        &[
+            &py(),
+            "-c",
+            &format!("open({:?}, 'w')", ran.display().to_string()),
+            args.to_str().unwrap(),
+        ],
+    );
+    r.code_is(1);
+    let (s, saw) = check(&v, "config");
+    assert_eq!(s, "fail");
+    assert!(
+        saw.contains("hf_training_args.json (hf): errors: cuda-graphs-checkpointing (line 25)"),
+        "{saw}"
+    );
+    assert!(!ran.exists(), "the command ran");
+}
+
+#[test]
+fn the_command_never_reads_memdiags_pipe_and_the_expected_metric_is_found() {
+    let tmp = tempfile::tempdir().unwrap();
+    write(
+        tmp.path(),
+        "stdin.py",
+        "import json, sys\nn = len(sys.stdin.read())\nfor e in (1, 2, 3):\n    print(json.dumps({'epoch': e, 'stdin_bytes': n}), flush=True)\n",
+    );
+    // The target comes from --gpu, so verify-fixes leaves its stdin unread:
+    // a command that inherited it would read these bytes.
+    let r = ucmd("verify-fixes")
+        .current_dir(tmp.path())
+        .args([
+            "--format",
+            "json",
+            "--out",
+            "s",
+            "--expect-metric",
+            "stdin_bytes",
+        ])
+        .arg("--gpu")
+        .arg(repo_path("configs/gpus/t4.yaml"))
+        .args(["--", &py(), "stdin.py"])
+        .pipe_in("a memdiag report on its way to verify-fixes\n")
+        .run();
+    r.code_is(0);
+    let v = r.stdout_json();
+    let (s, saw) = check(&v, "metric");
+    assert_eq!(s, "pass");
+    // Its 3 epochs may all come before the smoke stops it at 2.
+    assert!(
+        saw.starts_with("stdin_bytes by JSON or dict lines ("),
+        "{saw}"
+    );
+    assert!(saw.ends_with(" report(s), last 0)"), "{saw}");
+    // The T4 profile: a GPU, but nothing measured on it.
+    let (_, saw) = check(&v, "memory");
+    assert!(saw.contains("GPU: "), "{saw}");
+    // An expected metric it does not print fails.
+    let r = ucmd("verify-fixes")
+        .current_dir(tmp.path())
+        .args([
+            "--format",
+            "json",
+            "--out",
+            "s2",
+            "--expect-metric",
+            "eval_loss",
+        ])
+        .args(["--smoke-seconds", "3", "--", &py(), "stdin.py"])
+        .run();
+    r.code_is(1);
+    let v = r.stdout_json();
+    let (s, saw) = check(&v, "metric");
+    assert_eq!(s, "fail");
+    assert_eq!(
+        saw,
+        "no report of eval_loss (--expect-metric); read stdin_bytes"
+    );
+}
+
+#[test]
+fn bad_usage_of_the_command_form_exits_2() {
+    let tmp = tempfile::tempdir().unwrap();
+    for args in [
+        vec!["--skip", "data", "--", "true"],
+        vec!["--smoke-seconds", "0", "--", "true"],
+        vec!["--smoke-epochs", "3"],
+        vec!["--config", "configs/demo_cpu.yaml", "--", "true"],
+        vec!["--expect-metric", "x", "--metric-regex", "(", "--", "true"],
+    ] {
+        let r = ucmd("verify-fixes")
+            .args(["--out"])
+            .arg(tmp.path())
+            .args(&args)
+            .run();
+        r.code_is(2);
+        assert!(!r.stderr_str().is_empty(), "{args:?}");
+    }
+}
