@@ -2,11 +2,11 @@
 # The pip wheel as a user gets it (`just test-wheel`, part of `just test`):
 # builds it (dev profile), installs it into a fresh virtual environment that
 # has no torch, and from there runs each tool: memdiag, cfgcheck on a seed
-# config, `train run` of examples/own_script/main.py (the project's torch
+# config and `--scan` on Python files, `train run` of examples/own_script/main.py (the project's torch
 # environment as its interpreter) whose failing leg `cfgcheck --explain`
 # reads, a short program sweep and its --report, and what needs libtorch
 # (train --config, a sweep of the seeds' model, verify-fixes --config) exiting
-# 5 with its message. ldd and readelf of each binary: no libtorch, nothing
+# 5 with its message, and `verify-fixes -- CMD`, which does not need it. ldd and readelf of each binary: no libtorch, nothing
 # beyond glibc's libraries and libgcc_s, no glibc symbol newer than 2.28.
 #
 # Environment: TORCH_PY (the torch environment's python, for the scripts the
@@ -101,16 +101,13 @@ run cfgcheck-a 1 cfgcheck --gpu "$tmp/t4.yaml" "$tmp/a.yaml" --format csv &&
     says cfgcheck-a out "cuda-graphs-checkpointing,error" && ok "cfgcheck of seed 000's option A: exit 1, the CUDA-graph clash"
 run cfgcheck-pipe 0 sh -c 'memdiag --from configs/gpus/t4.yaml | cfgcheck configs/demo_cpu.yaml --format csv' &&
     says cfgcheck-pipe out "Tesla T4 (GPU 0),ok" && ok "memdiag | cfgcheck configs/demo_cpu.yaml"
-# TODO(merge): cfgcheck --scan comes from another branch; until it is merged
-# the check below says it is skipped. At merge: drop the `if`, and check
-# what --scan finds in examples/own_script.
-if cfgcheck --help | grep -q -- '--scan'; then
-    code=0
-    cfgcheck --scan examples/own_script >"$tmp/scan.out" 2>"$tmp/scan.err" || code=$?
-    if [ "$code" = 0 ] || [ "$code" = 1 ]; then ok "cfgcheck --scan examples/own_script (exit $code)"; else bad "cfgcheck --scan" "exit $code: $(tail -n 3 "$tmp/scan.err")"; fi
-else
-    printf 'skip cfgcheck --scan: not in this cfgcheck\n'
-fi
+# cfgcheck --scan (tree-sitter, compiled into the wheel's cfgcheck by zig's
+# C compiler): the example script is clean (exit 0); seed 001's reproducer
+# pairs torch.compile "reduce-overhead" with checkpointing (exit 1).
+run scan-clean 0 cfgcheck --scan examples/own_script --format yaml && says scan-clean out "verdict: ok" &&
+    ok "cfgcheck --scan examples/own_script: no finding"
+run scan-crash 1 cfgcheck --scan bench/gpu/cudagraph_crash.py --format yaml &&
+    says scan-crash out "id: cuda-graphs-checkpointing" && ok "cfgcheck --scan bench/gpu/cudagraph_crash.py: the CUDA-graph clash"
 
 # train run: seed 000's chain over the example script, A (the CUDA-graph
 # error) then C (finishes); the torch environment's python runs it.
@@ -152,6 +149,9 @@ run own-sweep 5 train sweep --config configs/sweeps/demo_base.yaml --space confi
     says own-sweep err "a space without \`program\`" && [ ! -e "$tmp/own-sweep" ] && ok "train sweep of the seeds' model: exit 5, nothing written"
 run verify 5 verify-fixes --config configs/demo_cpu.yaml --gpu "$tmp/t4.yaml" &&
     says verify err "needs libtorch" && ok "verify-fixes --config: exit 5, needs the full build"
+# verify-fixes -- CMD needs no libtorch: it gates the example script's config C.
+run verify-cmd 0 verify-fixes --format csv --out "$tmp/verify" -- "$torch_py" examples/own_script/main.py --config configs/own_script/c.yaml &&
+    says verify-cmd out "started,command: starts and runs its first epochs,pass" && ok "verify-fixes -- python main.py (config C): passes"
 
 echo "wheel test: $passed passed, $failed failed"
 [ "$failed" = 0 ]
