@@ -20,6 +20,12 @@ rustuna_version := "0.2.0"
 # wandb, whose own wandb.init reads a program trial's parameters as its agent
 # hands them (WANDB_SWEEP_PARAM_PATH, offline) in the program sweep's tests.
 wandb_version := "0.31.0"
+# The pip wheel's build (`just wheel`, target/wheel-venv): maturin packs the
+# binaries, ziglang links them for glibc 2.28 (manylinux_2_28), auditwheel
+# checks the tag.
+maturin_version := "1.16.0"
+ziglang_version := "0.17.0"
+auditwheel_version := "6.8.2"
 
 # torch-sys asks `python` on PATH (VIRTUAL_ENV set) for libtorch's paths.
 export VIRTUAL_ENV := torch_env
@@ -79,6 +85,11 @@ demo: setup build
 [group('use')]
 build: setup
     cargo build --release --workspace
+
+# The pip wheel: memdiag, cfgcheck, verify-fixes and train without libtorch, manylinux_2_28 (maturin and zig from PyPI; no torch needed). Into target/wheels/
+[group('use')]
+wheel:
+    MATURIN_VERSION={{ maturin_version }} ZIGLANG_VERSION={{ ziglang_version }} AUDITWHEEL_VERSION={{ auditwheel_version }} bash scripts/wheel/build.sh release target/wheels
 
 # Create the Python environment with torch 2.11.0 and the CUDA headers train's shim needs, unless they are there
 [group('setup')]
@@ -153,7 +164,7 @@ setup:
     headers
     optuna
 
-# The whole suite: format, lints, every crate's tests, 10 s of each fuzzer, the short reliability tests
+# The whole suite: format, lints, every crate's tests, 10 s of each fuzzer, the short reliability tests, the pip wheel's test
 [group('test')]
 test: setup
     cargo fmt --all --check
@@ -161,6 +172,12 @@ test: setup
     cargo test --workspace
     bash scripts/fuzz/run.sh short
     {{ just_executable() }} reliability-short
+    {{ just_executable() }} test-wheel
+
+# The pip wheel as a user gets it (part of `just test`): a dev build installed into a fresh venv without torch; each tool run from there, ldd of each binary
+[group('test')]
+test-wheel: setup
+    MATURIN_VERSION={{ maturin_version }} ZIGLANG_VERSION={{ ziglang_version }} AUDITWHEEL_VERSION={{ auditwheel_version }} TORCH_PY="{{ torch_env }}/bin/python" bash scripts/wheel/test.sh
 
 # The fuzzers of every parser a user can feed, 1e6 inputs each (nightly Rust and cargo-fuzz; tens of minutes on 2 cores)
 [group('test')]
@@ -244,6 +261,11 @@ bench: build bench-activations bench-checkpointing
     python bench/trial_overhead.py --train "{{ release }}/train" --cfgcheck "{{ release }}/cfgcheck"
     python bench/sweep_vs_optuna.py --train "{{ release }}/train" --cfgcheck "{{ release }}/cfgcheck"
     python bench/supervise.py --train "{{ release }}/train"
+
+# From nothing to a running memdiag: a fresh venv + pip install of the wheel + memdiag (5 times), against `cargo build --release --workspace` into an empty target directory (minutes); the wheel's size
+[group('bench')]
+bench-wheel: setup wheel
+    python bench/wheel_install.py --wheel target/wheels/oomkit-*.whl --runs 5 --source-build
 
 # The estimate's activation lines against the bytes autograd saves (CPU, fp32)
 [group('bench')]

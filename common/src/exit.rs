@@ -15,6 +15,11 @@ pub const NO_GPU: u8 = 3;
 /// The tool broke: an unexpected error such as an I/O failure or a bug; the
 /// message says what. What `cli::run` returns for an error with no code.
 pub const INTERNAL: u8 = 4;
+/// This build of the tool was made without the part the job needs: `train`
+/// built without libtorch (the pip wheel's) asked to train the seeds' model
+/// (`train --config`, `--resume`, `bench`, `check-data`, a sweep without
+/// `program`), or verify-fixes gating that trainer with such a train.
+pub const NOT_IN_BUILD: u8 = 5;
 /// Stopped on request (SIGINT or SIGTERM), as shells report an interrupted
 /// command: `train` between two steps, `train sweep` with its trials;
 /// `--resume` continues either.
@@ -47,6 +52,10 @@ impl Failure {
     pub fn no_gpu(message: impl Into<String>) -> Self {
         Self::new(NO_GPU, message)
     }
+    /// This build lacks what the job needs ([`NOT_IN_BUILD`]).
+    pub fn not_in_build(message: impl Into<String>) -> Self {
+        Self::new(NOT_IN_BUILD, message)
+    }
     /// The exit code this failure maps to.
     pub fn code(&self) -> u8 {
         self.code
@@ -67,6 +76,19 @@ pub fn code_of(err: &anyhow::Error) -> u8 {
     err.chain()
         .find_map(|e| e.downcast_ref::<Failure>())
         .map_or(INTERNAL, Failure::code)
+}
+
+/// The one message for a job that needs libtorch, asked of a `train` built
+/// without it (the wheel's): what asked, and how to get a train that has it.
+/// `who` is the tool and the thing asked, e.g. "train --config".
+pub fn no_libtorch(who: &str, train: &std::path::Path) -> anyhow::Error {
+    anyhow::Error::new(Failure::not_in_build(format!(
+        "{who} needs libtorch, and {} was built without it (the pip wheel's train: \
+         `train run -- CMD`, program sweeps and `train info` only). Build the full train \
+         from source: `just build` in a clone of the repository (Rust and a torch 2.11 \
+         environment; docs/GUIDE.md, \"Install\")",
+        train.display()
+    )))
 }
 
 /// `bail!`-like shorthand for bad input: `return Err(bad_input!("{path}: ..."))`.
@@ -90,5 +112,18 @@ mod tests {
             anyhow::Error::new(Failure::found("a check failed")).context("while checking");
         assert_eq!(code_of(&wrapped), FOUND);
         assert_ne!(INTERNAL, FOUND);
+    }
+
+    #[test]
+    fn a_train_without_libtorch_exits_5_and_says_how_to_get_one() {
+        let err = no_libtorch("train --config", std::path::Path::new("/venv/bin/train"));
+        assert_eq!(code_of(&err), NOT_IN_BUILD);
+        let text = err.to_string();
+        assert!(text.starts_with("train --config needs libtorch"), "{text}");
+        assert!(
+            text.contains("/venv/bin/train was built without it"),
+            "{text}"
+        );
+        assert!(text.contains("just build"), "{text}");
     }
 }

@@ -48,8 +48,10 @@ enum Mode {
     Worker,
 }
 
-/// `train sweep ...`: `train` is the binary each trial runs.
-pub fn run(args: &Args, train: &Path) -> anyhow::Result<u8> {
+/// `train sweep ...`: `train` is the binary each trial runs; `libtorch`
+/// says whether it can train the seeds' model (the pip wheel's train cannot:
+/// only a space with `program` runs there).
+pub fn run(args: &Args, train: &Path, libtorch: bool) -> anyhow::Result<u8> {
     if let Some(dir) = &args.status {
         return crate::report::status(dir);
     }
@@ -71,6 +73,13 @@ pub fn run(args: &Args, train: &Path) -> anyhow::Result<u8> {
     }
     let space = parsed.space;
     crate::program::check(&space, &settings)?;
+    if space.program.is_none() && !libtorch {
+        let who = format!(
+            "train sweep of {} (a space without `program`: each trial trains the seeds' model with `train --config`)",
+            settings.space_name
+        );
+        return Err(common::exit::no_libtorch(&who, train));
+    }
     let search = space.search_space();
     let sampler = sampler::build(space.method, &search, settings.seed)
         .map_err(|e| bad_input!("{}: {e:#}", settings.space_name))?;

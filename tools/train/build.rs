@@ -7,11 +7,21 @@
 //!
 //! torch-sys publishes that directory as DEP_TCH_LIBTORCH_LIB (its `links` key
 //! is "tch"), which is why this crate depends on torch-sys directly.
+//!
+//! Without the `libtorch` feature (the wheel's train) there is nothing to
+//! link: no torch-sys, no shim, no Python asked for anything.
 
+#[cfg(feature = "libtorch")]
 use std::path::Path;
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
+    #[cfg(feature = "libtorch")]
+    link_libtorch();
+}
+
+#[cfg(feature = "libtorch")]
+fn link_libtorch() {
     let Ok(lib) = std::env::var("DEP_TCH_LIBTORCH_LIB") else {
         println!(
             "cargo:warning=torch-sys did not report its libtorch directory; \
@@ -43,6 +53,7 @@ fn main() {
 /// nvidia-cuda-runtime, crt/ from nvidia-cuda-crt, which `just setup`
 /// installs); TRAINGUARD_CUDA_INCLUDE names another directory. Without
 /// them the shim is built without CUDA and says so at run time.
+#[cfg(feature = "libtorch")]
 fn build_shim(lib: &Path, cuda: bool) {
     println!("cargo:rerun-if-changed=shim/shim.cpp");
     println!("cargo:rerun-if-env-changed=TRAINGUARD_CUDA_INCLUDE");
@@ -94,6 +105,7 @@ fn build_shim(lib: &Path, cuda: bool) {
 
 /// The version in the headers train is compiled against: PyPI's wheel and the
 /// libtorch archives both keep `include/` beside `lib/`.
+#[cfg(feature = "libtorch")]
 fn torch_version(lib: &Path) -> String {
     let header = lib.join("../include/torch/headeronly/version.h");
     println!("cargo:rerun-if-changed={}", header.display());

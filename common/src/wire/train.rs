@@ -14,9 +14,15 @@ use std::collections::BTreeMap;
 pub struct TrainInfo {
     pub schema: String,
     pub train_version: String,
-    /// The libtorch version train was compiled against (its headers).
+    /// Whether this train links libtorch (absent in what an older train
+    /// wrote: it always did).
+    #[serde(default)]
+    pub libtorch: Libtorch,
+    /// The libtorch version train was compiled against (its headers); empty
+    /// without libtorch.
     pub torch_version: String,
-    /// The directory of the libtorch this process loaded.
+    /// The directory of the libtorch this process loaded; empty without
+    /// libtorch.
     pub libtorch_dir: String,
     /// libtorch_cuda is linked in (a CUDA build of torch).
     pub cuda_build: bool,
@@ -33,6 +39,18 @@ pub struct TrainInfo {
     pub notes: Vec<String>,
 }
 
+/// Whether a `train` links libtorch: the source build's does; the pip
+/// wheel's does not, and trains nothing itself (`train run` and program
+/// sweeps only).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Libtorch {
+    #[default]
+    #[serde(rename = "linked")]
+    Linked,
+    #[serde(rename = "not in this build")]
+    NotInThisBuild,
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct InfoDevice {
     pub index: u32,
@@ -46,6 +64,7 @@ impl Versioned for TrainInfo {
         TrainInfo {
             schema: Self::SCHEMA.into(),
             train_version: "0.1.0".into(),
+            libtorch: Libtorch::Linked,
             torch_version: "2.11.0".into(),
             libtorch_dir: "/opt/torch/lib".into(),
             cuda_build: true,

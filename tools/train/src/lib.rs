@@ -20,12 +20,19 @@
 //! - `commands`: `train info`, `train bench`, `train check-data`.
 //! - `guard`: `train run -- CMD`, any command supervised (the supervise
 //!   crate), with the fallback chain over `{config}`.
+//!
+//! Without the `libtorch` feature (the pip wheel's train) only `guard`, the
+//! sweep, `train info` and the CUDA driver's device list are built; what
+//! trains the seeds' model exits 5 (`common::exit::no_libtorch`).
 
 mod commands;
 mod guard;
+#[cfg(feature = "libtorch")]
 mod model;
+#[cfg(feature = "libtorch")]
 mod run;
 mod system;
+#[cfg(feature = "libtorch")]
 pub mod training;
 
 use clap::{Parser, Subcommand};
@@ -33,7 +40,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// libtorch's RNG is global: unit tests that draw from it take turns.
-#[cfg(test)]
+#[cfg(all(test, feature = "libtorch"))]
 static TORCH_RNG: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 #[derive(Parser)]
@@ -44,8 +51,11 @@ static TORCH_RNG: std::sync::Mutex<()> = std::sync::Mutex::new(());
     args_conflicts_with_subcommands = true,
     after_help = "Exit codes: 0 finished, 1 training failed (reason in summary.yaml and on stderr), \
                   2 bad input or usage, 3 --device cuda without a GPU, 4 train broke (an unexpected \
-                  error, such as an I/O failure)."
+                  error, such as an I/O failure), 5 this train was built without libtorch (the pip \
+                  wheel's: `train run` and program sweeps only; docs/GUIDE.md, \"Install\")."
 )]
+// The training options are read only by a build with libtorch.
+#[cfg_attr(not(feature = "libtorch"), allow(dead_code))]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
@@ -70,7 +80,7 @@ struct Cli {
     out: Option<PathBuf>,
     /// Where to train.
     #[arg(long, value_enum, default_value = "auto")]
-    device: run::setup::DeviceChoice,
+    device: DeviceChoice,
     /// CPU threads for libtorch [default: libtorch's choice].
     #[arg(long, value_name = "N")]
     threads: Option<i32>,
@@ -79,15 +89,38 @@ struct Cli {
     sync_errors: bool,
 }
 
+/// Where to train (`--device`; `train bench --device`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum DeviceChoice {
+    Auto,
+    Cpu,
+    Cuda,
+}
+
+impl DeviceChoice {
+    pub fn as_arg(self) -> &'static str {
+        match self {
+            DeviceChoice::Auto => "auto",
+            DeviceChoice::Cpu => "cpu",
+            DeviceChoice::Cuda => "cuda",
+        }
+    }
+}
+
+#[cfg(feature = "libtorch")]
+use commands::{bench::Args as BenchArgs, check_data::Args as CheckDataArgs};
+#[cfg(not(feature = "libtorch"))]
+use commands::{NotBuilt as BenchArgs, NotBuilt as CheckDataArgs};
+
 #[derive(Subcommand)]
 enum Command {
     /// Report the torch version, CUDA and cuDNN availability and the devices.
     Info(commands::info::Args),
     /// Time training steps on a fixed batch (for bench/train_vs_pytorch.py).
-    Bench(commands::bench::Args),
+    Bench(BenchArgs),
     /// Check the config's data (shapes, dtypes, NaN/inf, labels) and print
     /// the class balance, without training.
-    CheckData(commands::check_data::Args),
+    CheckData(CheckDataArgs),
     /// A hyper-parameter search, each trial a train process, every result
     /// in an Optuna journal (docs/GUIDE.md, "Sweeps: train sweep").
     Sweep(Box<sweep::cli::Args>),
@@ -101,28 +134,57 @@ enum Command {
 pub fn main() -> ExitCode {
     // Before anything changes it: a fresh process for another config of a
     // chain starts from this environment.
+    #[cfg(feature = "libtorch")]
     let original_env = std::env::vars_os().collect();
     let cli = Cli::parse();
     common::cli::run("train", || {
-        let opts = run::Options {
-            device: cli.device,
-            threads: cli.threads,
-            sync_errors: cli.sync_errors,
-            original_env,
+        let me = || {
+            std::env::current_exe()
+                .map_err(|e| anyhow::anyhow!("cannot find train's own executable: {e}"))
         };
         match (&cli.command, &cli.resume, &cli.config) {
             (Some(Command::Info(args)), _, _) => commands::info::run(args),
-            (Some(Command::Bench(args)), _, _) => commands::bench::run(args),
-            (Some(Command::CheckData(args)), _, _) => commands::check_data::run(args),
-            (Some(Command::Sweep(args)), _, _) => {
-                let me = std::env::current_exe()
-                    .map_err(|e| anyhow::anyhow!("cannot find train's own executable: {e}"))?;
-                sweep::driver::run(args, &me)
-            }
+            (Some(Command::Sweep(args)), _, _) => sweep::driver::run(args, &me()?, LIBTORCH),
             (Some(Command::Run(args)), _, _) => guard::run(args),
-            (None, Some(dir), _) => run::resume(dir, &opts),
-            (None, None, Some(cfg)) => run::start(cfg, &cli.fallback, cli.out.clone(), &opts),
-            (None, None, None) => unreachable!("clap requires --config or --resume"),
+            #[cfg(feature = "libtorch")]
+            (Some(Command::Bench(args)), _, _) => commands::bench::run(args),
+            #[cfg(feature = "libtorch")]
+            (Some(Command::CheckData(args)), _, _) => commands::check_data::run(args),
+            #[cfg(feature = "libtorch")]
+            (None, resume, config) => {
+                let opts = run::Options {
+                    device: cli.device,
+                    threads: cli.threads,
+                    sync_errors: cli.sync_errors,
+                    original_env,
+                };
+                match (resume, config) {
+                    (Some(dir), _) => run::resume(dir, &opts),
+                    (None, Some(cfg)) => run::start(cfg, &cli.fallback, cli.out.clone(), &opts),
+                    (None, None) => unreachable!("clap requires --config or --resume"),
+                }
+            }
+            #[cfg(not(feature = "libtorch"))]
+            (Some(Command::Bench(_)), _, _) => {
+                Err(common::exit::no_libtorch("train bench", &me()?))
+            }
+            #[cfg(not(feature = "libtorch"))]
+            (Some(Command::CheckData(_)), _, _) => {
+                Err(common::exit::no_libtorch("train check-data", &me()?))
+            }
+            #[cfg(not(feature = "libtorch"))]
+            (None, resume, _) => {
+                let who = if resume.is_some() {
+                    "train --resume (the seeds' model)"
+                } else {
+                    "train --config (the seeds' model)"
+                };
+                Err(common::exit::no_libtorch(who, &me()?))
+            }
         }
     })
 }
+
+/// Whether this build links libtorch (the feature of the same name): what
+/// the sweep needs to know before it starts a trial of the seeds' model.
+pub const LIBTORCH: bool = cfg!(feature = "libtorch");

@@ -8,13 +8,14 @@ use common::config::{Config, LoadedConfig};
 use common::estimate::{self, Budget, MIB};
 use common::report::Source;
 use common::wire::run_dir::{self, RunDir};
-use common::wire::train::{TrainData, TrainInfo};
+use common::wire::train::{Libtorch, TrainData, TrainInfo};
 pub use common::wire::verify::Check;
 pub use common::wire::verify::Status;
 use common::wire::{self, Versioned};
 use diagnose::rules::{self, Severity, Target};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output};
+use std::sync::OnceLock;
 
 pub const IDS: [&str; 8] = [
     "allocator",
@@ -62,6 +63,31 @@ pub struct Context<'a> {
     /// Configs to size memory for (a search space's worst cases), with a
     /// label each; just the config without --space.
     pub variants: Vec<(String, Config)>,
+}
+
+/// `train info --format yaml`, run once per process: the runtime check reads
+/// it, and so does [`lacks_libtorch`] before any check runs.
+fn train_info(train: &Path) -> &'static std::io::Result<Output> {
+    static INFO: OnceLock<std::io::Result<Output>> = OnceLock::new();
+    INFO.get_or_init(|| {
+        Command::new(train)
+            .args(["info", "--format", "yaml"])
+            .output()
+    })
+}
+
+/// True when `train` says it was built without libtorch (the pip wheel's
+/// train): it cannot run the runtime, smoke and data checks, which gate a
+/// run of its own trainer. A train that cannot be run or read is not this
+/// case: those checks say what is wrong with it.
+pub fn lacks_libtorch(train: &Path) -> bool {
+    match train_info(train) {
+        Ok(o) if o.status.success() => {
+            wire::parse::<TrainInfo>("`train info`", &String::from_utf8_lossy(&o.stdout))
+                .is_ok_and(|i| i.libtorch == Libtorch::NotInThisBuild)
+        }
+        _ => false,
+    }
 }
 
 pub fn check(
@@ -200,10 +226,7 @@ impl Context<'_> {
 
     pub fn runtime(&self) -> Check {
         let name = name_of("runtime");
-        let out = Command::new(&self.train)
-            .args(["info", "--format", "yaml"])
-            .output();
-        let out = match out {
+        let out = match train_info(&self.train) {
             Ok(o) if o.status.success() => o,
             Ok(o) => {
                 return check(

@@ -6,22 +6,7 @@ use common::config::{Config, Precision};
 use common::exit;
 use tch::Device;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum DeviceChoice {
-    Auto,
-    Cpu,
-    Cuda,
-}
-
-impl DeviceChoice {
-    pub fn as_arg(self) -> &'static str {
-        match self {
-            DeviceChoice::Auto => "auto",
-            DeviceChoice::Cpu => "cpu",
-            DeviceChoice::Cuda => "cuda",
-        }
-    }
-}
+pub use crate::DeviceChoice;
 
 /// Settings in the config that this build of train does not apply.
 pub fn not_applied(c: &Config, device: Device) -> Vec<String> {

@@ -50,7 +50,8 @@ const ALL_IDS: [&str; 10] = [
                   `verify-fixes [OPTIONS] -- CMD...` gates your own command instead of train's \
                   config: it runs it for a short while (docs/GUIDE.md, \"verify-fixes -- CMD\"). \
                   Exit codes: 0 no check failed, 1 a check failed, 2 bad input or usage, \
-                  4 verify-fixes broke (an I/O failure or a bug)."
+                  4 verify-fixes broke (an I/O failure or a bug), 5 the train it found was built \
+                  without libtorch (the pip wheel's; --skip runtime --skip smoke --skip data runs the rest)."
 )]
 struct Cli {
     /// The config of the run to gate.
@@ -117,7 +118,8 @@ struct Cli {
     command: Vec<String>,
 }
 
-fn main() -> ExitCode {
+/// The whole of `verify-fixes`'s binary (src/bin/, and the wheel's; uutils' shape).
+pub fn main() -> ExitCode {
     let cli = Cli::parse();
     common::cli::run("verify-fixes", || run(&cli))
 }
@@ -166,6 +168,18 @@ fn run(cli: &Cli) -> anyhow::Result<u8> {
         None => vec![("the config".to_string(), loaded.config.clone())],
     };
     let train = cli.train.clone().unwrap_or_else(default_train);
+    // The runtime, smoke and data checks run train's own trainer: a train
+    // without libtorch (the pip wheel's) cannot, and says so once here.
+    let needs_trainer = ["runtime", "smoke", "data"]
+        .iter()
+        .any(|id| !cli.skip.iter().any(|s| s == id));
+    if needs_trainer && checks::lacks_libtorch(&train) {
+        return Err(exit::no_libtorch(
+            "verify-fixes --config (its runtime, smoke and data checks run train's trainer on the \
+             config; --skip runtime --skip smoke --skip data runs the others)",
+            &train,
+        ));
+    }
     let ctx = Context {
         loaded: &loaded,
         config_path,

@@ -57,7 +57,8 @@ fn parse_interval(s: &str) -> Result<Duration, String> {
     }
 }
 
-fn main() -> ExitCode {
+/// The whole of `memdiag`'s binary (src/bin/, and the wheel's; uutils' shape).
+pub fn main() -> ExitCode {
     let cli = Cli::parse();
     common::cli::run("memdiag", || run(&cli))
 }

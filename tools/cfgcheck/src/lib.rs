@@ -93,7 +93,8 @@ fn parse_margin(s: &str) -> Result<f64, String> {
     }
 }
 
-fn main() -> ExitCode {
+/// The whole of `cfgcheck`'s binary (src/bin/, and the wheel's; uutils' shape).
+pub fn main() -> ExitCode {
     let cli = Cli::parse();
     common::cli::run("cfgcheck", || run(&cli))
 }
