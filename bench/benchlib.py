@@ -36,14 +36,15 @@ def first_line(text, width=160):
     return (str(text).strip().splitlines() or [""])[0][:width]
 
 
-def measured(cmd):
-    """Run cmd with stdin closed: (wall ms, the child's own peak RSS in MiB,
-    its stdout). The RSS comes from wait4, so it is this child's alone, not
-    the most of all children so far. A non-zero exit ends the benchmark with
-    the child's stderr."""
+def measured(cmd, env=None):
+    """Run cmd with stdin closed (and `env` added to this environment): (wall
+    ms, the child's own peak RSS in MiB, its stdout). The RSS comes from
+    wait4, so it is this child's alone, not the most of all children so far.
+    A non-zero exit ends the benchmark with the child's stderr."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         start = time.perf_counter()
-        p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=err)
+        full_env = {**os.environ, **env} if env else None
+        p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=full_env)
         _, status, usage = os.wait4(p.pid, 0)
         ms = (time.perf_counter() - start) * 1000.0
         p.returncode = os.waitstatus_to_exitcode(status)
