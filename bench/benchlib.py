@@ -31,6 +31,22 @@ def command_line():
     return "python " + " ".join(shown(a) for a in sys.argv)
 
 
+def load_note():
+    """The machine's load when a benchmark starts, and this process's CPU
+    share setting, for the results: the 1-minute load average, and with
+    Linux's autogroup scheduling (where nice only counts inside a session)
+    this session's autogroup nice value."""
+    note = f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores"
+    try:
+        with open("/proc/self/autogroup") as f:
+            group = f.read().split()
+        if group[-2] == "nice" and group[-1] != "0":
+            note += f", run in its own autogroup at nice {group[-1]}"
+    except (OSError, IndexError):
+        pass
+    return note
+
+
 def first_line(text, width=160):
     """An error's first line, clipped (empty messages included)."""
     return (str(text).strip().splitlines() or [""])[0][:width]

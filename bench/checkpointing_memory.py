@@ -36,7 +36,7 @@ import statistics
 import sys
 import tempfile
 
-from benchlib import CONTEXT_LINE, command_line, estimate_lines, measured, shown, stamp
+from benchlib import CONTEXT_LINE, command_line, estimate_lines, load_note, measured, shown, stamp
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PYTORCH_FLOOR = "import torch; torch.optim.AdamW([torch.zeros(1, requires_grad=True)])"
@@ -81,6 +81,7 @@ def main():
 
     # Each side's runtime with nothing trained: libtorch loaded; torch
     # imported with what an optimizer pulls in on first use (torch._dynamo).
+    args.sched = load_note()
     floors = {"train": floor([args.train, "info"]), "PyTorch": floor([args.python, "-c", PYTORCH_FLOOR])}
     floors[MALLOC_SIDE] = floor([args.train, "info"], env=GLIBC_DEFAULTS)
     rows = []
@@ -157,9 +158,9 @@ def write(args, rows, batch):
                     f"{r['training_mib']} | {r['estimate_mib']} |\n")
         f.write("\n" + tradeoff(rows) + "\n\n" + malloc_cost(rows) + "\n")
         load = os.getloadavg()[0]
-        f.write(f"\nLoad average (1 min) at the end: {load:.2f} on {os.cpu_count()} cores"
-                + (": the machine was busy, so times are slower than on an idle one; memory is not affected.\n"
-                   if load > 1.0 else ".\n"))
+        f.write(f"\nAt the start: {args.sched}; at the end: load average {load:.2f}"
+                + (". The machine was busy, so times are slower than on an idle one; memory is not affected.\n"
+                   if max(load, float(args.sched.split()[2].rstrip(','))) > 1.0 else ".\n"))
     print(open(os.path.join(args.out, "checkpointing_memory.md")).read())
 
 

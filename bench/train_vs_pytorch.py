@@ -51,7 +51,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import command_line, first_line, measured, stamp  # noqa: E402
+from benchlib import command_line, first_line, load_note, measured, stamp  # noqa: E402
 from reference_model import Model, loss_of  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -307,7 +307,7 @@ def write(args, rows, ckpt_cost, own_layout, loads, compiled):
     cuda = args.device.startswith("cuda")
     device_name = torch.cuda.get_device_name(0) if cuda else f"CPU ({platform.processor() or platform.machine()})"
     machine = f"{platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}"
-    load = f"load average {loads[0]:.2f} before, {loads[1]:.2f} after (1 min)"
+    load = f"{args.sched} before the run, {loads[1]:.2f} after"
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, f"train_vs_pytorch{args.tag}.csv"), "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=["date", "machine", "config", "device", "precision", "batch", "threads",
@@ -404,6 +404,7 @@ def main():
     if not (args.train and args.config):
         ap.error("--train and --config are required")
     load_before = os.getloadavg()[0]
+    args.sched = load_note()
     with tempfile.TemporaryDirectory() as tmp:
         prepared = prepare(args, tmp)
         report = prepared["off"][0]
