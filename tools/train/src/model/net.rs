@@ -333,8 +333,14 @@ mod tests {
             let (vs, net) = built(&c);
             let frames = Tensor::randn([4, 3, 3, 16, 16], (Kind::Float, Device::Cpu));
             let scalars = Tensor::randn([4, 8], (Kind::Float, Device::Cpu));
-            assert_eq!(net.channels_last_on(Device::Cpu), layout == ChannelsLast::On);
-            let loss = net.forward(&frames, &scalars, train).square().mean(None::<Kind>);
+            assert_eq!(
+                net.channels_last_on(Device::Cpu),
+                layout == ChannelsLast::On
+            );
+            let loss = net
+                .forward(&frames, &scalars, train)
+                .square()
+                .mean(None::<Kind>);
             if train {
                 loss.backward();
             }

@@ -11,9 +11,10 @@
 //! activations on the heap and a 1 GiB trim threshold keeps freed heap
 //! mapped for the next step. Both are needed: setting the trim threshold
 //! alone also freezes the mmap threshold at its 128 KiB start, which is
-//! worse. The cost is resident memory: freed heap stays resident (about
-//! 35-50 MiB more on the demo), so peak RSS figures are higher by up to
-//! that (docs/GUIDE.md, "Speed on the CPU").
+//! worse. The cost is resident memory: freed heap stays resident and
+//! fragments, so peak RSS figures are higher (45-54 MiB on the demo;
+//! +25% on the seeds' full model, whose step it makes 0.73× as long:
+//! docs/GUIDE.md, "Speed on the CPU").
 //!
 //! The user's own choice wins: with MALLOC_MMAP_THRESHOLD_,
 //! MALLOC_TRIM_THRESHOLD_ or a glibc.malloc tunable in GLIBC_TUNABLES in

@@ -122,11 +122,9 @@ pub fn forward_backward(
                     // Kept with its graph: back-propagated with the head.
                     net.encode_frame(&frame, true, BnStats::Update, mask.as_ref())
                 } else {
-                    tch::no_grad(|| {
-                        net.encode_frame(&frame, true, BnStats::Update, mask.as_ref())
-                    })
-                    .detach()
-                    .set_requires_grad(true)
+                    tch::no_grad(|| net.encode_frame(&frame, true, BnStats::Update, mask.as_ref()))
+                        .detach()
+                        .set_requires_grad(true)
                 };
                 (mask, out)
             })
