@@ -32,8 +32,14 @@ and the process's peak resident memory (wait4). Every round runs every side
 once, checkpointing off and on, in a rotated order, so a slow phase of a
 shared machine hits all sides; ratios are taken within a round (PyTorch's
 step time / train's: > 1 means train is faster) and the median round's ratio
-is reported with the spread over rounds. Results:
-bench/results/train_vs_pytorch{--tag}.{csv,md}.
+is reported with the spread over rounds. On a GPU each side also reports
+its peak allocated memory (train through its allocator view, PyTorch through
+torch.cuda.max_memory_allocated); --precision sets autocast on both (fp16
+with a loss scaler on both); --compile adds PyTorch with torch.compile
+(default mode), once per checkpointing setting after the rounds. The load
+average, and the autogroup nice value where Linux's autogroup scheduling is
+on, go into the results. Results: bench/results/train_vs_pytorch{--tag}.{csv,md},
+rewritten after every round.
 """
 
 import argparse
