@@ -31,19 +31,36 @@ def command_line():
     return "python " + " ".join(shown(a) for a in sys.argv)
 
 
+def load_note():
+    """The machine's load when a benchmark starts, and this process's CPU
+    share setting, for the results: the 1-minute load average, and with
+    Linux's autogroup scheduling (where nice only counts inside a session)
+    this session's autogroup nice value."""
+    note = f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores"
+    try:
+        with open("/proc/self/autogroup") as f:
+            group = f.read().split()
+        if group[-2] == "nice" and group[-1] != "0":
+            note += f", run in its own autogroup at nice {group[-1]}"
+    except (OSError, IndexError):
+        pass
+    return note
+
+
 def first_line(text, width=160):
     """An error's first line, clipped (empty messages included)."""
     return (str(text).strip().splitlines() or [""])[0][:width]
 
 
-def measured(cmd):
-    """Run cmd with stdin closed: (wall ms, the child's own peak RSS in MiB,
-    its stdout). The RSS comes from wait4, so it is this child's alone, not
-    the most of all children so far. A non-zero exit ends the benchmark with
-    the child's stderr."""
+def measured(cmd, env=None):
+    """Run cmd with stdin closed (and `env` added to this environment): (wall
+    ms, the child's own peak RSS in MiB, its stdout). The RSS comes from
+    wait4, so it is this child's alone, not the most of all children so far.
+    A non-zero exit ends the benchmark with the child's stderr."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         start = time.perf_counter()
-        p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=err)
+        full_env = {**os.environ, **env} if env else None
+        p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=full_env)
         _, status, usage = os.wait4(p.pid, 0)
         ms = (time.perf_counter() - start) * 1000.0
         p.returncode = os.waitstatus_to_exitcode(status)

@@ -5,8 +5,14 @@ the GPU's peak allocated memory, which the GPU recipe measures.
 
 For each of checkpointing off and on, in fresh processes:
   train    `train bench --config CFG --checkpointing X` (saves its weights and batch)
+  train, glibc malloc defaults
+           the same with GLIBC_TUNABLES=glibc.malloc.perturb=0, which makes
+           train leave glibc's malloc thresholds alone: what train's own
+           setting (a heap kept between steps, tools/train/src/system/malloc.rs)
+           adds to the peak
   PyTorch  the same steps on the same weights and batch (train_vs_pytorch.py's
-           reference side, torch.utils.checkpoint per frame), in its own process
+           reference side, eager NCHW as users run it, torch.utils.checkpoint
+           per frame), in its own process
 Each child's peak RSS comes from wait4. What training itself takes is that
 peak less the side's floor: the peak of `train info` (libtorch loaded) and of
 a Python process that imports torch and builds an AdamW (which imports
@@ -30,10 +36,13 @@ import statistics
 import sys
 import tempfile
 
-from benchlib import CONTEXT_LINE, command_line, estimate_lines, measured, shown, stamp
+from benchlib import CONTEXT_LINE, command_line, estimate_lines, load_note, measured, shown, stamp
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PYTORCH_FLOOR = "import torch; torch.optim.AdamW([torch.zeros(1, requires_grad=True)])"
+# A glibc.malloc tunable at its default value: train then keeps glibc's thresholds.
+GLIBC_DEFAULTS = {"GLIBC_TUNABLES": "glibc.malloc.perturb=0"}
+MALLOC_SIDE = "train, glibc malloc defaults"
 
 
 def pytorch_child(report_path, weights, steps, warmup, threads):
@@ -43,12 +52,12 @@ def pytorch_child(report_path, weights, steps, warmup, threads):
 
     with open(report_path) as f:
         report = json.load(f)
-    _, step_ms, _, _ = pytorch_side(report, weights, steps, warmup, threads)
+    step_ms = pytorch_side(report, weights, steps, warmup, threads)[1]
     print(json.dumps({"step_ms": step_ms}))
 
 
-def floor(cmd, runs=3):
-    return statistics.median(measured(cmd)[1] for _ in range(runs))
+def floor(cmd, runs=3, env=None):
+    return statistics.median(measured(cmd, env)[1] for _ in range(runs))
 
 
 def main():
@@ -72,16 +81,20 @@ def main():
 
     # Each side's runtime with nothing trained: libtorch loaded; torch
     # imported with what an optimizer pulls in on first use (torch._dynamo).
+    args.sched = load_note()
     floors = {"train": floor([args.train, "info"]), "PyTorch": floor([args.python, "-c", PYTORCH_FLOOR])}
+    floors[MALLOC_SIDE] = floor([args.train, "info"], env=GLIBC_DEFAULTS)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for ckpt in ("off", "on"):
             weights = os.path.join(tmp, f"w-{ckpt}.safetensors")
-            _, train_rss, out = measured([
-                args.train, "bench", "--config", args.config, "--checkpointing", ckpt, "--precision", args.precision,
-                "--steps", str(args.steps), "--warmup", str(args.warmup), "--save", weights,
-                "--threads", str(args.threads), "--device", "cpu"])
+            bench = [args.train, "bench", "--config", args.config, "--checkpointing", ckpt, "--precision", args.precision,
+                     "--steps", str(args.steps), "--warmup", str(args.warmup), "--save", weights,
+                     "--threads", str(args.threads), "--device", "cpu"]
+            _, train_rss, out = measured(bench)
             report = json.loads(out)
+            _, glibc_rss, out = measured(bench, env=GLIBC_DEFAULTS)
+            glibc_ms = json.loads(out)["step_ms_median"]
             report_path = os.path.join(tmp, f"report-{ckpt}.json")
             with open(report_path, "w") as f:
                 json.dump(report, f)
@@ -91,18 +104,19 @@ def main():
             torch_ms = json.loads(out)["step_ms"]
             lines = estimate_lines(args.cfgcheck, report["config"])
             estimate = sum(mib for name, mib in lines.items() if name != CONTEXT_LINE)
-            for side, ms, rss in (("train", report["step_ms_median"], train_rss), ("PyTorch", torch_ms, torch_rss)):
+            for side, ms, rss in (("train", report["step_ms_median"], train_rss), (MALLOC_SIDE, glibc_ms, glibc_rss),
+                                  ("PyTorch", torch_ms, torch_rss)):
                 rows.append({"side": side, "checkpointing": ckpt, "step_ms": round(ms, 1),
                              "peak_rss_mib": round(rss, 1), "floor_mib": round(floors[side], 1),
                              "training_mib": round(rss - floors[side], 1), "estimate_mib": round(estimate, 1)})
-                print(f"{side:8} checkpointing {ckpt:3}: {ms:9.1f} ms/step, peak RSS {rss:8.1f} MiB "
+                print(f"{side:30} checkpointing {ckpt:3}: {ms:9.1f} ms/step, peak RSS {rss:8.1f} MiB "
                       f"({rss - floors[side]:8.1f} above the floor; estimate {estimate:.1f})", file=sys.stderr)
     write(args, rows, report["batch_size"])
 
 
 def tradeoff(rows):
     parts = []
-    for side in ("train", "PyTorch"):
+    for side in ("train", MALLOC_SIDE, "PyTorch"):
         by = {r["checkpointing"]: r for r in rows if r["side"] == side}
         slower = by["on"]["step_ms"] / by["off"]["step_ms"]
         if by["off"]["training_mib"] <= 0:  # a config too small to rise above the floor
@@ -110,7 +124,17 @@ def tradeoff(rows):
             continue
         less = 1 - by["on"]["training_mib"] / by["off"]["training_mib"]
         parts.append(f"{side} {less:.1%} less memory for {slower:.2f}× the step time")
-    return "Checkpointing on against off: " + "; ".join(parts) + " (target on a GPU: at least 30% less for at most 1.20×)."
+    return ("Checkpointing on against off: " + "; ".join(parts) + " (targets: on this CPU at least 40% less "
+            "training memory for train, issue 26; on a GPU at least 30% less for at most 1.20×).")
+
+
+def malloc_cost(rows):
+    """What train's malloc setting adds to its peak, per checkpointing setting."""
+    by = {(r["side"], r["checkpointing"]): r for r in rows}
+    parts = [f"{by[('train', c)]['peak_rss_mib'] - by[(MALLOC_SIDE, c)]['peak_rss_mib']:+.1f} MiB peak RSS and "
+             f"{by[('train', c)]['step_ms'] / by[(MALLOC_SIDE, c)]['step_ms']:.2f}× the step time with checkpointing {c}"
+             for c in ("off", "on")]
+    return ("train's malloc setting (heap kept between steps) against glibc's defaults: " + "; ".join(parts) + ".")
 
 
 def write(args, rows, batch):
@@ -132,7 +156,11 @@ def write(args, rows, batch):
         for r in rows:
             f.write(f"| {r['side']} | {r['checkpointing']} | {r['step_ms']} | {r['peak_rss_mib']} | {r['floor_mib']} | "
                     f"{r['training_mib']} | {r['estimate_mib']} |\n")
-        f.write("\n" + tradeoff(rows) + "\n")
+        f.write("\n" + tradeoff(rows) + "\n\n" + malloc_cost(rows) + "\n")
+        load = os.getloadavg()[0]
+        f.write(f"\nAt the start: {args.sched}; at the end: load average {load:.2f}"
+                + (". The machine was busy, so times are slower than on an idle one; memory is not affected.\n"
+                   if max(load, float(args.sched.split()[2].rstrip(','))) > 1.0 else ".\n"))
     print(open(os.path.join(args.out, "checkpointing_memory.md")).read())
 
 

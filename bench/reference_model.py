@@ -136,15 +136,24 @@ class Model(nn.Module):
         self.head = nn.Linear(d, 1 if cfg["task"] == "regression" else cfg["num_labels"])
         self.dropout = nn.Dropout(cfg["dropout"])
 
+    # Set by a caller that also ran `model.to(memory_format=torch.channels_last)`:
+    # each frame then enters the encoder channels-last too (PyTorch's
+    # recipe: the model and its input), as train's `channels_last` does.
+    channels_last = False
+
+    def frame(self, frames, i):
+        x = frames[:, i]
+        return x.contiguous(memory_format=torch.channels_last) if self.channels_last else x
+
     def encode(self, frames):
         # Frame by frame, as the seeds' model and train do, so batch norm sees
         # the same statistics with and without checkpointing.
         t = frames.shape[1]
         if self.checkpointing and self.training:
             # Per-frame checkpointing (seed 003): one frame's graph at a time.
-            outs = [checkpoint(self.encoder, frames[:, i], use_reentrant=False) for i in range(t)]
+            outs = [checkpoint(self.encoder, self.frame(frames, i), use_reentrant=False) for i in range(t)]
         else:
-            outs = [self.encoder(frames[:, i]) for i in range(t)]
+            outs = [self.encoder(self.frame(frames, i)) for i in range(t)]
         return torch.stack(outs, dim=1)
 
     def forward(self, frames, scalars):

@@ -168,7 +168,10 @@ fi
 rm -rf "$out/demo-run"
 step train-demo "0" "$bin/train" --config "$demo" --out "$out/demo-run"
 
-rounds=3; steps=20; [ "$quick" = 1 ] && { rounds=1; steps=2; }
+# Like for like (bench/train_vs_pytorch.py): train in its own layout and in
+# the other one, PyTorch eager, channels-last and (on the CPU) each with
+# train's malloc setting, interleaved over the rounds.
+rounds=5; steps=20; [ "$quick" = 1 ] && { rounds=1; steps=2; }
 step train-vs-pytorch-cpu "0" "$py" bench/train_vs_pytorch.py --train "$bin/train" --config "$demo" --rounds $rounds --steps $steps --warmup 1 --out "$out"
 
 # What a sweep pays per trial: a train process, a Python process, or a
@@ -203,7 +206,11 @@ if [ "$gpu" = 1 ]; then
     # train against PyTorch eager and torch.compile on the full 64/128/256
     # model at the seeds' batch size, fp32, fp16 (the seeds' T4 has no bf16;
     # train's loss scaler against GradScaler) and bf16, checkpointing off and
-    # on, with each side's peak allocated memory.
+    # on, with each side's peak allocated memory. Each also measures the
+    # channels-last pair on the GPU, where it has never been measured: train
+    # with channels_last: on beside its default (auto, NCHW on CUDA), and
+    # PyTorch with model.to(memory_format=torch.channels_last) beside eager;
+    # `auto` turns on for CUDA only once these figures say so.
     for p in off fp16 bf16; do
         step "train-vs-pytorch-gpu-$p" "0" "$py" bench/train_vs_pytorch.py --train "$bin/train" \
             --config configs/colab_full_stable.yaml --device cuda --precision $p --compile \

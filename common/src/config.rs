@@ -383,6 +383,15 @@ mod tests {
             e.contains("unknown variant `fast`") && e.contains("reduce-overhead"),
             "{e}"
         );
+        let e = err("epochs: 2\nchannels_last: yes\n");
+        assert!(
+            e.contains("channels_last: unknown variant `yes`")
+                && e.contains("`auto`, `on`, `off`")
+                && e.contains("line 2"),
+            "{e}"
+        );
+        let e = err("channels_last: true\n");
+        assert!(e.contains("channels_last") && e.contains("line 1"), "{e}");
         let e = err("dropout: 1.5\nlearning_rate: .nan\n");
         assert!(
             e.contains("line 1: `dropout`") && e.contains("line 2: `learning_rate`"),
@@ -457,6 +466,8 @@ mod tests {
                         CompileMode::MaxAutotuneNoCudagraphs,
                     ][a.3],
                     mixed_precision: [Precision::Off, Precision::Bf16, Precision::Fp16][a.4],
+                    channels_last: [ChannelsLast::Auto, ChannelsLast::On, ChannelsLast::Off]
+                        [(b.0 % 3) as usize],
                     batch_size: b.0,
                     temporal_frames: b.1,
                     epochs: b.2,

@@ -252,6 +252,10 @@ pub fn estimate(c: &Config) -> Estimate {
             m.image_channels, m.image_size, m.image_size, m.scalar_features
         ),
     );
+    // With checkpointing, one frame's graph is alive beside the head's: the
+    // last frame's, kept from the first pass through the head's backward
+    // (train does not recompute it), then each recomputed frame's alone.
+    // The lines below add both, as the first of those moments holds them.
     let (encoder, encoder_formula, unit) = if c.gradient_checkpointing {
         (
             b * (s.encoder_frame + s.boundary),

@@ -52,6 +52,37 @@ impl Precision {
     }
 }
 
+/// The CNN encoder's memory layout (`channels_last`): NHWC strides for
+/// each frame at the top of the encoder, which conv, batch norm, ReLU and
+/// max-pool keep. On the CPU max-pool is about 12× faster in NHWC (issue 26);
+/// on CUDA it is not measured yet, so `auto` is on for the CPU and off on
+/// CUDA.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ChannelsLast {
+    Auto,
+    On,
+    Off,
+}
+
+impl ChannelsLast {
+    /// Whether frames get NHWC strides on a device (`cuda`: a CUDA device).
+    pub fn applies(self, cuda: bool) -> bool {
+        match self {
+            ChannelsLast::Auto => !cuda,
+            ChannelsLast::On => true,
+            ChannelsLast::Off => false,
+        }
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChannelsLast::Auto => "auto",
+            ChannelsLast::On => "on",
+            ChannelsLast::Off => "off",
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Task {
@@ -143,6 +174,9 @@ pub struct Config {
     pub torch_compile: bool,
     pub torch_compile_mode: CompileMode,
     pub mixed_precision: Precision,
+    /// The encoder's layout: NHWC (`on`), NCHW (`off`), or `auto` (NHWC on
+    /// the CPU, NCHW on CUDA).
+    pub channels_last: ChannelsLast,
     // Training.
     pub batch_size: u32,
     /// Split each batch into micro-batches of this size with gradient
@@ -191,6 +225,7 @@ impl Default for Config {
             torch_compile: false,
             torch_compile_mode: CompileMode::Default,
             mixed_precision: Precision::Off,
+            channels_last: ChannelsLast::Auto,
             batch_size: 16,
             micro_batch_size: None,
             temporal_frames: 5,

@@ -533,6 +533,13 @@ pub struct TrainBench {
     /// The allocator's peak over the timed steps (MiB); null off the GPU.
     pub peak_allocated_mib: Option<f64>,
     pub peak_reserved_mib: Option<f64>,
+    /// The encoder ran in NHWC (the config's `channels_last` on this device).
+    #[serde(default)]
+    pub channels_last: bool,
+    /// The process's minor page faults per timed step (getrusage); null
+    /// where the system does not count them.
+    #[serde(default)]
+    pub minor_faults_per_step: Option<f64>,
 }
 
 impl Versioned for TrainBench {
@@ -553,6 +560,8 @@ impl Versioned for TrainBench {
             device: "cpu".into(),
             peak_allocated_mib: Some(900.0),
             peak_reserved_mib: Some(1024.0),
+            channels_last: true,
+            minor_faults_per_step: Some(310.0),
         }
     }
 }

@@ -132,6 +132,11 @@ enum Command {
 
 /// The whole of `train`'s binary.
 pub fn main() -> ExitCode {
+    // First of all, before libtorch allocates a tensor: keep the heap that
+    // training steps free and reuse, instead of glibc trimming it after
+    // every step and faulting it in again (system/malloc.rs, issue 26).
+    #[cfg(feature = "libtorch")]
+    system::malloc::keep_heap_for_training();
     // Before anything changes it: a fresh process for another config of a
     // chain starts from this environment.
     #[cfg(feature = "libtorch")]

@@ -504,6 +504,20 @@ fn bad_input_and_usage_exit_2() {
         .assert()
         .code(2)
         .stderr(predicate::str::contains("`batch_size`"));
+    // The encoder layout key: its name, the line and the values it takes.
+    let cfg = write(
+        dir.path(),
+        "layout.yaml",
+        "epochs: 1\nchannels_last: nhwc\n",
+    );
+    train().arg("--config").arg(&cfg).assert().code(2).stderr(
+        predicate::str::contains("layout.yaml")
+            .and(predicate::str::contains(
+                "channels_last: unknown variant `nhwc`",
+            ))
+            .and(predicate::str::contains("`auto`, `on`, `off`"))
+            .and(predicate::str::contains("line 2")),
+    );
     let cfg = write(dir.path(), "t.yaml", TINY);
     train()
         .arg("--config")

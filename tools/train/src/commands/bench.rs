@@ -41,6 +41,9 @@ pub struct Args {
     /// Override the config's mixed_precision.
     #[arg(long, value_parser = ["off", "bf16", "fp16"])]
     precision: Option<String>,
+    /// Override the config's channels_last (the encoder's layout).
+    #[arg(long, value_parser = ["auto", "on", "off"])]
+    channels_last: Option<String>,
 }
 
 pub fn run(args: &Args) -> anyhow::Result<u8> {
@@ -50,6 +53,9 @@ pub fn run(args: &Args) -> anyhow::Result<u8> {
     }
     if let Some(p) = &args.precision {
         config.mixed_precision = serde_yaml::from_str(p)?;
+    }
+    if let Some(l) = &args.channels_last {
+        config.channels_last = serde_yaml::from_str(l)?;
     }
     let device = crate::run::setup::pick_device(args.device)?;
     if let Some(n) = args.threads {
@@ -66,7 +72,7 @@ pub fn run(args: &Args) -> anyhow::Result<u8> {
     let mut vs = vs;
     vs.set_device(device);
     let batch = batch.to(device);
-    let (times, fb_times) = time_steps(args, &config, &vs, &net, &batch)?;
+    let (times, fb_times, faults) = time_steps(args, &config, &vs, &net, &batch)?;
     let peak = crate::system::shim::memory_stats(device).ok();
     let median = median(&times);
     let report = TrainBench {
@@ -84,6 +90,8 @@ pub fn run(args: &Args) -> anyhow::Result<u8> {
         device: crate::run::setup::device_name(device),
         peak_allocated_mib: peak.map(|m| crate::system::shim::mib(m.peak_allocated)),
         peak_reserved_mib: peak.map(|m| crate::system::shim::mib(m.peak_reserved)),
+        channels_last: net.channels_last_on(device),
+        minor_faults_per_step: faults,
     };
     let mut out = std::io::stdout().lock();
     writeln!(out, "{}", serde_json::to_string(&report)?)?;
@@ -128,14 +136,14 @@ fn save_inputs(
 
 /// `args.warmup` untimed steps, then `args.steps` timed ones, on the
 /// model's device. Returns the timed steps' whole and forward-backward
-/// times (ms).
+/// times (ms), and the minor page faults per timed step.
 fn time_steps(
     args: &Args,
     config: &Config,
     vs: &nn::VarStore,
     net: &Net,
     batch: &Dataset,
-) -> anyhow::Result<(Vec<f64>, Vec<f64>)> {
+) -> anyhow::Result<(Vec<f64>, Vec<f64>, Option<f64>)> {
     let device = vs.device();
     let mut opt = AdamW::new(vs, config.weight_decay);
     let mut scaler = (config.mixed_precision == common::config::Precision::Fp16)
@@ -146,9 +154,11 @@ fn time_steps(
             tch::Cuda::synchronize(i as i64);
         }
     };
+    let mut faults_before = None;
     for i in 0..args.warmup + args.steps {
         if i == args.warmup {
             let _ = crate::system::shim::reset_peak(device);
+            faults_before = minor_faults();
         }
         let started = Instant::now();
         opt.zero_grad();
@@ -185,7 +195,18 @@ fn time_steps(
             fb_times.push(fb.as_secs_f64() * 1000.0);
         }
     }
-    Ok((times, fb_times))
+    let faults = faults_before
+        .zip(minor_faults())
+        .map(|(a, b)| (b - a) as f64 / args.steps.max(1) as f64);
+    Ok((times, fb_times, faults))
+}
+
+/// This process's minor page faults so far (getrusage), where counted.
+fn minor_faults() -> Option<i64> {
+    // SAFETY: getrusage fills the zeroed struct it is given.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    (rc == 0).then_some(usage.ru_minflt as i64)
 }
 
 fn median(v: &[f64]) -> f64 {

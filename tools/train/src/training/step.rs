@@ -1,13 +1,22 @@
 //! One training step's forward and backward, with or without per-frame
 //! gradient checkpointing (libtorch has no torch.utils.checkpoint).
 //!
-//! Checkpointing (seed 003): each frame's encoder runs once without keeping
-//! its graph; the frame embeddings are detached at the boundary and the rest
-//! of the model runs with grad; backward fills the boundary gradients; then
-//! each frame is recomputed with grad, one at a time, and the boundary
-//! gradient is back-propagated into it. The recomputation reuses the first
-//! pass's dropout mask and does not update batch norm's running statistics
-//! a second time, so the gradients equal those without checkpointing.
+//! Checkpointing (seed 003): each frame's encoder but the last runs once
+//! without keeping its graph; those frame embeddings are detached at the
+//! boundary and the rest of the model runs with grad; backward fills the
+//! boundary gradients; then each of those frames is recomputed with grad,
+//! one at a time, and the boundary gradient is back-propagated into it. The
+//! recomputation reuses the first pass's dropout mask and does not update
+//! batch norm's running statistics a second time, so the gradients equal
+//! those without checkpointing.
+//!
+//! The last frame keeps its graph from the first pass and is
+//! back-propagated with the head: recomputing it would rebuild the very
+//! graph that was just thrown away, one of T frames' forward for nothing.
+//! Its graph is alive while the head runs forward and backward, which the
+//! memory estimate already counts (one frame's encoder activations beside
+//! the head's, common/src/estimate.rs); the head is small, so the peak
+//! moves by a few MiB (issue 26: 6 MiB on configs/demo_cpu.yaml).
 
 use crate::model::net::{BnStats, Net};
 use crate::system::shim;
@@ -102,27 +111,32 @@ pub fn forward_backward(
     }
     let (b, t) = (frames.size()[0], frames.size()[1]);
     let d = net.embed_dim();
+    let last = t - 1;
+    // Masks are drawn frame by frame in order, as without checkpointing.
     let (masks, boundary): (Vec<Option<Tensor>>, Vec<Tensor>) = amp.run(|| {
-        tch::no_grad(|| {
-            (0..t)
-                .map(|i| {
-                    let mask = net.encoder_mask(b, d, true, frames);
-                    let out = net.encode_frame(
-                        &frames.select(1, i),
-                        true,
-                        BnStats::Update,
-                        mask.as_ref(),
-                    );
-                    (mask, out.detach().set_requires_grad(true))
-                })
-                .unzip()
-        })
+        (0..t)
+            .map(|i| {
+                let mask = net.encoder_mask(b, d, true, frames);
+                let frame = frames.select(1, i);
+                let out = if i == last {
+                    // Kept with its graph: back-propagated with the head.
+                    net.encode_frame(&frame, true, BnStats::Update, mask.as_ref())
+                } else {
+                    tch::no_grad(|| net.encode_frame(&frame, true, BnStats::Update, mask.as_ref()))
+                        .detach()
+                        .set_requires_grad(true)
+                };
+                (mask, out)
+            })
+            .unzip()
     })?;
     let out = amp.run(|| net.head_forward(&Tensor::stack(&boundary, 1), scalars, true))?;
     check_batch(c, &out, target)?;
     let l = amp.run(|| loss(c, &out, target))?;
     amp.backward(&l, weight)?;
-    for (i, (mask, edge)) in masks.iter().zip(&boundary).enumerate() {
+    // The last frame's gradients are in already.
+    let recompute = masks.iter().zip(&boundary).take(last as usize);
+    for (i, (mask, edge)) in recompute.enumerate() {
         let grad = edge.grad();
         // Recomputed under the same autocast state as the first pass.
         let recomputed = amp.run(|| {
@@ -141,6 +155,7 @@ pub fn forward_backward(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use common::config::ChannelsLast;
     use tch::nn;
 
     fn grads_after_step(c: &Config, checkpointing: bool) -> Vec<(String, Tensor)> {
@@ -223,19 +238,21 @@ mod tests {
         };
         c.architecture.channels = Some(vec![4, 8]);
         c.architecture.embed_dim = 16;
-        let plain = grads_after_step(&c, false);
-        let ckpt = grads_after_step(&c, true);
-        assert_eq!(plain.len(), ckpt.len());
-        let mut worst = 0.0f64;
-        for ((n, a), (m, b)) in plain.iter().zip(&ckpt) {
-            assert_eq!(n, m);
-            assert!(a.defined() && b.defined(), "{n} has no gradient");
-            // Gradients of parameters; running statistics for buffers.
-            let diff = (a - b).abs().max().double_value(&[]);
-            worst = worst.max(diff);
-            assert!(diff < 1e-5, "{n}: max abs diff {diff}");
+        // In both encoder layouts (channels_last auto is on for the CPU).
+        for layout in [ChannelsLast::On, ChannelsLast::Off] {
+            c.channels_last = layout;
+            let plain = grads_after_step(&c, false);
+            let ckpt = grads_after_step(&c, true);
+            assert_eq!(plain.len(), ckpt.len());
+            for ((n, a), (m, b)) in plain.iter().zip(&ckpt) {
+                assert_eq!(n, m);
+                assert!(a.defined() && b.defined(), "{n} has no gradient");
+                // Gradients of parameters; running statistics for buffers.
+                let diff = (a - b).abs().max().double_value(&[]);
+                assert!(diff < 1e-5, "{layout:?} {n}: max abs diff {diff}");
+            }
         }
-        assert!(worst < 1e-5);
+        let plain = grads_after_step(&c, false);
         // Dropout really was active: another RNG state changes the result.
         let mut other = c.clone();
         other.dropout = 0.0;
