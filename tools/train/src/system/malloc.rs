@@ -13,7 +13,7 @@
 //! alone also freezes the mmap threshold at its 128 KiB start, which is
 //! worse. The cost is resident memory: freed heap stays resident and
 //! fragments, so peak RSS figures are higher (45-54 MiB on the demo;
-//! +25% on the seeds' full model, whose step it makes 0.73× as long:
+//! +26% on the seeds' full model, whose step it makes 0.72× as long:
 //! docs/GUIDE.md, "Speed on the CPU").
 //!
 //! The user's own choice wins: with MALLOC_MMAP_THRESHOLD_,
