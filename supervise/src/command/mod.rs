@@ -196,3 +196,21 @@ fn macro_args(name: &str, ctx: &Context) -> anyhow::Result<Vec<String>> {
 
 #[cfg(test)]
 mod tests;
+
+/// The argv as a shell would show it (for logs and messages: words of
+/// plain characters as they are, others single-quoted).
+pub fn shell_words(argv: &[String]) -> String {
+    argv.iter()
+        .map(|w| {
+            if !w.is_empty()
+                && w.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%{}".contains(c))
+            {
+                w.clone()
+            } else {
+                format!("'{}'", w.replace('\'', "'\\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}

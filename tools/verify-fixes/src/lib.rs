@@ -26,6 +26,7 @@ use machine::Machine;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use supervise::command::shell_words;
 
 /// Every check id of either form, for `--skip`.
 const ALL_IDS: [&str; 10] = [
@@ -319,23 +320,6 @@ fn emit(cli: &Cli, config: String, checks: Vec<Check>, smoke: Option<Smoke>) -> 
     } else {
         exit::OK
     })
-}
-
-/// The argv as a shell would show it.
-fn shell_words(argv: &[String]) -> String {
-    argv.iter()
-        .map(|w| {
-            if !w.is_empty()
-                && w.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%{}".contains(c))
-            {
-                w.clone()
-            } else {
-                format!("'{}'", w.replace('\'', "'\\''"))
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
 }
 
 fn write_csv(o: &Output, out: &mut dyn Write) -> anyhow::Result<()> {

@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use supervise::child::Spec;
+use supervise::command::shell_words;
 use supervise::leg::{Leg, Objective};
 use supervise::readers::Reader;
 use supervise::verdict::Stop;
@@ -300,23 +301,6 @@ fn default_out(command: &[String]) -> PathBuf {
             .trim_end_matches('Z')
             .to_string();
     PathBuf::from("runs").join(format!("{word}-{stamp}"))
-}
-
-/// The argv as a shell would show it.
-fn shell_words(argv: &[String]) -> String {
-    argv.iter()
-        .map(|w| {
-            if !w.is_empty()
-                && w.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%{}".contains(c))
-            {
-                w.clone()
-            } else {
-                format!("'{}'", w.replace('\'', "'\\''"))
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
 }
 
 #[cfg(test)]
