@@ -159,11 +159,7 @@ pub struct EstimateLine {
 
 /// A config's verdict from its findings: errors, warnings or ok.
 pub fn verdict(findings: &[Finding]) -> &'static str {
-    match findings.iter().map(|f| f.severity).min() {
-        Some(Severity::Error) => "errors",
-        Some(Severity::Warning) => "warnings",
-        _ => "ok",
-    }
+    Severity::verdict(findings.iter().map(|f| f.severity))
 }
 
 impl Versioned for Output {

@@ -22,6 +22,16 @@ impl Severity {
             Severity::Info => "info",
         }
     }
+
+    /// The verdict of a set of findings from their severities: "errors",
+    /// "warnings" or "ok" (cfgcheck/v2's and scan/v1's `verdict`).
+    pub fn verdict(severities: impl IntoIterator<Item = Severity>) -> &'static str {
+        match severities.into_iter().min() {
+            Some(Severity::Error) => "errors",
+            Some(Severity::Warning) => "warnings",
+            _ => "ok",
+        }
+    }
 }
 
 /// A hazard's stable id.

@@ -28,19 +28,13 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use supervise::command::shell_words;
 
-/// Every check id of either form, for `--skip`.
-const ALL_IDS: [&str; 10] = [
-    "allocator",
-    "config",
-    "memory",
-    "runtime",
-    "gpu-state",
-    "smoke",
-    "data",
-    "disk",
-    "started",
-    "metric",
-];
+/// Every check id of either form, for `--skip`: the config form's, then
+/// the command form's own.
+fn all_ids() -> Vec<&'static str> {
+    let mut ids = checks::IDS.to_vec();
+    ids.extend(command::IDS.iter().filter(|id| !checks::IDS.contains(id)));
+    ids
+}
 
 #[derive(Parser)]
 #[command(
@@ -79,7 +73,7 @@ struct Cli {
     /// Skip a check on purpose (repeatable): allocator, config, memory,
     /// runtime, gpu-state, smoke, data, disk; with -- CMD: config,
     /// allocator, gpu-state, started, metric, memory, disk.
-    #[arg(long, value_name = "ID", value_parser = ALL_IDS)]
+    #[arg(long, value_name = "ID", value_parser = clap::builder::PossibleValuesParser::new(all_ids()))]
     skip: Vec<String>,
     /// Headroom to keep free on the GPU, in percent (the config rules').
     #[arg(long, value_name = "PCT", default_value_t = 10.0)]
