@@ -2,13 +2,13 @@
 
 set shell := ["bash", "-euo", "pipefail", "-c"]
 
-# The Python environment whose torch (2.11.0, what tch 0.24 expects) `train`
+# The Python environment whose torch (2.13.0, what tch 0.26 expects) `train`
 # builds and runs against. Default: a project-local .venv that `just setup`
 # fills. Reuse one you have with TORCH_ENV=/path/to/env (a venv or conda env
 # with bin/python).
 torch_env := env("TORCH_ENV", justfile_directory() / ".venv")
-torch_version := "2.11.0"
-# The CUDA 13.0 headers matching torch 2.11.0+cu130's runtime (nvidia-cuda-runtime 13.0).
+torch_version := "2.13.0"
+# The CUDA 13.0 headers for torch 2.13.0+cu130's runtime (nvidia-cuda-runtime 13.0.96; 13.0.88 is the newest nvidia-cuda-crt of CUDA 13.0).
 cuda_crt_version := "13.0.88"
 # The Optuna the sweep's tests check the journal, TPE and the pruners against.
 optuna_version := "5.0.0"
@@ -91,7 +91,7 @@ build: setup
 wheel:
     MATURIN_VERSION={{ maturin_version }} ZIGLANG_VERSION={{ ziglang_version }} AUDITWHEEL_VERSION={{ auditwheel_version }} bash scripts/wheel/build.sh release target/wheels
 
-# Create the Python environment with torch 2.11.0 and the CUDA headers train's shim needs, unless they are there
+# Create the Python environment with torch 2.13.0 and the CUDA headers train's shim needs, unless they are there
 [group('setup')]
 setup:
     #!/usr/bin/env bash
