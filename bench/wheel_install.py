@@ -8,7 +8,7 @@ size), and the first `memdiag --format yaml` from that environment. Its size,
 and what it takes on disk once installed, beside.
 
 The source build's path (--source-build), once: `cargo build --release
---workspace` (what `just build` runs once `just setup` has a torch 2.11
+--workspace` (what `just build` runs once `just setup` has a torch 2.13
 environment) into a new, empty target directory, so every crate of the
 workspace and its dependencies compile, libtorch's torch-sys and train's C++
 shim among them. Not counted: installing Rust, just, and the 4.6 GB torch
@@ -157,7 +157,7 @@ def main():
                      f"| {build[2]:.1f} | {build[2] / med['cpu_s']:.0f}× |")
     lines += [
         "",
-        "Not counted on either side: the download (the wheel's size from PyPI; the source build's torch 2.11 "
+        "Not counted on either side: the download (the wheel's size from PyPI; the source build's torch 2.13 "
         "environment, about 4.6 GB, and Rust). The source build gives everything (train with libtorch); "
         "the wheel gives memdiag, cfgcheck, verify-fixes and train without libtorch.",
     ]

@@ -192,3 +192,20 @@ fn parts_time_limits_and_one_tarball() {
     let out = run_sh(&["--budget", "soon"], &[]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// The justfile's `torch_version` (what `just setup` installs and the GPU
+/// recipe packs against) is the one `train` is built for.
+#[test]
+fn the_justfile_installs_the_torch_train_is_built_for() {
+    let justfile =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("justfile")).unwrap();
+    let line = justfile
+        .lines()
+        .find(|l| l.starts_with("torch_version := "))
+        .expect("justfile sets torch_version");
+    assert_eq!(
+        line.trim_start_matches("torch_version := ")
+            .trim_matches('"'),
+        common::torch_for_train!()
+    );
+}

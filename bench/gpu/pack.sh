@@ -23,7 +23,7 @@ if ! info=$("$release/train" info --format yaml 2>&1); then
     exit 1
 fi
 if ! grep -q '^cuda_build: true' <<<"$info"; then
-    echo "gpu-verify: refusing to pack: $release/train is linked against a CPU-only libtorch (train info: cuda_build: false), so it cannot use a GPU. Fix: build against a CUDA torch 2.11 (the default torch from PyPI, which just setup installs; or TORCH_ENV=/path/to/env), then rebuild." >&2
+    echo "gpu-verify: refusing to pack: $release/train is linked against a CPU-only libtorch (train info: cuda_build: false), so it cannot use a GPU. Fix: build against a CUDA torch 2.13 (the default torch from PyPI, which just setup installs; or TORCH_ENV=/path/to/env), then rebuild." >&2
     exit 1
 fi
 if ! grep -q '^allocator_view: true' <<<"$info"; then

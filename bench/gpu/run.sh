@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The device half of `just gpu-verify`: runs on a CUDA machine from the pack
 # (bin/, configs/, bench/), with no Rust and no network; needs only a python3
-# whose torch is 2.11. Writes every result under OUT (default gpu-results/)
+# whose torch is 2.13 (what train is built against). Writes every result under OUT (default gpu-results/)
 # and a steps.csv saying what ran, what was skipped and why.
 #
 #   run.sh [--only PART[,PART...]] [--budget SECONDS] [--tar FILE] [OUT]

@@ -85,9 +85,10 @@ pub fn no_libtorch(who: &str, train: &std::path::Path) -> anyhow::Error {
     anyhow::Error::new(Failure::not_in_build(format!(
         "{who} needs libtorch, and {} was built without it (the pip wheel's train: \
          `train run -- CMD`, program sweeps and `train info` only). Build the full train \
-         from source: `just build` in a clone of the repository (Rust and a torch 2.11 \
+         from source: `just build` in a clone of the repository (Rust and a torch {} \
          environment; docs/GUIDE.md, \"Install\")",
-        train.display()
+        train.display(),
+        crate::torch_for_train!()
     )))
 }
 

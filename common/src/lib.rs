@@ -23,6 +23,26 @@
 //! The diagnosis of a config and of a failed run (hazards, rules, fixes,
 //! the known failures) is the `diagnose` crate, over this one.
 
+/// The PyTorch release whose libtorch the source build's `train` links and
+/// trains with (what tch 0.26 expects). The justfile's `torch_version` says
+/// the same (a test compares them). A macro, so `concat!` can put it into
+/// static texts. `train run`, program sweeps and the wheel's tools work with
+/// any torch: this is only the trainer's own.
+#[macro_export]
+macro_rules! torch_for_train {
+    () => {
+        "2.13.0"
+    };
+}
+
+/// The tch release the source build's `train` is written against.
+#[macro_export]
+macro_rules! tch_version {
+    () => {
+        "0.26"
+    };
+}
+
 pub mod cli;
 pub mod config;
 pub mod estimate;

@@ -164,7 +164,7 @@ pub const KNOWN: &[Known] = &[
         needles: &["this tch version expects PyTorch", "undefined symbol: _ZN"],
         title: "libtorch and the build do not match",
         cause: "The program was built against one libtorch and runs against another (or tch expects another PyTorch version): C++ symbols differ between releases, so loading fails or the build refuses.",
-        fix: "use torch==2.11.0 for tch 0.24 (just setup), and run with the same libraries the build used (train's rpath)",
+        fix: concat!("use torch==", common::torch_for_train!(), " for tch ", common::tch_version!(), " (just setup), and run with the same libraries the build used (train's rpath)"),
         program_fix: "matching versions of torch and the libraries built against it (torchvision, torchaudio, extensions): reinstall them together",
         rule: None,
     },

@@ -65,7 +65,7 @@ impl Versioned for TrainInfo {
             schema: Self::SCHEMA.into(),
             train_version: "0.1.0".into(),
             libtorch: Libtorch::Linked,
-            torch_version: "2.11.0".into(),
+            torch_version: crate::torch_for_train!().into(),
             libtorch_dir: "/opt/torch/lib".into(),
             cuda_build: true,
             cuda_available: true,

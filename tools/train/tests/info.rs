@@ -26,8 +26,13 @@ fn info_reports_torch_and_devices() {
     assert_eq!(v["schema"].as_str(), Some("train-info/v1"));
     assert_eq!(
         v["torch_version"].as_str(),
-        Some("2.11.0"),
-        "tch 0.24 expects PyTorch 2.11.0"
+        Some(common::torch_for_train!()),
+        concat!(
+            "tch ",
+            common::tch_version!(),
+            " expects PyTorch ",
+            common::torch_for_train!()
+        )
     );
     let available = v["cuda_available"].as_bool().unwrap();
     let count = v["device_count"].as_i64().unwrap();

@@ -238,7 +238,13 @@ impl Context<'_> {
                         self.train.display(),
                         last_line(&o.stderr)
                     ),
-                    Some("rebuild train (`just build`) against torch 2.11".into()),
+                    Some(
+                        concat!(
+                            "rebuild train (`just build`) against torch ",
+                            common::torch_for_train!()
+                        )
+                        .into(),
+                    ),
                 )
             }
             Err(e) => {

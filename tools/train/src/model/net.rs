@@ -261,8 +261,8 @@ impl Net {
     }
 }
 
-/// The same [N, C, H, W] tensor with channels-last (NHWC) strides. tch 0.24
-/// has no memory-format argument to `contiguous`; a permute to NHWC, a copy,
+/// The same [N, C, H, W] tensor with channels-last (NHWC) strides. tch (0.24
+/// to 0.26) has no memory-format argument to `contiguous`; a permute to NHWC, a copy,
 /// and a permute back give the strides `torch.channels_last` gives.
 pub fn nhwc(x: &Tensor) -> Tensor {
     x.permute([0, 2, 3, 1]).contiguous().permute([0, 3, 1, 2])
