@@ -201,10 +201,15 @@ impl YamlIndex {
     /// The line of `path`'s key (or value), falling back to its nearest
     /// ancestor that is present: a missing key is reported at its parent.
     pub fn line_of(&self, path: &str) -> Option<usize> {
+        self.pos_of(path).map(|p| p.line)
+    }
+
+    /// The line and column of `path`'s key (or value), as [`Self::line_of`].
+    pub fn pos_of(&self, path: &str) -> Option<Pos> {
         let mut p = path.to_string();
         loop {
             if let Some(n) = self.nodes.get(&p) {
-                return Some(n.key.unwrap_or(n.value).line);
+                return Some(n.key.unwrap_or(n.value));
             }
             let cut = p.rfind(['.', '['])?;
             p.truncate(cut);

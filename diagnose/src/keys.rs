@@ -136,6 +136,8 @@ pub struct Hit {
     /// Its dotted path in the file.
     pub path: String,
     pub line: usize,
+    /// 1-based, in characters.
+    pub col: usize,
     pub value: Scalar,
     /// The value as written.
     pub shown: String,
@@ -297,6 +299,7 @@ mod tests {
                     concept: *c,
                     path: format!("k{i}"),
                     line: i + 1,
+                    col: 1,
                     value: v.clone(),
                     shown: String::new(),
                     entry: i,

@@ -105,6 +105,10 @@ pub struct Finding {
     /// The config key the finding is about, and its line in the file.
     pub key: Option<String>,
     pub line: Option<usize>,
+    /// The key's column, 1-based in characters (added within cfgcheck/v2:
+    /// absent from earlier output, which reads back as null).
+    #[serde(default)]
+    pub col: Option<usize>,
     /// Each key the finding rests on (both halves of a hazard), for a config
     /// not in trainguard's schema; empty otherwise.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -173,6 +177,7 @@ impl Versioned for Output {
             fix: "set environment: {PYTORCH_ALLOC_CONF: \"expandable_segments:True\"}".into(),
             key: Some("epochs".into()),
             line: Some(16),
+            col: Some(1),
             evidence: vec![KeyAt {
                 key: "epochs".into(),
                 line: 16,

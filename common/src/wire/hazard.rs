@@ -24,7 +24,7 @@ impl Severity {
     }
 
     /// The verdict of a set of findings from their severities: "errors",
-    /// "warnings" or "ok" (cfgcheck/v2's and scan/v1's `verdict`).
+    /// "warnings" or "ok" (cfgcheck/v2's and scan/v2's `verdict`).
     pub fn verdict(severities: impl IntoIterator<Item = Severity>) -> &'static str {
         match severities.into_iter().min() {
             Some(Severity::Error) => "errors",
@@ -112,6 +112,26 @@ impl HazardId {
             HazardId::UncappedDataset => "no max_train_examples and a dataset near or above host RAM: exit -9 while loading",
             HazardId::LaunchBlocking => "CUDA_LAUNCH_BLOCKING=1: 10-20% slower, for debugging only",
             HazardId::GpuFeaturesWithoutGpu => "torch.compile or fp16 on a target with no GPU",
+        }
+    }
+}
+
+impl HazardId {
+    /// The fix in general, as a rule's help (SARIF's `help`); each finding's
+    /// own fix names the key or the call to change.
+    pub const fn help(self) -> &'static str {
+        match self {
+            HazardId::CudaGraphsCheckpointing => "compile without CUDA graphs (mode \"default\" or \"max-autotune-no-cudagraphs\"), or turn gradient checkpointing off",
+            HazardId::MemoryExceedsFree => "lower the batch size (cfgcheck --fit computes one), or turn on gradient checkpointing or mixed precision",
+            HazardId::MemoryHeadroom => "lower the batch size a step, or free memory on the GPU",
+            HazardId::ParallelTrialsOverflow => "run fewer trials at once (parallel_trials)",
+            HazardId::AllocatorFragmentation => "set PYTORCH_ALLOC_CONF=expandable_segments:True in the run's environment",
+            HazardId::AllocatorConfSyntax => "write expandable_segments:True or expandable_segments:False",
+            HazardId::WorkersSmallHost => "set num_workers=0 on hosts with little RAM (Colab, Kaggle)",
+            HazardId::PinMemoryWithoutWorkers => "set pin_memory to false, or give the DataLoader workers",
+            HazardId::UncappedDataset => "cap the training set (max_train_examples), or load it lazily",
+            HazardId::LaunchBlocking => "unset CUDA_LAUNCH_BLOCKING outside debugging",
+            HazardId::GpuFeaturesWithoutGpu => "turn off torch.compile and fp16 for a run without a GPU",
         }
     }
 }

@@ -18,7 +18,7 @@
 //! - `hazard`, `failure`: the ids and classes the diagnosis formats carry;
 //! - `cfgcheck`, `explain`, `verify`: cfgcheck/v2, cfgcheck-explain/v1,
 //!   verify-fixes/v1;
-//! - `scan`: scan/v1 (`cfgcheck --scan`'s findings in Python code);
+//! - `scan`: scan/v2 (`cfgcheck --scan`'s findings in Python code);
 //! - `train`: train-info/v1, train-data/v1, train-metrics/v1,
 //!   train-summary/v1, train-checkpoint/v1, train-chain/v1, train-bench/v1;
 //! - `space`: space/v1;

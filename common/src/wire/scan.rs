@@ -1,4 +1,4 @@
-//! `cfgcheck --scan`'s output (scan/v1): the hazards found in a tree of
+//! `cfgcheck --scan`'s output (scan/v2): the hazards found in a tree of
 //! Python sources, each with the file and line of every half of its
 //! evidence; what could not be told from the code (a mode passed as a
 //! variable); and the files that were not parsed, with why.
@@ -54,6 +54,9 @@ pub struct Evidence {
     pub file: String,
     /// 1-based.
     pub line: usize,
+    /// 1-based, in characters (Unicode code points) from the line's start:
+    /// where the call or argument begins (added in scan/v2).
+    pub col: usize,
     /// What the code there does, in words.
     pub what: String,
     /// The source line, trimmed (at most 120 characters).
@@ -69,6 +72,8 @@ pub struct CannotTell {
     pub severity: Severity,
     pub file: String,
     pub line: usize,
+    /// As in [`Evidence::col`] (added in scan/v2).
+    pub col: usize,
     pub code: String,
     /// What is unknown, and what it would take to be a hazard.
     pub why: String,
@@ -90,7 +95,7 @@ pub fn verdict(findings: &[Finding]) -> &'static str {
 }
 
 impl Versioned for Output {
-    const SCHEMA: &'static str = "scan/v1";
+    const SCHEMA: &'static str = "scan/v2";
     fn example() -> Self {
         let id = HazardId::CudaGraphsCheckpointing;
         let findings = vec![Finding {
@@ -102,12 +107,14 @@ impl Versioned for Output {
                 Evidence {
                     file: "src/train.py".into(),
                     line: 12,
+                    col: 9,
                     what: "torch.compile(mode=\"reduce-overhead\"): records CUDA graphs".into(),
                     code: "model = torch.compile(model, mode=\"reduce-overhead\")".into(),
                 },
                 Evidence {
                     file: "src/model.py".into(),
                     line: 30,
+                    col: 17,
                     what: "activation checkpointing: torch.utils.checkpoint.checkpoint".into(),
                     code: "x = ckpt(block, x, use_reentrant=False)".into(),
                 },
@@ -129,6 +136,7 @@ impl Versioned for Output {
                 severity: Severity::Info,
                 file: "src/eval.py".into(),
                 line: 8,
+                col: 9,
                 code: "model = torch.compile(model, mode=args.mode)".into(),
                 why: "the compile mode is args.mode, not a string in the code: cannot tell whether it records CUDA graphs (reduce-overhead and max-autotune do), and the project checkpoints activations (src/model.py:30)".into(),
             }],

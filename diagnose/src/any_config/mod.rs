@@ -175,6 +175,7 @@ fn find(tree: &Tree, format: Format) -> Found {
                 concept,
                 path: e.path.clone(),
                 line: e.line,
+                col: e.col,
                 value: e.value.clone(),
                 shown: e.shown.clone(),
                 entry,

@@ -27,6 +27,8 @@ pub struct Entry {
     /// 0 for a top-level key.
     pub depth: usize,
     pub line: usize,
+    /// 1-based, in characters: where the key starts.
+    pub col: usize,
     pub value: Scalar,
     /// The value as written (a string without its quotes; `{...}` or
     /// `[...]` for a collection).
@@ -112,6 +114,7 @@ fn yaml(name: &str, text: &str) -> anyhow::Result<Tree> {
                 name,
                 depth: depth(node.parent.as_deref()),
                 line: key.line,
+                col: key.col,
                 value,
                 shown,
                 span: None,
@@ -168,6 +171,11 @@ impl LineStarts {
     }
     fn line(&self, offset: usize) -> usize {
         self.0.partition_point(|&s| s <= offset)
+    }
+    /// The 1-based column of `offset`, in characters as an editor counts.
+    fn col(&self, text: &str, offset: usize) -> usize {
+        let start = self.0[self.line(offset) - 1];
+        text.get(start..offset).map_or(1, |s| s.chars().count() + 1)
     }
 }
 
@@ -233,6 +241,7 @@ fn push_value(
             name,
             depth,
             line: lines.line(start),
+            col: lines.col(text, start),
             value: scalar,
             shown,
             span: Some((range.start, range.end)),

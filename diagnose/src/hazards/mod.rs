@@ -113,15 +113,17 @@ impl Cx<'_> {
         &self.loaded.config
     }
 
-    /// A finding of `id` about `key`, at its line in the file.
+    /// A finding of `id` about `key`, at its line and column in the file.
     fn finding(&self, id: HazardId, key: &str, message: String, fix: String) -> Finding {
+        let at = self.loaded.index.pos_of(key);
         Finding {
             id,
             severity: id.severity(),
             message,
             fix,
             key: Some(key.to_string()),
-            line: self.loaded.index.line_of(key),
+            line: at.map(|p| p.line),
+            col: at.map(|p| p.col),
             evidence: vec![],
         }
     }
@@ -170,6 +172,7 @@ fn key_finding(
         fix,
         key: Some(hit.path.clone()),
         line: Some(hit.line),
+        col: Some(hit.col),
         evidence: keys,
     }
 }

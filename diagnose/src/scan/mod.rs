@@ -8,7 +8,7 @@
 //!
 //! - `syntax`: what the tree says (imports, callees, arguments, literals);
 //! - `python`: one file's text -> facts, or "not parsed" (pure);
-//! - `judge` (here): the facts of every file -> scan/v1's findings (pure);
+//! - `judge` (here): the facts of every file -> scan/v2's findings (pure);
 //! - `walk`: the paths named -> files read and scanned (the I/O).
 //!
 //! The rules, each with a seed or a PyTorch issue behind it:
@@ -30,11 +30,13 @@ use common::wire::hazard::{HazardId, Severity};
 use common::wire::scan::{verdict, CannotTell, Evidence, FileCounts, Finding, NotParsed, Output};
 use common::wire::Versioned;
 
-/// A line of a file, with its source text for the reader.
+/// A place in a file, with its line's source text for the reader.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Site {
     /// 1-based.
     pub line: usize,
+    /// 1-based, in characters.
+    pub col: usize,
     pub code: String,
 }
 
@@ -149,6 +151,7 @@ fn evidence(file: &str, at: &Site, what: String) -> Evidence {
     Evidence {
         file: file.into(),
         line: at.line,
+        col: at.col,
         what,
         code: at.code.clone(),
     }
@@ -160,6 +163,7 @@ fn cannot(id: HazardId, file: &str, at: &Site, why: String) -> CannotTell {
         severity: Severity::Info,
         file: file.into(),
         line: at.line,
+        col: at.col,
         code: at.code.clone(),
         why,
     }

@@ -129,8 +129,10 @@ struct File<'s> {
 }
 
 impl File<'_> {
-    /// The node's line, and that line's text (found around the node, so a
-    /// file with many facts is not read again for each).
+    /// The node's line and column, and that line's text (found around the
+    /// node, so a file with many facts is not read again for each). The
+    /// column counts characters, as editors and SARIF's
+    /// `unicodeCodePoints` do, not tree-sitter's bytes.
     fn site(&self, node: Node) -> Site {
         let at = node.start_byte().min(self.src.len());
         let start = self.src[..at]
@@ -144,6 +146,10 @@ impl File<'_> {
         let line = String::from_utf8_lossy(&self.src[start..end]);
         Site {
             line: node.start_position().row + 1,
+            col: String::from_utf8_lossy(&self.src[start..at])
+                .chars()
+                .count()
+                + 1,
             code: clip(line.trim(), 120),
         }
     }

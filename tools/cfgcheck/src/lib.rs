@@ -2,20 +2,25 @@
 //! estimate (`diagnose` and `common`), before the run. The target GPU comes from a
 //! memdiag report on stdin, `--gpu FILE`, or nothing.
 
+mod concise;
 mod configs;
 mod explain;
+mod formats;
 mod output;
+mod sarif;
 mod scan;
 
 use clap::Parser;
 use common::bad_input;
 use common::config::{Config, LoadedConfig};
 use common::exit;
-use common::format::Format;
+use common::report::Report;
 use common::wire::cfgcheck::Output;
+use common::wire::memdiag::{Gpu, Source};
 use common::wire::Versioned;
 use diagnose::any_config;
 use diagnose::rules::{self, Severity, Target};
+use formats::Chosen;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -28,7 +33,7 @@ use std::process::ExitCode;
     after_help = "The target GPU: a memdiag report piped on stdin (memdiag | cfgcheck cfg.yaml), \
                   --gpu FILE (a saved report or configs/gpus/*.yaml), or none (memory rules skipped).\n\
                   Exit codes: 0 no errors (warnings allowed unless --strict), 1 errors found, \
-                  2 could not check (bad input or usage), 4 cfgcheck broke (an I/O failure or a bug). \
+                  2 could not check (bad input or usage, such as --format sarif without --scan), 4 cfgcheck broke (an I/O failure or a bug). \
                   With --explain: 0 a known failure found, 1 nothing known found."
 )]
 struct Cli {
@@ -56,9 +61,12 @@ struct Cli {
     /// Which GPU of the report [default: the one with most free memory].
     #[arg(long, value_name = "N")]
     device: Option<u32>,
-    /// Output format [default: table on a terminal, yaml otherwise]
+    /// Output format [default: with --scan concise on a terminal, else table
+    /// on a terminal; yaml otherwise]. concise: one line a finding,
+    /// path:line:col: severity[rule-id] message. sarif: SARIF 2.1.0, --scan
+    /// only.
     #[arg(long, value_enum)]
-    format: Option<Format>,
+    format: Option<formats::Asked>,
     /// Headroom to keep free on the GPU, in percent.
     #[arg(long, value_name = "PCT", default_value_t = 10.0, value_parser = parse_margin)]
     margin: f64,
@@ -80,7 +88,7 @@ struct Cli {
     #[arg(long)]
     list_rules: bool,
     /// Find the hazards in Python code instead: every *.py file under each
-    /// PATH, with file:line for each half of the evidence (scan/v1). Exit
+    /// PATH, with file:line:col for each half of the evidence (scan/v2). Exit
     /// 1 for an error finding, 2 for a PATH that does not exist.
     #[arg(long, value_name = "PATH", num_args = 1.., conflicts_with_all = ["configs", "explain", "fix", "fit", "list_rules", "gpu", "device"])]
     scan: Vec<PathBuf>,
@@ -102,25 +110,12 @@ pub fn main() -> ExitCode {
 fn run(cli: &Cli) -> anyhow::Result<u8> {
     let mut out = std::io::stdout().lock();
     if cli.list_rules {
-        for r in rules::RULES {
-            writeln!(
-                out,
-                "{:28} {:8} {}",
-                r.id.as_str(),
-                r.severity.as_str(),
-                r.summary
-            )?;
-        }
-        return Ok(exit::OK);
+        return list_rules(&mut out);
     }
     if !cli.scan.is_empty() {
-        return scan::run(
-            &cli.scan,
-            cli.host_ram_gib,
-            cli.format,
-            cli.strict,
-            &mut out,
-        );
+        let format = formats::for_scan(cli.format);
+        let host_ram_mib = host_ram_mib(cli.host_ram_gib)?;
+        return scan::run(&cli.scan, host_ram_mib, format, cli.strict, &mut out);
     }
     if let Some(log) = &cli.explain {
         return explain_log(cli, log, &mut out);
@@ -128,8 +123,59 @@ fn run(cli: &Cli) -> anyhow::Result<u8> {
     if (cli.fix || cli.fit) && cli.configs.len() != 1 {
         return Err(bad_input!("--fix and --fit take exactly one CONFIG"));
     }
+    // Before the GPU is read: a format the configs do not take is bad usage.
+    let format = formats::for_configs(cli.format)?;
     let report = common::host::target_report(cli.gpu.as_deref())?;
-    let gpu = match (&report, cli.device) {
+    let gpu = pick_gpu(report.as_ref(), cli.device)?;
+    let env = |name: &str| std::env::var(name).ok();
+    let target = Target {
+        gpu,
+        known_no_gpu: report.as_ref().is_some_and(|r| r.gpus.is_empty()),
+        host_ram_mib: host_ram_mib(cli.host_ram_gib)?,
+        margin: cli.margin,
+        env: &env,
+    };
+    if cli.fix || cli.fit {
+        return configs::edit(
+            &cli.configs[0],
+            cli.as_format,
+            cli.fit,
+            cli.strict,
+            &target,
+            &mut out,
+        );
+    }
+    let on = gpu.zip(report.as_ref().map(|r| r.source));
+    check_configs(cli, &target, on, format, &mut out)
+}
+
+fn list_rules(out: &mut dyn Write) -> anyhow::Result<u8> {
+    for r in rules::RULES {
+        writeln!(
+            out,
+            "{:28} {:8} {}",
+            r.id.as_str(),
+            r.severity.as_str(),
+            r.summary
+        )?;
+    }
+    Ok(exit::OK)
+}
+
+/// `--host-ram-gib` in MiB, else this machine's RAM.
+fn host_ram_mib(gib: Option<f64>) -> anyhow::Result<Option<u64>> {
+    match gib {
+        Some(g) if g.is_finite() && g > 0.0 => Ok(Some((g * 1024.0) as u64)),
+        Some(g) => Err(bad_input!(
+            "--host-ram-gib: expected a positive number, found {g}"
+        )),
+        None => Ok(common::host::ram_mib()),
+    }
+}
+
+/// The report's GPU `--device N`, else the one with most free memory.
+fn pick_gpu(report: Option<&Report>, device: Option<u32>) -> anyhow::Result<Option<&Gpu>> {
+    Ok(match (report, device) {
         (Some(r), Some(i)) => Some(r.pick_gpu(Some(i)).ok_or_else(|| {
             bad_input!(
                 "--device {i}: the report has no GPU {i} (it has {})",
@@ -142,42 +188,22 @@ fn run(cli: &Cli) -> anyhow::Result<u8> {
         })?),
         (Some(r), None) => r.pick_gpu(None),
         (None, _) => None,
-    };
-    let env = |name: &str| std::env::var(name).ok();
-    let target = Target {
-        gpu,
-        known_no_gpu: report.as_ref().is_some_and(|r| r.gpus.is_empty()),
-        host_ram_mib: match cli.host_ram_gib {
-            Some(g) if g.is_finite() && g > 0.0 => Some((g * 1024.0) as u64),
-            Some(g) => {
-                return Err(bad_input!(
-                    "--host-ram-gib: expected a positive number, found {g}"
-                ))
-            }
-            None => common::host::ram_mib(),
-        },
-        margin: cli.margin,
-        env: &env,
-    };
+    })
+}
 
-    if cli.fix || cli.fit {
-        return configs::edit(
-            &cli.configs[0],
-            cli.as_format,
-            cli.fit,
-            cli.strict,
-            &target,
-            &mut out,
-        );
-    }
-    let source = report.as_ref().map(|r| r.source);
-
+/// Each config checked and written; a config that cannot be read is
+/// reported and the others still checked (exit 2 at the end).
+fn check_configs(
+    cli: &Cli,
+    target: &Target,
+    on: Option<(&Gpu, Source)>,
+    format: Chosen,
+    out: &mut dyn Write,
+) -> anyhow::Result<u8> {
     let mut results = Vec::new();
     let mut bad = false;
     for path in &cli.configs {
-        // A config that cannot be read is reported and the others still checked.
-        let on = gpu.zip(source);
-        match configs::result(path, cli.as_format, &target, on) {
+        match configs::result(path, cli.as_format, target, on) {
             Ok(r) => results.push(r),
             Err(e) => {
                 common::say!("cfgcheck: {e:#}");
@@ -189,7 +215,11 @@ fn run(cli: &Cli) -> anyhow::Result<u8> {
         schema: Output::SCHEMA.into(),
         results,
     };
-    Format::resolve(cli.format).write(&result, &mut out, output::write_table, output::write_csv)?;
+    match format {
+        Chosen::Common(f) => f.write(&result, out, output::write_table, output::write_csv)?,
+        Chosen::Concise => concise::write_configs(&result, out)?,
+        Chosen::Sarif => unreachable!("formats::for_configs refuses sarif"),
+    }
     out.flush()?;
     let worst = result
         .results
@@ -233,7 +263,7 @@ fn explain_log(cli: &Cli, log: &std::path::Path, out: &mut dyn Write) -> anyhow:
         &name,
         loaded.as_ref(),
         gpu,
-        Format::resolve(cli.format),
+        formats::common_only(cli.format, "--explain")?,
         out,
     )
 }

@@ -2,7 +2,7 @@
 //! format itself is `common::wire::cfgcheck`.
 
 use comfy_table::{presets::UTF8_FULL_CONDENSED, ContentArrangement, Table};
-use common::wire::cfgcheck::{EstimateOut, Output};
+use common::wire::cfgcheck::{ConfigResult, EstimateOut, Output};
 use common::wire::hazard::Severity;
 use std::io::Write;
 
@@ -59,81 +59,97 @@ pub fn write_table(out: &Output, w: &mut dyn Write) -> anyhow::Result<()> {
         if i > 0 {
             writeln!(w)?;
         }
-        let target = match &r.target {
-            Some(t) => format!(
-                "{} (GPU {}, {} MiB free of {})",
-                t.name.as_deref().unwrap_or("unnamed GPU"),
-                t.index,
-                t.free_mib.map_or("?".into(), |m| m.to_string()),
-                t.total_mib.map_or("?".into(), |m| m.to_string())
-            ),
-            None => "no target GPU".to_string(),
-        };
-        match &r.estimate {
-            Some(e) => writeln!(
-                w,
-                "{} · {target} · {} parameters · estimated peak {} MiB",
-                r.config, e.parameters, e.peak_mib
-            )?,
-            None => writeln!(
-                w,
-                "{} · {} ({}) · {target}",
-                r.config,
-                r.format.title(),
-                r.format.as_str()
-            )?,
-        }
-        if r.findings.is_empty() {
-            writeln!(w, "no findings")?;
-        } else {
-            let mut t = Table::new();
-            t.load_preset(UTF8_FULL_CONDENSED)
-                .set_content_arrangement(ContentArrangement::Dynamic)
-                .set_width(120)
-                .set_header(["Severity", "Rule", "Line", "What will happen", "Fix"]);
-            for f in &r.findings {
-                t.add_row([
-                    f.severity.as_str().to_string(),
-                    f.id.to_string(),
-                    f.line.map_or(String::new(), |l| l.to_string()),
-                    f.message.clone(),
-                    f.fix.clone(),
-                ]);
-            }
-            writeln!(w, "{t}")?;
-        }
-        for s in &r.skipped {
-            let rules: Vec<&str> = s.rules.iter().map(|r| r.as_str()).collect();
-            writeln!(w, "skipped {}: {}", rules.join(", "), s.reason)?;
-        }
-        if r.estimate.is_none() {
-            let read: Vec<String> = r
-                .read_keys
-                .iter()
-                .map(|k| {
-                    format!(
-                        "{} (line {}) = {} as {}",
-                        k.key, k.line, k.value, k.reads_as
-                    )
-                })
-                .collect();
-            match read.is_empty() {
-                true => writeln!(w, "read no key any rule reads")?,
-                false => writeln!(w, "read: {}", read.join("; "))?,
-            }
-        }
-        if let Some(e) = &r.estimate {
-            write_estimate(e, w)?;
-        }
-        let counts = |s: Severity| r.findings.iter().filter(|f| f.severity == s).count();
-        writeln!(
+        write_result(r, w)?;
+    }
+    Ok(())
+}
+
+/// One config: what it was checked against, its findings, what was read
+/// or estimated, its verdict.
+fn write_result(r: &ConfigResult, w: &mut dyn Write) -> anyhow::Result<()> {
+    let target = match &r.target {
+        Some(t) => format!(
+            "{} (GPU {}, {} MiB free of {})",
+            t.name.as_deref().unwrap_or("unnamed GPU"),
+            t.index,
+            t.free_mib.map_or("?".into(), |m| m.to_string()),
+            t.total_mib.map_or("?".into(), |m| m.to_string())
+        ),
+        None => "no target GPU".to_string(),
+    };
+    match &r.estimate {
+        Some(e) => writeln!(
             w,
-            "verdict: {} ({} error(s), {} warning(s), {} info)",
-            r.verdict,
-            counts(Severity::Error),
-            counts(Severity::Warning),
-            counts(Severity::Info)
-        )?;
+            "{} · {target} · {} parameters · estimated peak {} MiB",
+            r.config, e.parameters, e.peak_mib
+        )?,
+        None => writeln!(
+            w,
+            "{} · {} ({}) · {target}",
+            r.config,
+            r.format.title(),
+            r.format.as_str()
+        )?,
+    }
+    write_findings(r, w)?;
+    for s in &r.skipped {
+        let rules: Vec<&str> = s.rules.iter().map(|r| r.as_str()).collect();
+        writeln!(w, "skipped {}: {}", rules.join(", "), s.reason)?;
+    }
+    match &r.estimate {
+        Some(e) => write_estimate(e, w)?,
+        None => write_read_keys(r, w)?,
+    }
+    let counts = |s: Severity| r.findings.iter().filter(|f| f.severity == s).count();
+    writeln!(
+        w,
+        "verdict: {} ({} error(s), {} warning(s), {} info)",
+        r.verdict,
+        counts(Severity::Error),
+        counts(Severity::Warning),
+        counts(Severity::Info)
+    )?;
+    Ok(())
+}
+
+fn write_findings(r: &ConfigResult, w: &mut dyn Write) -> anyhow::Result<()> {
+    if r.findings.is_empty() {
+        writeln!(w, "no findings")?;
+        return Ok(());
+    }
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED)
+        .set_content_arrangement(ContentArrangement::Dynamic)
+        .set_width(120)
+        .set_header(["Severity", "Rule", "Line", "What will happen", "Fix"]);
+    for f in &r.findings {
+        t.add_row([
+            f.severity.as_str().to_string(),
+            f.id.to_string(),
+            f.line.map_or(String::new(), |l| l.to_string()),
+            f.message.clone(),
+            f.fix.clone(),
+        ]);
+    }
+    writeln!(w, "{t}")?;
+    Ok(())
+}
+
+/// A config cfgcheck did not define: the keys a rule read, and as what.
+fn write_read_keys(r: &ConfigResult, w: &mut dyn Write) -> anyhow::Result<()> {
+    let read: Vec<String> = r
+        .read_keys
+        .iter()
+        .map(|k| {
+            format!(
+                "{} (line {}) = {} as {}",
+                k.key, k.line, k.value, k.reads_as
+            )
+        })
+        .collect();
+    match read.is_empty() {
+        true => writeln!(w, "read no key any rule reads")?,
+        false => writeln!(w, "read: {}", read.join("; "))?,
     }
     Ok(())
 }

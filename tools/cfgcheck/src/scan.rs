@@ -1,41 +1,38 @@
 //! `cfgcheck --scan PATH...`: the hazards in a tree of Python files
-//! (`diagnose::scan`), written as scan/v1 (`common::wire::scan`) in
-//! cfgcheck's formats. Exit 0 with nothing at error level, 1 with an error
+//! (`diagnose::scan`), written as scan/v2 (`common::wire::scan`) in
+//! cfgcheck's formats (the table and CSV here, concise and SARIF in their
+//! modules). Exit 0 with nothing at error level, 1 with an error
 //! (or a warning under --strict), 2 for a path that does not exist.
 
+use crate::formats::Chosen;
+use crate::{concise, sarif};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, ColumnConstraint, ContentArrangement, Table};
-use common::bad_input;
 use common::exit;
-use common::format::Format;
 use common::wire::hazard::Severity;
 use common::wire::scan::Output;
 use diagnose::scan::{judge, walk};
 use std::io::Write;
 use std::path::PathBuf;
 
-/// Scans `paths` and writes the result; the exit code.
+/// Scans `paths` and writes the result; the exit code. `host_ram_mib`:
+/// what the DataLoader rule judges for (None: it is skipped, and said so).
 pub fn run(
     paths: &[PathBuf],
-    host_ram_gib: Option<f64>,
-    format: Option<Format>,
+    host_ram_mib: Option<u64>,
+    format: Chosen,
     strict: bool,
     out: &mut dyn Write,
 ) -> anyhow::Result<u8> {
-    let host_ram_mib = match host_ram_gib {
-        Some(g) if g.is_finite() && g > 0.0 => Some((g * 1024.0) as u64),
-        Some(g) => {
-            return Err(bad_input!(
-                "--host-ram-gib: expected a positive number, found {g}"
-            ))
-        }
-        None => common::host::ram_mib(),
-    };
     let (files, mut scanned) = walk::files(paths)?;
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     scanned.extend(walk::scan_all(&files, threads)?);
     let names = paths.iter().map(|p| p.display().to_string()).collect();
     let result = judge(names, &scanned, host_ram_mib);
-    Format::resolve(format).write(&result, out, write_table, write_csv)?;
+    match format {
+        Chosen::Common(f) => f.write(&result, out, write_table, write_csv)?,
+        Chosen::Concise => concise::write_scan(&result, out)?,
+        Chosen::Sarif => sarif::write(&result, &std::env::current_dir()?, out)?,
+    }
     out.flush()?;
     let worst = result.findings.iter().map(|f| f.severity).min();
     Ok(
@@ -47,19 +44,19 @@ pub fn run(
     )
 }
 
-/// One row per finding, per "cannot tell" and per file not parsed; `file`
-/// and `line` are the first place of the evidence, `evidence` every place.
+/// One row per finding, per "cannot tell" and per file not parsed; `file`,
+/// `line` and `col` are the first place of the evidence, `evidence` every place.
 pub fn write_csv(out: &Output, w: &mut dyn Write) -> anyhow::Result<()> {
     let mut csv = csv::Writer::from_writer(w);
     csv.write_record([
-        "kind", "id", "severity", "file", "line", "evidence", "message", "fix",
+        "kind", "id", "severity", "file", "line", "col", "evidence", "message", "fix",
     ])?;
     for f in &out.findings {
         let first = &f.evidence[0];
         let all: Vec<String> = f
             .evidence
             .iter()
-            .map(|e| format!("{}:{} {}", e.file, e.line, e.what))
+            .map(|e| format!("{}:{}:{} {}", e.file, e.line, e.col, e.what))
             .collect();
         csv.write_record([
             "finding",
@@ -67,6 +64,7 @@ pub fn write_csv(out: &Output, w: &mut dyn Write) -> anyhow::Result<()> {
             f.severity.as_str(),
             &first.file,
             &first.line.to_string(),
+            &first.col.to_string(),
             &all.join("; "),
             &f.message,
             &f.fix,
@@ -79,14 +77,15 @@ pub fn write_csv(out: &Output, w: &mut dyn Write) -> anyhow::Result<()> {
             c.severity.as_str(),
             &c.file,
             &c.line.to_string(),
-            &format!("{}:{} {}", c.file, c.line, c.code),
+            &c.col.to_string(),
+            &format!("{}:{}:{} {}", c.file, c.line, c.col, c.code),
             &c.why,
             "",
         ])?;
     }
     for n in &out.not_parsed {
         let line = n.line.map(|l| l.to_string()).unwrap_or_default();
-        csv.write_record(["not-parsed", "", "", &n.file, &line, "", &n.reason, ""])?;
+        csv.write_record(["not-parsed", "", "", &n.file, &line, "", "", &n.reason, ""])?;
     }
     csv.flush()?;
     Ok(())
@@ -116,7 +115,7 @@ pub fn write_table(out: &Output, w: &mut dyn Write) -> anyhow::Result<()> {
             let places: Vec<String> = f
                 .evidence
                 .iter()
-                .map(|e| format!("{}:{}\n  {}", e.file, e.line, e.code))
+                .map(|e| format!("{}:{}:{}\n  {}", e.file, e.line, e.col, e.code))
                 .collect();
             t.add_row([
                 f.severity.as_str().to_string(),
@@ -137,8 +136,8 @@ pub fn write_table(out: &Output, w: &mut dyn Write) -> anyhow::Result<()> {
     for c in &out.cannot_tell {
         writeln!(
             w,
-            "cannot tell ({}): {}:{}: {}",
-            c.id, c.file, c.line, c.why
+            "cannot tell ({}): {}:{}:{}: {}",
+            c.id, c.file, c.line, c.col, c.why
         )?;
     }
     for n in &out.not_parsed {

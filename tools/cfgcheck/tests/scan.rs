@@ -29,7 +29,7 @@ fn scan(args: &[&str], code: i32) -> serde_json::Value {
         .assert()
         .code(code);
     let v = json(&out.get_output().stdout);
-    assert_eq!(v["schema"], "scan/v1");
+    assert_eq!(v["schema"], "scan/v2");
     v
 }
 
@@ -182,26 +182,25 @@ fn csv_and_table_say_the_same() {
     let header: Vec<String> = rows.headers().unwrap().iter().map(String::from).collect();
     assert_eq!(
         header,
-        ["kind", "id", "severity", "file", "line", "evidence", "message", "fix"]
+        ["kind", "id", "severity", "file", "line", "col", "evidence", "message", "fix"]
     );
-    let kinds: Vec<(String, String, String)> = rows
+    let kinds: Vec<[String; 4]> = rows
         .records()
         .map(|r| {
             let r = r.unwrap();
-            (r[0].to_string(), r[3].to_string(), r[4].to_string())
+            [0, 3, 4, 5].map(|i| r[i].to_string())
         })
         .collect();
+    // The column: the mode= argument, the num_workers= argument, the
+    // statement, the compile call; none for a file not parsed.
     let want = [
-        ("finding", "pair/train.py", "17"),
-        ("finding", "pair/train.py", "19"),
-        ("finding", "pair/env.py", "5"),
-        ("cannot-tell", "variable/train.py", "11"),
-        ("not-parsed", "pair/broken.py", "4"),
+        ["finding", "pair/train.py", "17", "5"],
+        ["finding", "pair/train.py", "19", "56"],
+        ["finding", "pair/env.py", "5", "1"],
+        ["cannot-tell", "variable/train.py", "11", "32"],
+        ["not-parsed", "pair/broken.py", "4", ""],
     ];
-    let want: Vec<(String, String, String)> = want
-        .iter()
-        .map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string()))
-        .collect();
+    let want: Vec<[String; 4]> = want.iter().map(|r| r.map(String::from)).collect();
     assert_eq!(kinds, want);
     cfgcheck()
         .args([
@@ -214,7 +213,7 @@ fn csv_and_table_say_the_same() {
         ])
         .assert()
         .code(1)
-        .stdout(predicate::str::contains("pair/model.py:13"))
+        .stdout(predicate::str::contains("pair/model.py:13:17"))
         .stdout(predicate::str::contains(
             "not parsed: pair/broken.py:4: syntax error",
         ))
