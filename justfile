@@ -26,6 +26,8 @@ wandb_version := "0.31.0"
 maturin_version := "1.16.0"
 ziglang_version := "0.17.0"
 auditwheel_version := "6.8.2"
+# The pre-commit that `just test-hook` installs the hook with.
+pre_commit_version := "4.7.0"
 
 # torch-sys asks `python` on PATH (VIRTUAL_ENV set) for libtorch's paths.
 export VIRTUAL_ENV := torch_env
@@ -173,11 +175,17 @@ test: setup
     bash scripts/fuzz/run.sh short
     {{ just_executable() }} reliability-short
     {{ just_executable() }} test-wheel
+    {{ just_executable() }} test-hook
 
 # The pip wheel as a user gets it (part of `just test`): a dev build installed into a fresh venv without torch; each tool run from there, ldd of each binary
 [group('test')]
 test-wheel: setup
     MATURIN_VERSION={{ maturin_version }} ZIGLANG_VERSION={{ ziglang_version }} AUDITWHEEL_VERSION={{ auditwheel_version }} TORCH_PY="{{ torch_env }}/bin/python" bash scripts/wheel/test.sh
+
+# The pre-commit hook as a user gets it (part of `just test`): pre-commit installs .pre-commit-hooks.yaml at HEAD into a fixture repository with seed 001's pair (fails, with the finding) and a clean one (passes)
+[group('test')]
+test-hook:
+    PRE_COMMIT_VERSION={{ pre_commit_version }} bash scripts/pre-commit/test.sh
 
 # The fuzzers of every parser a user can feed, 1e6 inputs each (nightly Rust and cargo-fuzz; tens of minutes on 2 cores)
 [group('test')]
