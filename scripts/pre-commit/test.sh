@@ -89,8 +89,8 @@ commit clean
 code=0
 (cd "$tmp/hazard" && "$pre_commit" run --all-files) >"$tmp/hazard.out" 2>&1 || code=$?
 if [ "$code" = 1 ] &&
-    grep -qF 'src/train.py:4:30: error[cuda-graphs-checkpointing] torch.compile mode "reduce-overhead" records CUDA graphs' "$tmp/hazard.out" &&
-    grep -qF '(with src/model.py:7:16: activation checkpointing' "$tmp/hazard.out"; then
+    grep -qF './src/train.py:4:30: error[cuda-graphs-checkpointing] torch.compile mode "reduce-overhead" records CUDA graphs' "$tmp/hazard.out" &&
+    grep -qF '(with ./src/model.py:7:16: activation checkpointing' "$tmp/hazard.out"; then
     ok "the hazard's repository fails with the finding at path:line:col"
 else
     bad "hazard" "pre-commit exit $code; its output: $(tail -n 20 "$tmp/hazard.out")"
