@@ -138,7 +138,7 @@ impl Versioned for Output {
                 line: 8,
                 col: 9,
                 code: "model = torch.compile(model, mode=args.mode)".into(),
-                why: "the compile mode is args.mode, not a string in the code: cannot tell whether it records CUDA graphs (reduce-overhead and max-autotune do), and the project checkpoints activations (src/model.py:30)".into(),
+                why: "the compile mode is args.mode, not a string in the code: cannot tell whether it records CUDA graphs (reduce-overhead and max-autotune do), and the project checkpoints activations (src/model.py:30:17)".into(),
             }],
             not_parsed: vec![NotParsed {
                 file: "src/old.py".into(),

@@ -224,16 +224,16 @@ fn cuda_graphs(
             Fact::CompileUnknown { at, why } => {
                 if let Some((cfile, cat, _)) = checkpoints.first() {
                     cannot_tell.push(cannot(id, file, at, format!(
-                        "{why}: cannot tell whether it records CUDA graphs (reduce-overhead and max-autotune do), and the project checkpoints activations ({cfile}:{})",
-                        cat.line
+                        "{why}: cannot tell whether it records CUDA graphs (reduce-overhead and max-autotune do), and the project checkpoints activations ({cfile}:{}:{})",
+                        cat.line, cat.col
                     )));
                 }
             }
             Fact::CheckpointingUnknown { at, why } => {
                 if let Some((gfile, gat)) = compiles.first() {
                     cannot_tell.push(cannot(id, file, at, format!(
-                        "{why}: cannot tell whether it checkpoints activations, and the project compiles with CUDA graphs ({gfile}:{})",
-                        gat.line
+                        "{why}: cannot tell whether it checkpoints activations, and the project compiles with CUDA graphs ({gfile}:{}:{})",
+                        gat.line, gat.col
                     )));
                 }
             }
