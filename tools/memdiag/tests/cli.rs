@@ -176,6 +176,19 @@ fn usage_errors_exit_2() {
     memdiag().args(["--watch", "0"]).assert().code(2);
     memdiag().args(["--watch", "abc"]).assert().code(2);
     memdiag().args(["--format", "xml"]).assert().code(2);
+    // A linter's formats are cfgcheck's findings' alone (docs/FORMATS.md).
+    for f in ["concise", "sarif"] {
+        memdiag()
+            .args(["--format", f])
+            .assert()
+            .code(2)
+            .stderr(predicates::str::contains(format!(
+                "invalid value '{f}' for '--format <FORMAT>'"
+            )))
+            .stderr(predicates::str::contains(
+                "[possible values: table, yaml, json, csv]",
+            ));
+    }
 }
 
 fn rows(path: &Path) -> Vec<String> {
