@@ -219,6 +219,20 @@ fn launch_blocking_set_for_every_run() {
 }
 
 #[test]
+fn columns_count_characters_from_one() {
+    // "é" and "→" are 2 and 3 bytes: the column counts them as one each.
+    let text = "import torch\nm = torch.compile(model, mode=\"reduce-overhead\")  # x\ns = \"é→\"; n = torch.compile(model, mode=\"max-autotune\")\n";
+    let cols: Vec<(usize, usize)> = facts(text)
+        .iter()
+        .map(|f| match f {
+            Fact::CudaGraphs { at, .. } => (at.line, at.col),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(cols, [(2, 26), (3, 36)]);
+}
+
+#[test]
 fn files_with_errors_are_not_parsed() {
     for (text, line) in [
         ("import torch\n\ndef f(x:\n    return x\n", Some(3)),

@@ -351,7 +351,7 @@ pub fn any_config(data: &[u8]) -> Result<(), String> {
 
 /// A Python file as `cfgcheck --scan` reads it: facts or "not parsed",
 /// never a panic; parsed only when it is UTF-8; every line it names inside
-/// the file; the judge over it gives evidence for every finding and counts
+/// the file, every column inside its line; the judge over it gives evidence for every finding and counts
 /// that add up.
 pub fn scan(data: &[u8]) -> Result<(), String> {
     use diagnose::scan::{judge, parser, FileScan, Scanned};
@@ -366,6 +366,15 @@ pub fn scan(data: &[u8]) -> Result<(), String> {
             }
             if let Some(f) = facts.iter().find(|f| !in_file(site(f).line)) {
                 return Err(format!("a fact outside the file's {lines} lines: {f:?}"));
+            }
+            // The column counts characters of its line, from 1.
+            let text = String::from_utf8_lossy(data);
+            let chars = |l: usize| text.split('\n').nth(l - 1).map_or(0, |s| s.chars().count());
+            if let Some(f) = facts.iter().find(|f| {
+                let at = site(f);
+                at.col == 0 || at.col > chars(at.line) + 1
+            }) {
+                return Err(format!("a fact's column outside its line: {f:?}"));
             }
         }
         FileScan::NotParsed { line, reason } => {
