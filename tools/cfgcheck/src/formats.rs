@@ -29,17 +29,6 @@ pub enum Chosen {
 }
 
 impl Asked {
-    fn name(self) -> &'static str {
-        match self {
-            Asked::Concise => "concise",
-            Asked::Table => "table",
-            Asked::Yaml => "yaml",
-            Asked::Json => "json",
-            Asked::Csv => "csv",
-            Asked::Sarif => "sarif",
-        }
-    }
-
     fn chosen(self) -> Chosen {
         match self {
             Asked::Concise => Chosen::Concise,
@@ -86,10 +75,15 @@ pub fn common_only(asked: Option<Asked>, mode: &str) -> anyhow::Result<Format> {
     match asked.map(Asked::chosen) {
         None => Ok(Format::resolve(None)),
         Some(Chosen::Common(f)) => Ok(f),
-        Some(_) => Err(bad_input!(
-            "--format {} is for --scan and configs' findings; {mode} writes table, yaml, json or csv",
-            asked.map_or("", Asked::name)
-        )),
+        Some(_) => {
+            let (name, takes) = match asked {
+                Some(Asked::Sarif) => ("sarif", "--scan"),
+                _ => ("concise", "--scan and configs' findings"),
+            };
+            Err(bad_input!(
+                "--format {name} is for {takes}; {mode} writes table, yaml, json or csv"
+            ))
+        }
     }
 }
 
@@ -114,7 +108,17 @@ mod tests {
         assert_eq!(common::exit::code_of(&e), common::exit::BAD_INPUT);
         assert_eq!(for_configs(Some(Asked::Concise)).unwrap(), Chosen::Concise);
         let e = common_only(Some(Asked::Concise), "--explain").unwrap_err();
-        assert!(e.to_string().contains("--format concise"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("--format concise is for --scan and configs' findings"),
+            "{e}"
+        );
+        let e = common_only(Some(Asked::Sarif), "--explain").unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("--format sarif is for --scan; --explain writes"),
+            "{e}"
+        );
         assert_eq!(
             common_only(Some(Asked::Csv), "--explain").unwrap(),
             Format::Csv
