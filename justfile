@@ -171,6 +171,7 @@ setup:
 test: setup
     cargo fmt --all --check
     cargo clippy --workspace --all-targets -- -D warnings
+    python3 scripts/lint/long_fns.py --max 5
     cargo test --workspace
     bash scripts/fuzz/run.sh short
     {{ just_executable() }} reliability-short

@@ -22,7 +22,13 @@ crash in one cannot spoil the next), and reports what each did:
 With torch's defaults (2.5 and later), a changed static input makes cudagraph
 trees re-record the graph (up to triton.cudagraph_unexpected_rerecord_limit,
 then fall back to eager) rather than raise, which this run shows as slower
-epochs and cudagraph skips rather than a crash.
+epochs and cudagraph skips rather than a crash. On torch 2.13 the legacy
+settings no longer bring the raise back: inline_inbuilt_nn_modules is a
+deprecated no-op (always True) and CUDAGraphNode sets
+rerecord_if_static_inputs_change = True unconditionally, so the legacy
+variants measure what those flags still change, and a crash there would be
+the other face of the clash (pytorch#154306, "graph recording observed an
+input tensor deallocate during graph recording", still in 2.13's source).
 
 A variant counts as reproducing the crash when `cfgcheck --explain` puts its
 error in the cuda-graph-pointer class. Writes cudagraph_crash.txt under --out

@@ -210,38 +210,64 @@ fn mib(bytes: u64) -> String {
 pub fn estimate(c: &Config) -> Estimate {
     let m = ModelSpec::from_config(c);
     let p = m.parameter_count();
+    let mixed = c.mixed_precision != Precision::Off;
+    let mut lines = training_state(p, mixed);
     // Activations live for one forward pass: the micro-batch when there is one.
     let b = u64::from(c.forward_batch());
-    let t = m.frames;
-    let mixed = c.mixed_precision != Precision::Off;
-    let ab = c.mixed_precision.activation_bytes();
-    let s = saved_per_sample(&m, ab);
-    let mut lines = Vec::new();
-    let mut line = |component: &str, bytes: u64, formula: String| {
-        lines.push(Line {
-            component: component.to_string(),
-            bytes,
-            formula,
-        })
-    };
-    line(
-        "Model weights",
-        4 * p,
-        format!("4 B × {p} parameters (fp32)"),
-    );
-    line("Gradients", 4 * p, format!("4 B × {p} parameters"));
-    line(
-        "Optimizer state (AdamW)",
-        8 * p,
-        format!("2 moments × 4 B × {p} parameters"),
-    );
-    if mixed {
+    lines.push(input_batch(&m, b));
+    lines.extend(activations(c, &m, b));
+    lines.push(line(
+        "CUDA context and workspaces",
+        CONTEXT_BYTES,
+        format!(
+            "allowance of {} (to be fit from GPU measurements)",
+            mib(CONTEXT_BYTES)
+        ),
+    ));
+    let peak_bytes = lines.iter().map(|l| l.bytes).sum();
+    Estimate {
+        parameters: p,
+        lines,
+        peak_bytes,
+    }
+}
+
+fn line(component: &str, bytes: u64, formula: String) -> Line {
+    Line {
+        component: component.to_string(),
+        bytes,
+        formula,
+    }
+}
+
+/// What lives for the whole run, whatever the batch: the weights, their
+/// gradients, AdamW's moments and, under autocast, the half-precision casts.
+fn training_state(p: u64, mixed: bool) -> Vec<Line> {
+    let mut lines = vec![
         line(
+            "Model weights",
+            4 * p,
+            format!("4 B × {p} parameters (fp32)"),
+        ),
+        line("Gradients", 4 * p, format!("4 B × {p} parameters")),
+        line(
+            "Optimizer state (AdamW)",
+            8 * p,
+            format!("2 moments × 4 B × {p} parameters"),
+        ),
+    ];
+    if mixed {
+        lines.push(line(
             "Autocast weight copies",
             2 * p,
             "2 B × parameters (half-precision casts kept for the step)".into(),
-        );
+        ));
     }
+    lines
+}
+
+fn input_batch(m: &ModelSpec, b: u64) -> Line {
+    let t = m.frames;
     let input =
         4 * b * (t * m.image_channels * m.image_size * m.image_size + m.scalar_features + 1);
     line(
@@ -251,7 +277,15 @@ pub fn estimate(c: &Config) -> Estimate {
             "4 B × batch {b} × (frames {t} × {}×{}×{} + {} scalars + target)",
             m.image_channels, m.image_size, m.image_size, m.scalar_features
         ),
-    );
+    )
+}
+
+/// What autograd keeps for a forward pass of `b` samples, and backward's
+/// gradient buffers.
+fn activations(c: &Config, m: &ModelSpec, b: u64) -> [Line; 3] {
+    let t = m.frames;
+    let mixed = c.mixed_precision != Precision::Off;
+    let s = saved_per_sample(m, c.mixed_precision.activation_bytes());
     // With checkpointing, one frame's graph is alive beside the head's: the
     // last frame's, kept from the first pass through the head's backward
     // (train does not recompute it), then each recomputed frame's alone.
@@ -281,44 +315,32 @@ pub fn estimate(c: &Config) -> Estimate {
     } else {
         "4 B (fp32)"
     };
-    line(
-        "Activations: CNN encoder",
-        encoder,
-        format!("{encoder_formula}; elements × {precision}, pool indices 8 B"),
-    );
-    line(
-        "Activations: temporal, scalars, fusion",
-        b * (s.temporal + s.scalars + s.fusion),
-        format!(
-            "batch {b} × ({} attention layer(s) {} + scalar MLP {} + fusion and head {})",
-            m.attention_layers,
-            mib(s.temporal),
-            mib(s.scalars),
-            mib(s.fusion)
+    [
+        line(
+            "Activations: CNN encoder",
+            encoder,
+            format!("{encoder_formula}; elements × {precision}, pool indices 8 B"),
         ),
-    );
-    line(
-        "Backward workspace",
-        2 * unit * s.largest_frame_tensor,
-        format!(
-            "2 gradient buffers × largest activation ({} per frame) × {unit} frame(s) alive in backward",
-            mib(s.largest_frame_tensor)
+        line(
+            "Activations: temporal, scalars, fusion",
+            b * (s.temporal + s.scalars + s.fusion),
+            format!(
+                "batch {b} × ({} attention layer(s) {} + scalar MLP {} + fusion and head {})",
+                m.attention_layers,
+                mib(s.temporal),
+                mib(s.scalars),
+                mib(s.fusion)
+            ),
         ),
-    );
-    line(
-        "CUDA context and workspaces",
-        CONTEXT_BYTES,
-        format!(
-            "allowance of {} (to be fit from GPU measurements)",
-            mib(CONTEXT_BYTES)
+        line(
+            "Backward workspace",
+            2 * unit * s.largest_frame_tensor,
+            format!(
+                "2 gradient buffers × largest activation ({} per frame) × {unit} frame(s) alive in backward",
+                mib(s.largest_frame_tensor)
+            ),
         ),
-    );
-    let peak_bytes = lines.iter().map(|l| l.bytes).sum();
-    Estimate {
-        parameters: p,
-        lines,
-        peak_bytes,
-    }
+    ]
 }
 
 /// The largest batch size whose estimated peak is at most `budget_bytes`, up

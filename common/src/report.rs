@@ -272,6 +272,21 @@ mod table {
     }
 
     pub(super) fn write(report: &Report, out: &mut dyn Write) -> anyhow::Result<()> {
+        writeln!(out, "{}", headline(report))?;
+        if !report.gpus.is_empty() {
+            writeln!(out, "{}", gpu_table(&report.gpus))?;
+        }
+        for g in &report.gpus {
+            write_gpu_details(g, out)?;
+        }
+        for note in &report.notes {
+            writeln!(out, "note: {note}")?;
+        }
+        Ok(())
+    }
+
+    /// `N GPU(s) · driver · source · time`.
+    fn headline(report: &Report) -> String {
         let driver = match (&report.driver_version, &report.cuda_driver_version) {
             (Some(d), Some(c)) => format!("driver {d}, CUDA {c}"),
             (Some(d), None) => format!("driver {d}"),
@@ -281,8 +296,7 @@ mod table {
             Source::Nvml => "NVML",
             Source::Profile => "profile",
         };
-        writeln!(
-            out,
+        format!(
             "{} GPU(s) · {driver} · {source}{}",
             report.gpus.len(),
             report
@@ -290,85 +304,89 @@ mod table {
                 .as_deref()
                 .map(|t| format!(" · {t}"))
                 .unwrap_or_default()
-        )?;
-        if !report.gpus.is_empty() {
-            let mut t = Table::new();
-            t.load_preset(UTF8_FULL_CONDENSED)
-                .set_content_arrangement(ContentArrangement::Dynamic)
-                .set_header([
-                    "GPU",
-                    "Name",
-                    "Used MiB",
-                    "Free MiB",
-                    "Total MiB",
-                    "Util",
-                    "Temp",
-                    "Persist",
-                    "Health",
-                    "Procs",
-                    "Recommendation",
-                ]);
-            for g in &report.gpus {
-                let (used, free, total) = match g.memory {
-                    Some(m) => (
-                        m.used_mib.to_string(),
-                        m.free_mib.to_string(),
-                        m.total_mib.to_string(),
-                    ),
-                    None => ("n/a".into(), "n/a".into(), "n/a".into()),
-                };
-                let health = match (g.retired_pages_pending, g.remapping_failed) {
-                    (Some(true), _) | (_, Some(true)) => "ATTENTION".to_string(),
-                    (None, None) => "n/a".to_string(),
-                    _ => "ok".to_string(),
-                };
-                let rec = g.recommendation.as_ref().map_or_else(
-                    || "n/a".to_string(),
-                    |r| {
-                        format!(
-                            "{} · batch {} · {} ex",
-                            r.model_size, r.batch_size, r.max_train_examples
-                        )
-                    },
-                );
-                t.add_row([
-                    g.index.to_string(),
-                    opt(g.name.clone()),
-                    used,
-                    free,
-                    total,
-                    opt(g.utilization.map(|u| format!("{}%", u.gpu_pct))),
-                    opt(g.temperature_c.map(|c| format!("{c}°C"))),
-                    yes_no(g.persistence_mode),
-                    health,
-                    opt(g.processes.as_ref().map(|p| p.len())),
-                    rec,
-                ]);
-            }
-            writeln!(out, "{t}")?;
+        )
+    }
+
+    fn gpu_table(gpus: &[Gpu]) -> Table {
+        let mut t = Table::new();
+        t.load_preset(UTF8_FULL_CONDENSED)
+            .set_content_arrangement(ContentArrangement::Dynamic)
+            .set_header([
+                "GPU",
+                "Name",
+                "Used MiB",
+                "Free MiB",
+                "Total MiB",
+                "Util",
+                "Temp",
+                "Persist",
+                "Health",
+                "Procs",
+                "Recommendation",
+            ]);
+        for g in gpus {
+            t.add_row(gpu_row(g));
         }
-        for g in &report.gpus {
-            for p in g.processes.iter().flatten() {
-                writeln!(
-                    out,
-                    "  GPU {} · pid {} · {} · {} · {}",
-                    g.index,
-                    p.pid,
-                    p.name.as_deref().unwrap_or("n/a"),
-                    p.used_mib
-                        .map_or_else(|| "n/a".to_string(), |m| format!("{m} MiB")),
-                    serde_yaml::to_string(&p.kind)?.trim()
-                )?;
-            }
-            for (field, why) in &g.unavailable {
-                writeln!(out, "  GPU {} · {field}: {why}", g.index)?;
-            }
-            for note in &g.notes {
-                writeln!(out, "  GPU {} · note: {note}", g.index)?;
-            }
+        t
+    }
+
+    fn gpu_row(g: &Gpu) -> [String; 11] {
+        let (used, free, total) = match g.memory {
+            Some(m) => (
+                m.used_mib.to_string(),
+                m.free_mib.to_string(),
+                m.total_mib.to_string(),
+            ),
+            None => ("n/a".into(), "n/a".into(), "n/a".into()),
+        };
+        let health = match (g.retired_pages_pending, g.remapping_failed) {
+            (Some(true), _) | (_, Some(true)) => "ATTENTION".to_string(),
+            (None, None) => "n/a".to_string(),
+            _ => "ok".to_string(),
+        };
+        let rec = g.recommendation.as_ref().map_or_else(
+            || "n/a".to_string(),
+            |r| {
+                format!(
+                    "{} · batch {} · {} ex",
+                    r.model_size, r.batch_size, r.max_train_examples
+                )
+            },
+        );
+        [
+            g.index.to_string(),
+            opt(g.name.clone()),
+            used,
+            free,
+            total,
+            opt(g.utilization.map(|u| format!("{}%", u.gpu_pct))),
+            opt(g.temperature_c.map(|c| format!("{c}°C"))),
+            yes_no(g.persistence_mode),
+            health,
+            opt(g.processes.as_ref().map(|p| p.len())),
+            rec,
+        ]
+    }
+
+    /// One GPU's processes, unreadable fields and notes, a line each.
+    fn write_gpu_details(g: &Gpu, out: &mut dyn Write) -> anyhow::Result<()> {
+        for p in g.processes.iter().flatten() {
+            writeln!(
+                out,
+                "  GPU {} · pid {} · {} · {} · {}",
+                g.index,
+                p.pid,
+                p.name.as_deref().unwrap_or("n/a"),
+                p.used_mib
+                    .map_or_else(|| "n/a".to_string(), |m| format!("{m} MiB")),
+                serde_yaml::to_string(&p.kind)?.trim()
+            )?;
         }
-        for note in &report.notes {
-            writeln!(out, "note: {note}")?;
+        for (field, why) in &g.unavailable {
+            writeln!(out, "  GPU {} · {field}: {why}", g.index)?;
+        }
+        for note in &g.notes {
+            writeln!(out, "  GPU {} · note: {note}", g.index)?;
         }
         Ok(())
     }

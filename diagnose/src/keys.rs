@@ -111,7 +111,7 @@ impl Scalar {
     }
 
     /// On, for a switch: true, a non-zero number, or Axolotl's `auto`
-    /// (compile on where torch has it, every torch 2.11 does).
+    /// (compile on where torch has it: every torch 2.x).
     fn on(&self) -> bool {
         match self {
             Scalar::Bool(b) => *b,

@@ -8,7 +8,7 @@ use crate::driver::Driver;
 use crate::journal::{Outcome, TrialRef};
 use crate::outcome::MESSAGE_CHARS;
 use crate::running::{Proc, Running};
-use crate::space::Space;
+use crate::space::{Program, Space};
 use crate::trial::ParamValue;
 use anyhow::Context;
 use common::wire::failure::Class;
@@ -16,7 +16,7 @@ use common::wire::run_dir::TrialDir;
 use common::wire::sweep::Settings;
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use supervise::child::Spec;
 use supervise::env::{TorchVersion, Wants};
 use supervise::leg::{Leg, Objective};
@@ -98,50 +98,16 @@ pub fn start(space: &Space, settings: &Settings, l: &Launch) -> anyhow::Result<S
     // program runs in the launch directory or its own.
     let dir = TrialDir::new(std::path::absolute(l.dir.path())?);
     let params = space.program_params(l.values);
-    let json = supervise::command::args_json(&params);
-    common::files::write_atomic(&dir.params(), format!("{json}\n").as_bytes())?;
-    common::files::write_atomic(&dir.wandb_params(), wandb_config(&params).as_bytes())?;
-    if supervise::command::uses_args_json_file(program.command.as_deref()) {
-        common::files::write_atomic(&dir.args_json(), json.as_bytes())?;
-    }
-    let config = if uses_config(program.command.as_deref()) {
-        let text = settings
-            .base_text
-            .as_deref()
-            .context("`${config}` needs the sweep's --config")?;
-        let trial_text = Space::trial_config_text(text, &settings.base_name, l.values)?;
-        common::files::write_atomic(&dir.config(), trial_text.as_bytes())?;
-        Some(dir.config().display().to_string())
-    } else {
-        None
-    };
-    let cwd = if program.work_in_trial {
-        std::fs::create_dir_all(dir.work())?;
-        dir.work()
-    } else {
-        launch.clone()
-    };
-    // The program as the space names it, from the launch directory.
-    let program_path = if program.work_in_trial {
-        launch.join(&program.file).display().to_string()
-    } else {
-        program.file.clone()
-    };
-    let interpreter = settings
-        .interpreter
-        .clone()
-        .unwrap_or_else(|| "python".into());
+    let config = write_inputs(program, settings, l, &dir, &params)?;
     let get = |k: &str| std::env::var(k).ok();
-    let argv = supervise::command::expand(
-        program.command.as_deref(),
-        &supervise::command::Context {
-            params: &params,
-            program: &program_path,
-            interpreter: &interpreter,
-            args_json_file: &dir.args_json().display().to_string(),
-            config: config.as_deref(),
-            env: &get,
-        },
+    let (cwd, argv) = command_line(
+        program,
+        settings,
+        &launch,
+        &dir,
+        &params,
+        config.as_deref(),
+        &get,
     )?;
     let fixes = supervise::env::fixes(
         &get,
@@ -186,6 +152,75 @@ pub fn start(space: &Space, settings: &Settings, l: &Launch) -> anyhow::Result<S
         argv,
         env_said: fixes.said,
     })
+}
+
+/// The files a trial's program reads its values from: params.json, W&B's
+/// param file, args.json when the command names it, and the trial's config
+/// when the command uses `${config}` (its path returned).
+fn write_inputs(
+    program: &Program,
+    settings: &Settings,
+    l: &Launch,
+    dir: &TrialDir,
+    params: &[(String, Value)],
+) -> anyhow::Result<Option<String>> {
+    let json = supervise::command::args_json(params);
+    common::files::write_atomic(&dir.params(), format!("{json}\n").as_bytes())?;
+    common::files::write_atomic(&dir.wandb_params(), wandb_config(params).as_bytes())?;
+    if supervise::command::uses_args_json_file(program.command.as_deref()) {
+        common::files::write_atomic(&dir.args_json(), json.as_bytes())?;
+    }
+    if !uses_config(program.command.as_deref()) {
+        return Ok(None);
+    }
+    let text = settings
+        .base_text
+        .as_deref()
+        .context("`${config}` needs the sweep's --config")?;
+    let trial_text = Space::trial_config_text(text, &settings.base_name, l.values)?;
+    common::files::write_atomic(&dir.config(), trial_text.as_bytes())?;
+    Ok(Some(dir.config().display().to_string()))
+}
+
+/// The directory the program runs in (its own `work`, made here, or the
+/// launch directory) and its argv, the space's command expanded.
+fn command_line(
+    program: &Program,
+    settings: &Settings,
+    launch: &Path,
+    dir: &TrialDir,
+    params: &[(String, Value)],
+    config: Option<&str>,
+    get: &dyn Fn(&str) -> Option<String>,
+) -> anyhow::Result<(PathBuf, Vec<String>)> {
+    let cwd = if program.work_in_trial {
+        std::fs::create_dir_all(dir.work())?;
+        dir.work()
+    } else {
+        launch.to_path_buf()
+    };
+    // The program as the space names it, from the launch directory.
+    let program_path = if program.work_in_trial {
+        launch.join(&program.file).display().to_string()
+    } else {
+        program.file.clone()
+    };
+    let interpreter = settings
+        .interpreter
+        .clone()
+        .unwrap_or_else(|| "python".into());
+    let argv = supervise::command::expand(
+        program.command.as_deref(),
+        &supervise::command::Context {
+            params,
+            program: &program_path,
+            interpreter: &interpreter,
+            args_json_file: &dir.args_json().display().to_string(),
+            config,
+            env: get,
+        },
+    )?;
+    Ok((cwd, argv))
 }
 
 /// The variables every program trial gets (docs/GUIDE.md, "Your own

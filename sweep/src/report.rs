@@ -7,12 +7,13 @@
 use crate::journal::{Journal, Study};
 use crate::layout::{read_settings, space_of};
 use crate::owner::Liveness;
+use crate::slurm::Queue;
 use crate::space::Space;
 use crate::trial::{Direction, ParamValue, Trial, TrialState};
 use common::format::Format;
 use common::wire::failure::Class;
 use common::wire::run_dir::{self, SweepDir};
-use common::wire::sweep::{FailureGroup, Row, Settings, SweepReport};
+use common::wire::sweep::{FailureGroup, Row, Settings, SlurmJobs, SweepReport};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -168,35 +169,7 @@ pub fn status(dir: &Path) -> anyhow::Result<u8> {
         .iter()
         .filter(|t| t.state == TrialState::Running)
     {
-        let last = t.intermediate.iter().next_back();
-        let progress = last.map_or("no epoch yet".to_string(), |(e, v)| {
-            format!("epoch {e}: {} {v:.6}", space.metric.name)
-        });
-        let train_pid = crate::process::live_trial_pid(&SweepDir::new(dir).trial(t.number));
-        match crate::owner::liveness(t, &queue) {
-            Liveness::Live(where_) => {
-                let pid = train_pid.map_or(String::new(), |p| format!(", train pid {p}"));
-                writeln!(
-                    out,
-                    "running: trial {} ({where_}{pid}), {progress}",
-                    t.number
-                )?
-            }
-            Liveness::Gone(why) => {
-                let leftover = train_pid.map_or(String::new(), |p| {
-                    format!(" (its train, pid {p}, still runs)")
-                });
-                writeln!(
-                    out,
-                    "trial {} is RUNNING in the journal but {why}{leftover}: `train sweep --resume {}` runs it again",
-                    t.number,
-                    dir.display()
-                )?
-            }
-            Liveness::Unknown(why) => {
-                writeln!(out, "trial {} is RUNNING in the journal; {why}", t.number)?
-            }
-        }
+        write_running(&mut out, dir, &space, t, &queue)?;
     }
     match best(&study) {
         Some(t) => writeln!(
@@ -210,30 +183,81 @@ pub fn status(dir: &Path) -> anyhow::Result<u8> {
         None => writeln!(out, "best so far: no complete trial yet")?,
     }
     if let Some(jobs) = &jobs {
-        let ids = jobs.job_ids();
-        match &queue {
-            Ok(q) => {
-                let listed: Vec<_> = q.of_jobs(&ids).collect();
-                if listed.is_empty() {
-                    writeln!(
-                        out,
-                        "slurm: squeue lists no task of job(s) {}",
-                        ids.join(", ")
-                    )?;
-                }
-                for e in listed {
-                    writeln!(
-                        out,
-                        "slurm: {} {} {} {}",
-                        e.key, e.state, e.time, e.where_or_why
-                    )?;
-                }
-            }
-            Err(why) => writeln!(out, "slurm: job(s) {}: {why}", ids.join(", "))?,
-        }
+        write_slurm(&mut out, jobs, &queue)?;
     }
     out.flush()?;
     Ok(common::exit::OK)
+}
+
+/// A RUNNING trial's line: its progress where it runs, or why the journal's
+/// state is stale and how to run it again.
+fn write_running(
+    out: &mut impl Write,
+    dir: &Path,
+    space: &Space,
+    t: &Trial,
+    queue: &Result<Queue, String>,
+) -> anyhow::Result<()> {
+    let last = t.intermediate.iter().next_back();
+    let progress = last.map_or("no epoch yet".to_string(), |(e, v)| {
+        format!("epoch {e}: {} {v:.6}", space.metric.name)
+    });
+    let train_pid = crate::process::live_trial_pid(&SweepDir::new(dir).trial(t.number));
+    match crate::owner::liveness(t, queue) {
+        Liveness::Live(where_) => {
+            let pid = train_pid.map_or(String::new(), |p| format!(", train pid {p}"));
+            writeln!(
+                out,
+                "running: trial {} ({where_}{pid}), {progress}",
+                t.number
+            )?
+        }
+        Liveness::Gone(why) => {
+            let leftover = train_pid.map_or(String::new(), |p| {
+                format!(" (its train, pid {p}, still runs)")
+            });
+            writeln!(
+                out,
+                "trial {} is RUNNING in the journal but {why}{leftover}: `train sweep --resume {}` runs it again",
+                t.number,
+                dir.display()
+            )?
+        }
+        Liveness::Unknown(why) => {
+            writeln!(out, "trial {} is RUNNING in the journal; {why}", t.number)?
+        }
+    }
+    Ok(())
+}
+
+/// The sweep's Slurm tasks as squeue lists them, or why it could not.
+fn write_slurm(
+    out: &mut impl Write,
+    jobs: &SlurmJobs,
+    queue: &Result<Queue, String>,
+) -> anyhow::Result<()> {
+    let ids = jobs.job_ids();
+    match queue {
+        Ok(q) => {
+            let listed: Vec<_> = q.of_jobs(&ids).collect();
+            if listed.is_empty() {
+                writeln!(
+                    out,
+                    "slurm: squeue lists no task of job(s) {}",
+                    ids.join(", ")
+                )?;
+            }
+            for e in listed {
+                writeln!(
+                    out,
+                    "slurm: {} {} {} {}",
+                    e.key, e.state, e.time, e.where_or_why
+                )?;
+            }
+        }
+        Err(why) => writeln!(out, "slurm: job(s) {}: {why}", ids.join(", "))?,
+    }
+    Ok(())
 }
 
 fn goal(d: Direction) -> &'static str {

@@ -6,7 +6,7 @@ use super::TrialRecord;
 use crate::trial::{Choice, Distribution, ParamValue};
 use anyhow::{anyhow, bail, Context, Result};
 use serde::Serialize;
-use serde_json::Value;
+use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 
 pub(super) fn finite(v: f64, what: &str) -> Result<()> {
@@ -170,30 +170,70 @@ pub(super) fn json_to_distribution(json: &str) -> Result<Distribution, String> {
     } else {
         (m.get("type").and_then(Value::as_str).unwrap_or_default(), m)
     };
-    let num = |k: &str| -> Result<f64, String> {
-        a.get(k)
-            .and_then(float)
-            .ok_or_else(|| format!("{kind}: {k} is not a number"))
+    let a = Attributes { kind, attrs: a };
+    let dist = match kind {
+        "FloatDistribution" | "float" => a.float_dist(a.flag("log"), a.opt_num("step")?)?,
+        "UniformDistribution" => a.float_dist(false, None)?,
+        "LogUniformDistribution" => a.float_dist(true, None)?,
+        "DiscreteUniformDistribution" => a.float_dist(false, Some(a.num("q")?))?,
+        "IntDistribution" | "int" => a.int_dist(a.flag("log"), a.int("step", Some(1))?)?,
+        "IntUniformDistribution" => a.int_dist(false, a.int("step", Some(1))?)?,
+        "IntLogUniformDistribution" => a.int_dist(true, a.int("step", Some(1))?)?,
+        "CategoricalDistribution" | "categorical" => Distribution::Categorical {
+            choices: a
+                .attrs
+                .get("choices")
+                .and_then(Value::as_array)
+                .ok_or("CategoricalDistribution: choices is not a list")?
+                .iter()
+                .map(choice)
+                .collect::<Result<_, _>>()?,
+        },
+        other => return Err(format!("unknown distribution {other:?}")),
     };
-    let int = |k: &str, default: Option<i64>| -> Result<i64, String> {
-        match (a.get(k), default) {
+    check_distribution(&dist).map_err(|e| format!("{kind}: {e:#}"))?;
+    Ok(dist)
+}
+
+/// A distribution's attributes, read with its class name in errors.
+struct Attributes<'a> {
+    kind: &'a str,
+    attrs: &'a Map<String, Value>,
+}
+
+impl Attributes<'_> {
+    fn num(&self, k: &str) -> Result<f64, String> {
+        self.attrs
+            .get(k)
+            .and_then(float)
+            .ok_or_else(|| format!("{}: {k} is not a number", self.kind))
+    }
+
+    fn int(&self, k: &str, default: Option<i64>) -> Result<i64, String> {
+        match (self.attrs.get(k), default) {
             (None | Some(Value::Null), Some(d)) => Ok(d),
             (Some(v), _) => v
                 .as_i64()
                 .or_else(|| v.as_f64().filter(|f| f.fract() == 0.0).map(|f| f as i64))
-                .ok_or_else(|| format!("{kind}: {k} is not an integer")),
-            (None, None) => Err(format!("{kind}: no {k}")),
+                .ok_or_else(|| format!("{}: {k} is not an integer", self.kind)),
+            (None, None) => Err(format!("{}: no {k}", self.kind)),
         }
-    };
-    let flag = |k: &str| a.get(k).and_then(Value::as_bool).unwrap_or(false);
-    let opt_num = |k: &str| -> Result<Option<f64>, String> {
-        match a.get(k) {
+    }
+
+    fn flag(&self, k: &str) -> bool {
+        self.attrs.get(k).and_then(Value::as_bool).unwrap_or(false)
+    }
+
+    fn opt_num(&self, k: &str) -> Result<Option<f64>, String> {
+        match self.attrs.get(k) {
             None | Some(Value::Null) => Ok(None),
-            Some(_) => num(k).map(Some),
+            Some(_) => self.num(k).map(Some),
         }
-    };
-    let float_dist = |log: bool, step: Option<f64>| -> Result<Distribution, String> {
-        let (low, mut high) = (num("low")?, num("high")?);
+    }
+
+    /// Optuna moves `high` down onto the step grid.
+    fn float_dist(&self, log: bool, step: Option<f64>) -> Result<Distribution, String> {
+        let (low, mut high) = (self.num("low")?, self.num("high")?);
         if let Some(s) = step {
             let n = (high - low) / s;
             if (n - n.round()).abs() > 1e-9 * n.abs().max(1.0) {
@@ -206,11 +246,12 @@ pub(super) fn json_to_distribution(json: &str) -> Result<Distribution, String> {
             log,
             step,
         })
-    };
-    let int_dist = |log: bool, step: i64| -> Result<Distribution, String> {
-        let (low, high) = (int("low", None)?, int("high", None)?);
+    }
+
+    fn int_dist(&self, log: bool, step: i64) -> Result<Distribution, String> {
+        let (low, high) = (self.int("low", None)?, self.int("high", None)?);
         if step <= 0 {
-            return Err(format!("{kind}: step {step} is not > 0"));
+            return Err(format!("{}: step {step} is not > 0", self.kind));
         }
         Ok(Distribution::Int {
             low,
@@ -218,28 +259,7 @@ pub(super) fn json_to_distribution(json: &str) -> Result<Distribution, String> {
             log,
             step,
         })
-    };
-    let dist = match kind {
-        "FloatDistribution" | "float" => float_dist(flag("log"), opt_num("step")?)?,
-        "UniformDistribution" => float_dist(false, None)?,
-        "LogUniformDistribution" => float_dist(true, None)?,
-        "DiscreteUniformDistribution" => float_dist(false, Some(num("q")?))?,
-        "IntDistribution" | "int" => int_dist(flag("log"), int("step", Some(1))?)?,
-        "IntUniformDistribution" => int_dist(false, int("step", Some(1))?)?,
-        "IntLogUniformDistribution" => int_dist(true, int("step", Some(1))?)?,
-        "CategoricalDistribution" | "categorical" => Distribution::Categorical {
-            choices: a
-                .get("choices")
-                .and_then(Value::as_array)
-                .ok_or("CategoricalDistribution: choices is not a list")?
-                .iter()
-                .map(choice)
-                .collect::<Result<_, _>>()?,
-        },
-        other => return Err(format!("unknown distribution {other:?}")),
-    };
-    check_distribution(&dist).map_err(|e| format!("{kind}: {e:#}"))?;
-    Ok(dist)
+    }
 }
 
 fn choice(v: &Value) -> Result<Choice, String> {

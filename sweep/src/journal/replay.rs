@@ -5,7 +5,7 @@ use super::codec::{compatible, float, json_to_distribution, readable, to_externa
 use super::records::*;
 use super::timestamps::naive_utc;
 use super::{Study, StudyId, TrialId};
-use crate::trial::{Direction, Distribution, Trial, TrialState};
+use crate::trial::{Direction, Distribution, ParamValue, Trial, TrialState};
 use anyhow::{bail, Context, Result};
 use common::bad_input;
 use serde_json::{Map, Value};
@@ -138,31 +138,7 @@ impl Replay {
     pub(super) fn apply(&mut self, r: &Map<String, Value>) -> Result<(), String> {
         let op = uint(r, "op_code")?;
         match u8::try_from(op).unwrap_or(u8::MAX) {
-            CREATE_STUDY => {
-                let name = string(r, "study_name")?;
-                let directions = array(r, "directions")?
-                    .iter()
-                    .map(|d| match d.as_i64() {
-                        Some(d @ 0..=2) => Ok(d),
-                        _ => Err(format!("directions: {d} is not a StudyDirection (0, 1, 2)")),
-                    })
-                    .collect::<Result<Vec<_>, _>>()?;
-                if self.studies.values().any(|s| s.name == name) {
-                    return Ok(());
-                }
-                let id = self.next_study_id;
-                self.next_study_id += 1;
-                self.studies.insert(
-                    id,
-                    StudyState {
-                        name: name.to_owned(),
-                        directions,
-                        user_attrs: BTreeMap::new(),
-                        system_attrs: BTreeMap::new(),
-                    },
-                );
-                self.study_trials.insert(id, Vec::new());
-            }
+            CREATE_STUDY => self.create_study(r)?,
             DELETE_STUDY => {
                 self.studies.remove(&uint(r, "study_id")?);
             }
@@ -181,25 +157,7 @@ impl Replay {
             }
             CREATE_TRIAL => self.create_trial(r)?,
             SET_TRIAL_PARAM => self.set_param(r)?,
-            SET_TRIAL_STATE_VALUES => {
-                let Some(t) = self.updatable(r)? else {
-                    return Ok(());
-                };
-                let state = trial_state(field(r, "state")?)?;
-                if state == TrialState::Running && t.trial.state == TrialState::Running {
-                    return Ok(()); // Another worker already runs it.
-                }
-                if state == TrialState::Running {
-                    t.trial.datetime_start = Some(naive_utc(string(r, "datetime_start")?));
-                }
-                if state.is_finished() {
-                    t.trial.datetime_complete = Some(naive_utc(string(r, "datetime_complete")?));
-                }
-                t.trial.state = state;
-                if let Some(v) = values(field(r, "values")?)? {
-                    t.values = Some(v);
-                }
-            }
+            SET_TRIAL_STATE_VALUES => self.set_state_values(r)?,
             SET_TRIAL_INTERMEDIATE_VALUE => {
                 if let Some(t) = self.updatable(r)? {
                     let step = uint(r, "step")?;
@@ -222,6 +180,55 @@ impl Replay {
             }
             DISCARD_TRIALS => self.discard(r)?,
             _ => return Err(format!("unknown op_code {op} (Optuna 5's are 0-10)")),
+        }
+        Ok(())
+    }
+
+    /// A study of a name already taken is ignored, as in Optuna.
+    fn create_study(&mut self, r: &Map<String, Value>) -> Result<(), String> {
+        let name = string(r, "study_name")?;
+        let directions = array(r, "directions")?
+            .iter()
+            .map(|d| match d.as_i64() {
+                Some(d @ 0..=2) => Ok(d),
+                _ => Err(format!("directions: {d} is not a StudyDirection (0, 1, 2)")),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        if self.studies.values().any(|s| s.name == name) {
+            return Ok(());
+        }
+        let id = self.next_study_id;
+        self.next_study_id += 1;
+        self.studies.insert(
+            id,
+            StudyState {
+                name: name.to_owned(),
+                directions,
+                user_attrs: BTreeMap::new(),
+                system_attrs: BTreeMap::new(),
+            },
+        );
+        self.study_trials.insert(id, Vec::new());
+        Ok(())
+    }
+
+    fn set_state_values(&mut self, r: &Map<String, Value>) -> Result<(), String> {
+        let Some(t) = self.updatable(r)? else {
+            return Ok(());
+        };
+        let state = trial_state(field(r, "state")?)?;
+        if state == TrialState::Running && t.trial.state == TrialState::Running {
+            return Ok(()); // Another worker already runs it.
+        }
+        if state == TrialState::Running {
+            t.trial.datetime_start = Some(naive_utc(string(r, "datetime_start")?));
+        }
+        if state.is_finished() {
+            t.trial.datetime_complete = Some(naive_utc(string(r, "datetime_complete")?));
+        }
+        t.trial.state = state;
+        if let Some(v) = values(field(r, "values")?)? {
+            t.values = Some(v);
         }
         Ok(())
     }
@@ -255,70 +262,15 @@ impl Replay {
         if !self.studies.contains_key(&study_id) {
             return Ok(());
         }
-        let mut distributions = BTreeMap::new();
-        if let Some(d) = r.get("distributions") {
-            for (k, v) in d.as_object().ok_or("distributions is not an object")? {
-                let json = v
-                    .as_str()
-                    .ok_or_else(|| format!("distributions.{k} is not a string"))?;
-                let dist =
-                    json_to_distribution(json).map_err(|e| format!("distributions.{k}: {e}"))?;
-                distributions.insert(k.clone(), dist);
-            }
-        }
-        let mut params = BTreeMap::new();
-        if let Some(p) = r.get("params") {
-            for (k, v) in p.as_object().ok_or("params is not an object")? {
-                let dist = distributions
-                    .get(k)
-                    .ok_or_else(|| format!("params.{k} has no distribution"))?;
-                params.insert(
-                    k.clone(),
-                    to_external(dist, v).map_err(|e| format!("params.{k}: {e}"))?,
-                );
-            }
-        }
-        let datetime_start = match field(r, "datetime_start")? {
-            Value::Null => None,
-            Value::String(s) => Some(naive_utc(s)),
-            _ => return Err("datetime_start is not a string".into()),
-        };
-        let datetime_complete = match r.get("datetime_complete") {
-            None => None,
-            Some(Value::String(s)) => Some(naive_utc(s)),
-            Some(_) => return Err("datetime_complete is not a string".into()),
-        };
+        let distributions = distributions(r)?;
+        let params = params(r, &distributions)?;
+        let (datetime_start, datetime_complete) = datetimes(r)?;
         let state = match r.get("state") {
             None => TrialState::Running,
             Some(s) => trial_state(s)?,
         };
-        let value = match r.get("value") {
-            None | Some(Value::Null) => None,
-            Some(v) => Some(float(v).ok_or("value is not a number")?),
-        };
-        let values = match r.get("values") {
-            None => None,
-            Some(v) => values(v)?,
-        };
-        let values = match (value, values) {
-            (Some(_), Some(_)) => return Err("both value and values are set".into()),
-            (Some(v), None) => Some(vec![v]),
-            (None, vs) => vs,
-        };
-        let mut intermediate = BTreeMap::new();
-        if let Some(iv) = r.get("intermediate_values") {
-            for (k, v) in iv
-                .as_object()
-                .ok_or("intermediate_values is not an object")?
-            {
-                let step = k.trim().parse::<u64>().map_err(|_| {
-                    format!("intermediate_values: step {k:?} is not an integer >= 0")
-                })?;
-                let v =
-                    float(v).ok_or_else(|| format!("intermediate_values.{k} is not a number"))?;
-                intermediate.insert(step, v);
-            }
-        }
+        let values = value_or_values(r)?;
+        let intermediate = intermediate_values(r)?;
         let trials = self.study_trials.entry(study_id).or_default();
         let id = self.trials.len() as u64;
         let number = trials.len() as u64;
@@ -434,6 +386,91 @@ fn attrs(v: Option<&Value>, key: &str) -> Result<BTreeMap<String, Value>, String
         Some(Value::Object(m)) => Ok(m.iter().map(|(k, v)| (k.clone(), readable(v))).collect()),
         Some(_) => Err(format!("{key} is not an object")),
     }
+}
+
+/// A CREATE_TRIAL's distributions, each a JSON string.
+fn distributions(r: &Map<String, Value>) -> Result<BTreeMap<String, Distribution>, String> {
+    let mut distributions = BTreeMap::new();
+    if let Some(d) = r.get("distributions") {
+        for (k, v) in d.as_object().ok_or("distributions is not an object")? {
+            let json = v
+                .as_str()
+                .ok_or_else(|| format!("distributions.{k} is not a string"))?;
+            let dist = json_to_distribution(json).map_err(|e| format!("distributions.{k}: {e}"))?;
+            distributions.insert(k.clone(), dist);
+        }
+    }
+    Ok(distributions)
+}
+
+/// A CREATE_TRIAL's params, internal values read through their distributions.
+fn params(
+    r: &Map<String, Value>,
+    distributions: &BTreeMap<String, Distribution>,
+) -> Result<BTreeMap<String, ParamValue>, String> {
+    let mut params = BTreeMap::new();
+    if let Some(p) = r.get("params") {
+        for (k, v) in p.as_object().ok_or("params is not an object")? {
+            let dist = distributions
+                .get(k)
+                .ok_or_else(|| format!("params.{k} has no distribution"))?;
+            params.insert(
+                k.clone(),
+                to_external(dist, v).map_err(|e| format!("params.{k}: {e}"))?,
+            );
+        }
+    }
+    Ok(params)
+}
+
+/// A CREATE_TRIAL's start (a field that may be null) and completion.
+fn datetimes(r: &Map<String, Value>) -> Result<(Option<String>, Option<String>), String> {
+    let datetime_start = match field(r, "datetime_start")? {
+        Value::Null => None,
+        Value::String(s) => Some(naive_utc(s)),
+        _ => return Err("datetime_start is not a string".into()),
+    };
+    let datetime_complete = match r.get("datetime_complete") {
+        None => None,
+        Some(Value::String(s)) => Some(naive_utc(s)),
+        Some(_) => return Err("datetime_complete is not a string".into()),
+    };
+    Ok((datetime_start, datetime_complete))
+}
+
+/// A CREATE_TRIAL's `value` (Optuna 2) or `values`, not both.
+fn value_or_values(r: &Map<String, Value>) -> Result<Option<Vec<f64>>, String> {
+    let value = match r.get("value") {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(float(v).ok_or("value is not a number")?),
+    };
+    let values = match r.get("values") {
+        None => None,
+        Some(v) => values(v)?,
+    };
+    match (value, values) {
+        (Some(_), Some(_)) => Err("both value and values are set".into()),
+        (Some(v), None) => Ok(Some(vec![v])),
+        (None, vs) => Ok(vs),
+    }
+}
+
+fn intermediate_values(r: &Map<String, Value>) -> Result<BTreeMap<u64, f64>, String> {
+    let mut intermediate = BTreeMap::new();
+    if let Some(iv) = r.get("intermediate_values") {
+        for (k, v) in iv
+            .as_object()
+            .ok_or("intermediate_values is not an object")?
+        {
+            let step = k
+                .trim()
+                .parse::<u64>()
+                .map_err(|_| format!("intermediate_values: step {k:?} is not an integer >= 0"))?;
+            let v = float(v).ok_or_else(|| format!("intermediate_values.{k} is not a number"))?;
+            intermediate.insert(step, v);
+        }
+    }
+    Ok(intermediate)
 }
 
 #[cfg(test)]

@@ -7,7 +7,21 @@ use super::*;
 impl Reader<'_> {
     pub(super) fn param(&self, m: &Mapping, path: &str) -> anyhow::Result<Param> {
         let entries = self.entries(m, path)?;
-        for (k, _) in &entries {
+        self.check_param_keys(&entries, path)?;
+        let dist = self.named_or_inferred(m, path)?;
+        self.check_supported(m, path, dist)?;
+        self.check_uses(&entries, m, path, dist)?;
+        match dist {
+            "categorical" => self.categorical(m, path),
+            "constant" => self.constant(m, path),
+            _ => self.range(m, path, dist),
+        }
+    }
+
+    /// A parameter's keys, with why W&B's weighted and normal/beta forms
+    /// are refused.
+    fn check_param_keys(&self, entries: &[(String, &Value)], path: &str) -> anyhow::Result<()> {
+        for (k, _) in entries {
             match k.as_str() {
                 k if PARAM_KEYS.contains(&k) => {}
                 "probabilities" => {
@@ -25,13 +39,18 @@ impl Reader<'_> {
                 k => return Err(self.unknown(&child(path, k), k, &PARAM_KEYS)),
             }
         }
+        Ok(())
+    }
+
+    /// The distribution named, or the one W&B infers from the keys when
+    /// none is.
+    fn named_or_inferred<'m>(&self, m: &'m Mapping, path: &str) -> anyhow::Result<&'m str> {
         let get = |key: &str| m.get(key);
-        let dist_path = child(path, "distribution");
         let dist = match get("distribution") {
             None => None,
             Some(v) => Some(v.as_str().ok_or_else(|| {
                 self.err(
-                    &dist_path,
+                    &child(path, "distribution"),
                     format!(
                         "expected one of {}, found {}",
                         DISTRIBUTIONS.join(", "),
@@ -42,7 +61,7 @@ impl Reader<'_> {
         };
         let has = |k: &str| m.contains_key(k);
         // W&B's inference when no distribution is named.
-        let dist = match dist {
+        Ok(match dist {
             Some(d) => d,
             None if has("values") => "categorical",
             None if has("value") => "constant",
@@ -60,9 +79,15 @@ impl Reader<'_> {
                 ));
             }
             None => return Err(self.err(path, "expected values: [...], value: x, or min and max")),
-        };
+        })
+    }
+
+    /// Refuses W&B's old log_uniform, the distributions Optuna has no
+    /// equivalent of, and unknown names (with the nearest).
+    fn check_supported(&self, m: &Mapping, path: &str, dist: &str) -> anyhow::Result<()> {
+        let dist_path = child(path, "distribution");
         if dist == "log_uniform" {
-            let hint = match (get("min").and_then(number), get("max").and_then(number)) {
+            let hint = match (m.get("min").and_then(number), m.get("max").and_then(number)) {
                 (Some(a), Some(b)) => format!(
                     " (min: {a}, max: {b} here mean min: {:.3e}, max: {:.3e})",
                     a.f64().exp(),
@@ -103,15 +128,25 @@ impl Reader<'_> {
                 ),
             ));
         }
-        // Keys the chosen distribution does not use are refused, not
-        // ignored: `values` next to `min` is ambiguous.
+        Ok(())
+    }
+
+    /// Keys the chosen distribution does not use are refused, not ignored
+    /// (`values` next to `min` is ambiguous); those it needs must be there.
+    fn check_uses(
+        &self,
+        entries: &[(String, &Value)],
+        m: &Mapping,
+        path: &str,
+        dist: &str,
+    ) -> anyhow::Result<()> {
         let uses: &[&str] = match dist {
             "categorical" => &["values"],
             "constant" => &["value"],
             "q_uniform" => &["min", "max", "q"],
             _ => &["min", "max"],
         };
-        for (k, _) in &entries {
+        for (k, _) in entries {
             if k != "distribution" && !uses.contains(&k.as_str()) {
                 return Err(self.err(
                     &child(path, k),
@@ -123,7 +158,7 @@ impl Reader<'_> {
             }
         }
         for k in uses {
-            if !has(k) {
+            if !m.contains_key(*k) {
                 let why = if *k == "q" {
                     " (W&B would default q to 1; write q: 1 if that is meant)"
                 } else {
@@ -132,74 +167,52 @@ impl Reader<'_> {
                 return Err(self.err(path, format!("distribution {dist} needs `{k}`{why}")));
             }
         }
-        match dist {
-            "categorical" => {
-                let vpath = child(path, "values");
-                let list = match get("values").and_then(Value::as_sequence) {
-                    Some(l) if !l.is_empty() => l,
-                    _ => return Err(self.err(&vpath, "expected a non-empty list of values")),
-                };
-                let choices = list
-                    .iter()
-                    .enumerate()
-                    .map(|(i, v)| {
-                        scalar(v).ok_or_else(|| {
-                            self.err(
-                                &format!("{vpath}[{i}]"),
-                                format!("expected a number, string, boolean or null, found {} (categorical choices are scalars, as in Optuna)", show(v)),
-                            )
-                        })
-                    })
-                    .collect::<anyhow::Result<Vec<_>>>()?;
-                Ok(Param::Sampled(Distribution::Categorical { choices }))
-            }
-            "constant" => {
-                let v = &m["value"];
-                let c = scalar(v).ok_or_else(|| {
+        Ok(())
+    }
+
+    fn categorical(&self, m: &Mapping, path: &str) -> anyhow::Result<Param> {
+        let vpath = child(path, "values");
+        let list = match m.get("values").and_then(Value::as_sequence) {
+            Some(l) if !l.is_empty() => l,
+            _ => return Err(self.err(&vpath, "expected a non-empty list of values")),
+        };
+        let choices = list
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                scalar(v).ok_or_else(|| {
                     self.err(
-                        &child(path, "value"),
-                        format!("expected a number, string, boolean or null, found {}; set lists and mappings in the base config", show(v)),
+                        &format!("{vpath}[{i}]"),
+                        format!("expected a number, string, boolean or null, found {} (categorical choices are scalars, as in Optuna)", show(v)),
                     )
-                })?;
-                Ok(Param::Fixed(fixed_value(c)))
-            }
-            _ => self.range(m, path, dist),
-        }
+                })
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        Ok(Param::Sampled(Distribution::Categorical { choices }))
+    }
+
+    fn constant(&self, m: &Mapping, path: &str) -> anyhow::Result<Param> {
+        let v = &m["value"];
+        let c = scalar(v).ok_or_else(|| {
+            self.err(
+                &child(path, "value"),
+                format!("expected a number, string, boolean or null, found {}; set lists and mappings in the base config", show(v)),
+            )
+        })?;
+        Ok(Param::Fixed(fixed_value(c)))
     }
 
     pub(super) fn range(&self, m: &Mapping, path: &str, dist: &str) -> anyhow::Result<Param> {
-        let num = |k: &str| -> anyhow::Result<Num> {
-            let v = &m[k];
-            match number(v) {
-                Some(n) if n.f64().is_finite() => Ok(n),
-                _ => Err(self.err(
-                    &child(path, k),
-                    format!("expected a finite number, found {}", show(v)),
-                )),
-            }
-        };
-        let (min, max) = (num("min")?, num("max")?);
+        let (min, max) = (self.finite(m, path, "min")?, self.finite(m, path, "max")?);
         if min.f64() > max.f64() {
             return Err(self.err(
                 &child(path, "min"),
                 format!("min ({}) is greater than max ({})", min.f64(), max.f64()),
             ));
         }
-        let ints = match (min, max) {
-            (Num::Int(a), Num::Int(b)) => Some((a, b)),
-            _ => None,
-        };
-        let float = |log: bool, step: Option<f64>| {
-            Param::Sampled(Distribution::Float {
-                low: min.f64(),
-                high: max.f64(),
-                log,
-                step,
-            })
-        };
         match dist {
             "int_uniform" => {
-                let (low, high) = ints.ok_or_else(|| {
+                let (low, high) = ints(min, max).ok_or_else(|| {
                     self.err(
                         path,
                         format!(
@@ -216,7 +229,7 @@ impl Reader<'_> {
                     step: 1,
                 }))
             }
-            "uniform" => Ok(float(false, None)),
+            "uniform" => Ok(float(min, max, false, None)),
             "log_uniform_values" => {
                 if min.f64() <= 0.0 {
                     return Err(self.err(
@@ -226,48 +239,62 @@ impl Reader<'_> {
                 }
                 // Integer bounds stay integers, as int_uniform's do, so that
                 // an integer key (batch_size) gets integers.
-                Ok(match ints {
+                Ok(match ints(min, max) {
                     Some((low, high)) => Param::Sampled(Distribution::Int {
                         low,
                         high,
                         log: true,
                         step: 1,
                     }),
-                    None => float(true, None),
+                    None => float(min, max, true, None),
                 })
             }
-            _ => {
-                // q_uniform: Optuna's grid low + k·q; the range must hold a
-                // whole number of steps (Optuna would lower max silently).
-                let q = num("q")?;
-                if q.f64() <= 0.0 {
-                    return Err(self.err(
-                        &child(path, "q"),
-                        format!("expected q > 0, found {}", q.f64()),
-                    ));
-                }
-                let steps = (max.f64() - min.f64()) / q.f64();
-                if (steps - steps.round()).abs() > 1e-9 * steps.abs().max(1.0) {
-                    let fit = min.f64() + steps.floor() * q.f64();
-                    return Err(self.err(
-                        &child(path, "max"),
-                        format!(
-                            "max - min ({}) is not a multiple of q ({}); use max: {fit}",
-                            max.f64() - min.f64(),
-                            q.f64()
-                        ),
-                    ));
-                }
-                Ok(match (ints, q) {
-                    (Some((low, high)), Num::Int(step)) => Param::Sampled(Distribution::Int {
-                        low,
-                        high,
-                        log: false,
-                        step,
-                    }),
-                    _ => float(false, Some(q.f64())),
-                })
-            }
+            _ => self.q_uniform(m, path, min, max),
+        }
+    }
+
+    /// q_uniform: Optuna's grid low + k·q; the range must hold a whole
+    /// number of steps (Optuna would lower max silently).
+    fn q_uniform(&self, m: &Mapping, path: &str, min: Num, max: Num) -> anyhow::Result<Param> {
+        let q = self.finite(m, path, "q")?;
+        if q.f64() <= 0.0 {
+            return Err(self.err(
+                &child(path, "q"),
+                format!("expected q > 0, found {}", q.f64()),
+            ));
+        }
+        let steps = (max.f64() - min.f64()) / q.f64();
+        if (steps - steps.round()).abs() > 1e-9 * steps.abs().max(1.0) {
+            let fit = min.f64() + steps.floor() * q.f64();
+            return Err(self.err(
+                &child(path, "max"),
+                format!(
+                    "max - min ({}) is not a multiple of q ({}); use max: {fit}",
+                    max.f64() - min.f64(),
+                    q.f64()
+                ),
+            ));
+        }
+        Ok(match (ints(min, max), q) {
+            (Some((low, high)), Num::Int(step)) => Param::Sampled(Distribution::Int {
+                low,
+                high,
+                log: false,
+                step,
+            }),
+            _ => float(min, max, false, Some(q.f64())),
+        })
+    }
+
+    /// A range's bound or step `key`, a finite number.
+    fn finite(&self, m: &Mapping, path: &str, key: &str) -> anyhow::Result<Num> {
+        let v = &m[key];
+        match number(v) {
+            Some(n) if n.f64().is_finite() => Ok(n),
+            _ => Err(self.err(
+                &child(path, key),
+                format!("expected a finite number, found {}", show(v)),
+            )),
         }
     }
 
@@ -296,6 +323,24 @@ impl Reader<'_> {
                 ),
             ));
         };
+        self.check_metric_keys(m, program)?;
+        if program {
+            return self.program_metric(m);
+        }
+        let name = self.train_metric_name(m)?;
+        self.check_metric_for_task(&name, base, params)?;
+        let goal = self.metric_goal(m)?;
+        Ok(Metric {
+            name,
+            goal,
+            regex: None,
+            summary_last: false,
+        })
+    }
+
+    /// The metric block's keys: W&B's others are warned about, a program's
+    /// own (regex, summary) refused for train's trials.
+    fn check_metric_keys(&mut self, m: &Mapping, program: bool) -> anyhow::Result<()> {
         let known = [
             "name",
             "goal",
@@ -319,9 +364,11 @@ impl Reader<'_> {
                 self.warn(&child("metric", &k), "ignored: not used by train sweep");
             }
         }
-        if program {
-            return self.program_metric(m);
-        }
+        Ok(())
+    }
+
+    /// Train's metric: one of its metrics.csv columns.
+    fn train_metric_name(&self, m: &Mapping) -> anyhow::Result<MetricName> {
         let known = MetricName::known_names();
         let name = match m.get("name") {
             None => {
@@ -346,50 +393,57 @@ impl Reader<'_> {
                 ),
             ));
         }
-        // A column train leaves empty for the task would rank nothing.
-        if !params.iter().any(|(k, _)| k == "task") {
-            use common::config::Task;
-            let (task, wrong, right) = match base.task {
-                Task::Regression => (
-                    "regression",
-                    [MetricName::Accuracy, MetricName::MacroF1].as_slice(),
-                    "val_loss, train_loss, mae, rmse or r2",
-                ),
-                Task::Classification => (
-                    "classification",
-                    [MetricName::Mae, MetricName::Rmse, MetricName::R2].as_slice(),
-                    "val_loss, train_loss, accuracy or macro_f1",
-                ),
-            };
-            if wrong.contains(&name) {
-                return Err(self.err(
-                    "metric.name",
-                    format!(
-                        "{name} is empty in {} for task {task} (the base config's); use {right}",
-                        run_dir::METRICS
-                    ),
-                ));
-            }
+        Ok(name)
+    }
+
+    /// A column train leaves empty for the task would rank nothing.
+    fn check_metric_for_task(
+        &self,
+        name: &MetricName,
+        base: &Config,
+        params: &[(String, Param)],
+    ) -> anyhow::Result<()> {
+        if params.iter().any(|(k, _)| k == "task") {
+            return Ok(());
         }
-        let goal = match m.get("goal") {
-            None => Direction::Minimize,
-            Some(g) => match g.as_str() {
-                Some("minimize") => Direction::Minimize,
-                Some("maximize") => Direction::Maximize,
-                _ => {
-                    return Err(self.err(
-                        "metric.goal",
-                        format!("expected minimize or maximize, found {}", show(g)),
-                    ))
-                }
-            },
+        use common::config::Task;
+        let (task, wrong, right) = match base.task {
+            Task::Regression => (
+                "regression",
+                [MetricName::Accuracy, MetricName::MacroF1].as_slice(),
+                "val_loss, train_loss, mae, rmse or r2",
+            ),
+            Task::Classification => (
+                "classification",
+                [MetricName::Mae, MetricName::Rmse, MetricName::R2].as_slice(),
+                "val_loss, train_loss, accuracy or macro_f1",
+            ),
         };
-        Ok(Metric {
-            name,
-            goal,
-            regex: None,
-            summary_last: false,
-        })
+        if wrong.contains(name) {
+            return Err(self.err(
+                "metric.name",
+                format!(
+                    "{name} is empty in {} for task {task} (the base config's); use {right}",
+                    run_dir::METRICS
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The metric's goal, minimize unless it says maximize.
+    fn metric_goal(&self, m: &Mapping) -> anyhow::Result<Direction> {
+        match m.get("goal") {
+            None => Ok(Direction::Minimize),
+            Some(g) => match g.as_str() {
+                Some("minimize") => Ok(Direction::Minimize),
+                Some("maximize") => Ok(Direction::Maximize),
+                _ => Err(self.err(
+                    "metric.goal",
+                    format!("expected minimize or maximize, found {}", show(g)),
+                )),
+            },
+        }
     }
 
     /// A program's metric: any name it reports, its goal, `regex` (one
@@ -404,17 +458,7 @@ impl Reader<'_> {
                 ))
             }
         };
-        let goal = match m.get("goal").map(|g| (g, g.as_str())) {
-            None => Direction::Minimize,
-            Some((_, Some("minimize"))) => Direction::Minimize,
-            Some((_, Some("maximize"))) => Direction::Maximize,
-            Some((g, _)) => {
-                return Err(self.err(
-                    "metric.goal",
-                    format!("expected minimize or maximize, found {}", show(g)),
-                ))
-            }
-        };
+        let goal = self.metric_goal(m)?;
         let regex = match m.get("regex") {
             None => None,
             Some(Value::String(r)) => {
@@ -455,33 +499,7 @@ impl Reader<'_> {
 
     pub(super) fn hyperband(&mut self, v: &Value) -> anyhow::Result<Hyperband> {
         let path = "early_terminate";
-        let Some(m) = v.as_mapping() else {
-            return Err(self.err(
-                path,
-                format!(
-                    "expected {{type: hyperband, min_iter: N}}, found {}",
-                    show(v)
-                ),
-            ));
-        };
-        let known = ["type", "min_iter", "max_iter", "s", "eta", "strict"];
-        for (k, _) in self.entries(m, path)? {
-            if !known.contains(&k.as_str()) {
-                return Err(self.unknown(&child(path, &k), &k, &known));
-            }
-        }
-        match m.get("type").and_then(Value::as_str) {
-            Some("hyperband") => {}
-            _ => {
-                return Err(self.err(
-                    &child(path, "type"),
-                    format!(
-                        "expected hyperband (the only early termination W&B defines), found {}",
-                        m.get("type").map(show).unwrap_or_else(|| "nothing".into())
-                    ),
-                ))
-            }
-        }
+        let m = self.hyperband_mapping(v)?;
         let uint = |k: &str| -> anyhow::Result<Option<u64>> {
             match m.get(k) {
                 None => Ok(None),
@@ -535,4 +553,51 @@ impl Reader<'_> {
         };
         made.map_err(|e| self.err(path, e))
     }
+
+    /// early_terminate as a mapping of known keys whose type is hyperband.
+    fn hyperband_mapping<'v>(&self, v: &'v Value) -> anyhow::Result<&'v Mapping> {
+        let path = "early_terminate";
+        let Some(m) = v.as_mapping() else {
+            return Err(self.err(
+                path,
+                format!(
+                    "expected {{type: hyperband, min_iter: N}}, found {}",
+                    show(v)
+                ),
+            ));
+        };
+        let known = ["type", "min_iter", "max_iter", "s", "eta", "strict"];
+        for (k, _) in self.entries(m, path)? {
+            if !known.contains(&k.as_str()) {
+                return Err(self.unknown(&child(path, &k), &k, &known));
+            }
+        }
+        match m.get("type").and_then(Value::as_str) {
+            Some("hyperband") => Ok(m),
+            _ => Err(self.err(
+                &child(path, "type"),
+                format!(
+                    "expected hyperband (the only early termination W&B defines), found {}",
+                    m.get("type").map(show).unwrap_or_else(|| "nothing".into())
+                ),
+            )),
+        }
+    }
+}
+
+/// Both bounds as integers, when both were written as integers.
+fn ints(min: Num, max: Num) -> Option<(i64, i64)> {
+    match (min, max) {
+        (Num::Int(a), Num::Int(b)) => Some((a, b)),
+        _ => None,
+    }
+}
+
+fn float(min: Num, max: Num, log: bool, step: Option<f64>) -> Param {
+    Param::Sampled(Distribution::Float {
+        low: min.f64(),
+        high: max.f64(),
+        log,
+        step,
+    })
 }

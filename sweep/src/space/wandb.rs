@@ -236,38 +236,7 @@ impl Reader<'_> {
     /// Each key a config key; each end value accepted by the schema when set
     /// alone (with the fixed parameters) into `base`.
     pub(super) fn check_against(&self, space: &Space, base: &Config) -> anyhow::Result<()> {
-        let keys = config_keys();
-        let known: Vec<&str> = keys.iter().map(String::as_str).collect();
-        for (key, _) in &space.params {
-            let path = self.param_path(key);
-            let free = key
-                .rsplit_once('.')
-                .is_some_and(|(parent, _)| MAP_KEYS.contains(&parent));
-            if free || known.contains(&key.as_str()) {
-                continue;
-            }
-            let below: Vec<&str> = known
-                .iter()
-                .copied()
-                .filter(|k| k.starts_with(&format!("{key}.")))
-                .collect();
-            let msg = if !below.is_empty() {
-                format!(
-                    "`{key}` is a section of the config; name one of its keys: {}",
-                    below.join(", ")
-                )
-            } else if MAP_KEYS.contains(&key.as_str()) {
-                format!(
-                    "`{key}` is a map; name one of its entries, such as `{key}.PYTORCH_ALLOC_CONF`"
-                )
-            } else {
-                match nearest_key(key, &known) {
-                    Some(k) => format!("`{key}` is not a config key; did you mean `{k}`?"),
-                    None => format!("`{key}` is not a config key (see docs/GUIDE.md, \"Config\")"),
-                }
-            };
-            return Err(self.err(&path, msg));
-        }
+        self.check_keys(space)?;
         let mut doc = serde_yaml::to_value(base)?;
         for (key, param) in &space.params {
             if let Param::Fixed(v) = param {
@@ -319,6 +288,44 @@ impl Reader<'_> {
         } else {
             Err(bad_input!("{}", problems.join("\n")))
         }
+    }
+
+    /// Each parameter a config key, or an entry of a map key; else what the
+    /// user most likely meant.
+    fn check_keys(&self, space: &Space) -> anyhow::Result<()> {
+        let keys = config_keys();
+        let known: Vec<&str> = keys.iter().map(String::as_str).collect();
+        for (key, _) in &space.params {
+            let path = self.param_path(key);
+            let free = key
+                .rsplit_once('.')
+                .is_some_and(|(parent, _)| MAP_KEYS.contains(&parent));
+            if free || known.contains(&key.as_str()) {
+                continue;
+            }
+            let below: Vec<&str> = known
+                .iter()
+                .copied()
+                .filter(|k| k.starts_with(&format!("{key}.")))
+                .collect();
+            let msg = if !below.is_empty() {
+                format!(
+                    "`{key}` is a section of the config; name one of its keys: {}",
+                    below.join(", ")
+                )
+            } else if MAP_KEYS.contains(&key.as_str()) {
+                format!(
+                    "`{key}` is a map; name one of its entries, such as `{key}.PYTORCH_ALLOC_CONF`"
+                )
+            } else {
+                match nearest_key(key, &known) {
+                    Some(k) => format!("`{key}` is not a config key; did you mean `{k}`?"),
+                    None => format!("`{key}` is not a config key (see docs/GUIDE.md, \"Config\")"),
+                }
+            };
+            return Err(self.err(&path, msg));
+        }
+        Ok(())
     }
 }
 
