@@ -4,6 +4,7 @@
 //! that is gone ended (`outcome` decides).
 
 use crate::driver::Driver;
+use crate::history::reruns_for;
 use crate::journal::{Study, TrialId};
 use crate::layout::full_disk;
 use crate::outcome::{self, Ended, Ending, ProgramEnd};
@@ -141,7 +142,8 @@ impl Driver {
                 None => i += 1,
                 Some(status) => {
                     let r = self.running.remove(i);
-                    self.finish(r, status)?;
+                    let reruns = reruns_for(study, r.number, outcome::RERUN_ALLOCATOR);
+                    self.finish(r, status, reruns)?;
                 }
             }
         }
@@ -174,9 +176,15 @@ impl Driver {
         Ok(())
     }
 
-    /// Records how a trial ended: reads what it left, has `outcome` judge,
+    /// Records how a trial ended: reads what it left, has `outcome` judge
+    /// (`allocator_reruns`: its earlier runs re-run for a broken allocator),
     /// and records it in the journal.
-    fn finish(&mut self, r: Running, status: ExitStatus) -> anyhow::Result<()> {
+    fn finish(
+        &mut self,
+        r: Running,
+        status: ExitStatus,
+        allocator_reruns: usize,
+    ) -> anyhow::Result<()> {
         let seconds = (r.started.elapsed().as_secs_f64() * 10.0).round() / 10.0;
         let full = full_disk(&self.dir);
         let name = self.space.metric.name.to_string();
@@ -186,6 +194,7 @@ impl Driver {
                 r.ending.as_ref().map(|(e, _)| e),
                 status,
                 full.as_deref(),
+                allocator_reruns,
             ),
             Proc::Program(p) => {
                 let ended = p.leg.end(status);
@@ -213,6 +222,7 @@ impl Driver {
                     crowd: r.crowd.max(self.crowd(r.slot) + 1),
                     launch_blocking: r.launch_blocking,
                     disk_full: full.as_deref(),
+                    allocator_reruns,
                 });
                 let mut attrs: Vec<(&str, Value)> = vec![
                     ("epochs", Value::from(r.reported.len() as u64)),
@@ -260,6 +270,7 @@ impl Driver {
         ending: Option<&Ending>,
         status: ExitStatus,
         full: Option<&str>,
+        allocator_reruns: usize,
     ) -> (outcome::Verdict, Vec<(&'static str, Value)>) {
         let run = dir.run();
         let summary = std::fs::read_to_string(run.summary())
@@ -292,6 +303,7 @@ impl Driver {
             trial_timeout_s: self.settings.trial_timeout_s,
             slurm_task: task.as_deref(),
             disk_full: full,
+            allocator_reruns,
         });
         (verdict, attrs)
     }
