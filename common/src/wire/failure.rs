@@ -31,6 +31,22 @@ pub enum Class {
 }
 
 impl Class {
+    /// Every class, in the order docs/FORMATS.md, "Failure classes" lists
+    /// them.
+    pub const ALL: [Class; 11] = [
+        Class::OutOfMemory,
+        Class::CudaGraphPointer,
+        Class::DeviceSideAssert,
+        Class::CudaError,
+        Class::NonFiniteLoss,
+        Class::LabelOutOfRange,
+        Class::Killed,
+        Class::AllocatorBroken,
+        Class::Timeout,
+        Class::Interrupted,
+        Class::Other,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Class::OutOfMemory => "out-of-memory",
@@ -85,19 +101,7 @@ mod tests {
 
     #[test]
     fn classes_serialise_as_their_names() {
-        for c in [
-            Class::OutOfMemory,
-            Class::CudaGraphPointer,
-            Class::DeviceSideAssert,
-            Class::CudaError,
-            Class::NonFiniteLoss,
-            Class::LabelOutOfRange,
-            Class::Killed,
-            Class::AllocatorBroken,
-            Class::Timeout,
-            Class::Interrupted,
-            Class::Other,
-        ] {
+        for c in Class::ALL {
             assert_eq!(serde_yaml::to_string(&c).unwrap().trim(), c.as_str());
         }
     }
