@@ -18,6 +18,30 @@ fn formats_doc_names_every_schema_and_every_field() {
     );
 }
 
+/// Each failure class has its row in docs/FORMATS.md, "Failure classes",
+/// in `Class::ALL`'s order.
+#[test]
+fn formats_doc_lists_every_failure_class() {
+    let formats =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/FORMATS.md"))
+            .expect("docs/FORMATS.md at the workspace root");
+    let section = formats
+        .split("### Failure classes")
+        .nth(1)
+        .and_then(|rest| rest.split("\n## ").next())
+        .expect("docs/FORMATS.md has a \"Failure classes\" section");
+    let rows: Vec<&str> = section
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `"))
+        .filter_map(|l| l.split('`').next())
+        .collect();
+    let classes: Vec<&str> = common::wire::failure::Class::ALL
+        .iter()
+        .map(|c| c.as_str())
+        .collect();
+    assert_eq!(rows, classes);
+}
+
 /// docs/FORMATS.md, then docs/GUIDE.md (whose "Config" section the check
 /// also reads).
 fn common_docs() -> String {

@@ -207,6 +207,31 @@ mod tests {
     }
 
     #[test]
+    fn a_broken_allocator_is_named_after_the_oom_that_broke_it() {
+        // pytorch#188008: the failed mapping's OOM, then the assert on
+        // every later allocation, in unrelated code.
+        let log = format!(
+            "{}\n{}\nTraceback (most recent call last):\n{}\n",
+            crate::failures::tests::OOM,
+            crate::failures::tests::ALLOCATOR_BROKEN,
+            crate::failures::tests::ALLOCATOR_BROKEN
+        );
+        let s = run(&log).unwrap();
+        let ids: Vec<&str> = s.found.iter().map(|f| f.id).collect();
+        assert_eq!(ids, ["memory-exceeds-free", "allocator-broken"]);
+        let f = &s.found[1];
+        assert_eq!(f.class, Class::AllocatorBroken);
+        assert_eq!((f.matches, f.evidence[0].line), (2, 2));
+        assert!(
+            f.fix.contains("a smaller batch_size will not help"),
+            "{}",
+            f.fix
+        );
+        assert!(f.cause.contains("pytorch#188008"));
+        assert_eq!(f.rule, None);
+    }
+
+    #[test]
     fn nothing_known_keeps_the_last_error_line_and_bad_input_is_refused() {
         let s = run("step 1\nValueError: something else\nok\n").unwrap();
         assert!(s.found.is_empty());

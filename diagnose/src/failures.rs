@@ -40,6 +40,23 @@ const OOM_NEEDLES: &[&str] = &[
 /// In priority order: the first entry with a matching needle classifies a
 /// message (a device-side assert message also contains "CUDA error: ").
 pub const KNOWN: &[Known] = &[
+    // First: the failed mapping behind it is often an out-of-memory line
+    // printed just before, and the log's class is the broken allocator.
+    Known {
+        id: "allocator-broken",
+        class: Class::AllocatorBroken,
+        // TORCH_INTERNAL_ASSERT's text around the check in the expandable
+        // segment's map (pytorch#188008 on 2.14.0: `!handles_.at(i)
+        // INTERNAL ASSERT FAILED at "c10/cuda/CUDACachingAllocator.cpp":487`;
+        // pytorch#166234 on 2.9.0, line 430): the check names the slot's
+        // handle, which only expandable segments have.
+        needles: &["!handles_.at(i) INTERNAL ASSERT FAILED"],
+        title: "the CUDA caching allocator is broken for the rest of this process (expandable segments)",
+        cause: "With expandable_segments:True, mapping more GPU memory into a segment failed part-way (out of memory at the cuMemSetAccess step), leaving slots marked in use but unmapped. The next allocation into that range trips `!handles_.at(i) INTERNAL ASSERT FAILED at \"c10/cuda/CUDACachingAllocator.cpp\"`, and from then on every allocation in the process fails the same assert, whatever its size, until the process restarts (pytorch#188008, torch 2.14; the same assert on 2.9.0 in pytorch#166234).",
+        fix: "restart the run in a new process: train --resume DIR continues from the last epoch, and a smaller batch_size will not help. If it comes back, turn expandable segments off for the run: environment: {PYTORCH_ALLOC_CONF: \"expandable_segments:False\"}",
+        program_fix: "restart the process: a smaller batch will not help (a program sweep runs the trial again by itself). If it comes back, run without expandable segments: PYTORCH_ALLOC_CONF=expandable_segments:False before the command",
+        rule: None,
+    },
     Known {
         id: HazardId::MemoryExceedsFree.as_str(),
         class: Class::OutOfMemory,
@@ -295,6 +312,32 @@ pub(crate) mod tests {
     const GRAPH: &str = "RuntimeError: static input data pointer changed.\ninput name: primals_1. data pointer changed from 12919305216 to 12919242752.";
     // Seed 004; "device-side assert triggered" is cudaErrorAssert's string.
     const ASSERT: &str = "torch.AcceleratorError: CUDA error: device-side assert triggered\nCUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.";
+
+    // pytorch#188008's text on torch 2.14.0 (the issue quotes the assert
+    // up to its line number; TORCH_INTERNAL_ASSERT ends it as below), and
+    // pytorch#166234's whole line on 2.9.0.
+    pub const ALLOCATOR_BROKEN: &str = "RuntimeError: !handles_.at(i) INTERNAL ASSERT FAILED at \"c10/cuda/CUDACachingAllocator.cpp\":487, please report a bug to PyTorch.";
+    const ALLOCATOR_BROKEN_2_9: &str = "!handles_.at(i) INTERNAL ASSERT FAILED at \"/pytorch/c10/cuda/CUDACachingAllocator.cpp\":430, please report a bug to PyTorch.";
+
+    #[test]
+    fn a_broken_allocator_outranks_the_oom_that_broke_it() {
+        assert_eq!(classify(ALLOCATOR_BROKEN), Class::AllocatorBroken);
+        assert_eq!(classify(ALLOCATOR_BROKEN_2_9), Class::AllocatorBroken);
+        let k = find(ALLOCATOR_BROKEN).unwrap();
+        assert!(k
+            .program_fix
+            .starts_with("restart the process: a smaller batch will not help"));
+        // The failed mapping's OOM, then the assert on every allocation:
+        // the log's class is the broken allocator.
+        let lines = [OOM, ALLOCATOR_BROKEN, "step 12", ALLOCATOR_BROKEN];
+        let (k, i) = in_output(&lines).unwrap();
+        assert_eq!((k.id, i), ("allocator-broken", 3));
+        // Another internal assert of the same file is not this one.
+        assert_eq!(
+            classify("RuntimeError: !block->expandable_segment_ INTERNAL ASSERT FAILED at \"../c10/cuda/CUDACachingAllocator.cpp\":2814, please report a bug to PyTorch."),
+            Class::Other
+        );
+    }
 
     #[test]
     fn real_messages_are_classified() {

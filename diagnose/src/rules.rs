@@ -45,6 +45,7 @@ pub const RULES: &[Rule] = &[
     rule(HazardId::ALL[8]),
     rule(HazardId::ALL[9]),
     rule(HazardId::ALL[10]),
+    rule(HazardId::ALL[11]),
 ];
 
 pub struct Outcome {

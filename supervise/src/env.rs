@@ -7,8 +7,9 @@
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-/// torch's (major, minor), when known.
-pub type TorchVersion = Option<(u32, u32)>;
+/// torch's (major, minor, patch), when known: the patch matters, since
+/// 2.9.1 reads the allocator variable differently from 2.9.0.
+pub type TorchVersion = Option<(u32, u32, u32)>;
 
 /// What a command gets.
 pub struct Wants<'a> {
@@ -37,27 +38,36 @@ pub fn fixes(get: &dyn Fn(&str) -> Option<String>, torch: TorchVersion, wants: &
         f.set.push((k.to_string(), v.to_string()));
         f.said.push(format!("{k}={v} ({why})"));
     };
-    if get("PYTORCH_ALLOC_CONF").is_none() && get("PYTORCH_CUDA_ALLOC_CONF").is_none() {
-        // torch 2.9 renamed the variable; the old name still works there
-        // but is deprecated, so a known torch gets its own name only.
-        let names: &[&str] = match torch {
-            Some(v) if v >= (2, 9) => &["PYTORCH_ALLOC_CONF"],
-            Some(_) => &["PYTORCH_CUDA_ALLOC_CONF"],
-            None => &["PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF"],
-        };
-        let which = match torch {
-            Some((a, b)) => format!("torch {a}.{b} reads it"),
-            None => "torch's version unknown: both names".to_string(),
-        };
-        for name in names {
+    let (new, old) = (get("PYTORCH_ALLOC_CONF"), get("PYTORCH_CUDA_ALLOC_CONF"));
+    match (new, old) {
+        (None, None) => {
+            let which = match torch {
+                Some((a, b, c)) => format!("torch {a}.{b}.{c} reads {}", reads(torch)),
+                None => "torch's version unknown: both names".to_string(),
+            };
+            for name in alloc_names(torch) {
+                set(
+                    name,
+                    EXPANDABLE,
+                    format!(
+                        "fragmentation ends long runs (seed 004); {which}; set PYTORCH_ALLOC_CONF yourself to choose"
+                    ),
+                );
+            }
+        }
+        // The user's own setting, under the name a torch between 2.9.1 and
+        // 2.11 ignores: copied to the name it reads, or it does nothing.
+        (Some(v), None) if ignores_new_name(torch) => {
+            let (a, b, c) = torch.unwrap_or_default();
             set(
-                name,
-                EXPANDABLE,
+                "PYTORCH_CUDA_ALLOC_CONF",
+                &v,
                 format!(
-                    "fragmentation ends long runs (seed 004); {which}; set PYTORCH_ALLOC_CONF yourself to choose"
+                    "your PYTORCH_ALLOC_CONF, under the name torch {a}.{b}.{c} reads: it ignores PYTORCH_ALLOC_CONF for expandable segments (pytorch#183387, fixed by 2.11)"
                 ),
             );
         }
+        _ => {}
     }
     if let Some(gpu) = wants.gpu {
         if get("CUDA_VISIBLE_DEVICES").is_none() {
@@ -83,6 +93,40 @@ pub fn fixes(get: &dyn Fn(&str) -> Option<String>, torch: TorchVersion, wants: &
     f
 }
 
+/// torch 2.9.1 (and 2.10, until 2.11 was verified fixed) leaves
+/// `expandable_segments` off when it is set under PYTORCH_ALLOC_CONF, the
+/// name 2.9 introduced; only the deprecated PYTORCH_CUDA_ALLOC_CONF works
+/// (pytorch#183387: "silently ignored for CUDA in 2.9.1").
+fn ignores_new_name(torch: TorchVersion) -> bool {
+    torch.is_some_and(|v| ((2, 9, 1)..(2, 11, 0)).contains(&v))
+}
+
+/// The allocator variables to set for a torch: its own name, both where it
+/// ignores its own name (the old one works, the new one is ready for an
+/// upgrade) or where the version is unknown.
+fn alloc_names(torch: TorchVersion) -> &'static [&'static str] {
+    const BOTH: &[&str] = &["PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF"];
+    match torch {
+        _ if ignores_new_name(torch) => BOTH,
+        // torch 2.9 renamed the variable; the old name still works there
+        // but is deprecated, so a torch that reads the new one gets it only.
+        Some(v) if v >= (2, 9, 0) => &["PYTORCH_ALLOC_CONF"],
+        Some(_) => &["PYTORCH_CUDA_ALLOC_CONF"],
+        None => BOTH,
+    }
+}
+
+/// Which name a known torch reads, in words.
+fn reads(torch: TorchVersion) -> &'static str {
+    if ignores_new_name(torch) {
+        "only PYTORCH_CUDA_ALLOC_CONF for expandable segments (pytorch#183387, fixed by 2.11)"
+    } else if torch.is_some_and(|v| v >= (2, 9, 0)) {
+        "PYTORCH_ALLOC_CONF"
+    } else {
+        "PYTORCH_CUDA_ALLOC_CONF"
+    }
+}
+
 /// The version of torch that `interpreter` would import, read from its
 /// package metadata (no `import torch`, which costs seconds); None when it
 /// is not a Python with torch.
@@ -102,12 +146,21 @@ pub fn torch_version(interpreter: &Path) -> TorchVersion {
     parse_version(&String::from_utf8_lossy(&out.stdout))
 }
 
-/// "2.11.0+cpu" -> (2, 11).
+/// "2.9.1+cu128" -> (2, 9, 1); a missing or non-numeric patch ("2.11",
+/// "2.12.0a0", "2.10.0.dev20250101") reads as far as its digits go.
 pub fn parse_version(text: &str) -> TorchVersion {
-    let mut it = text.trim().split(['.', '+']);
+    let text = text.trim();
+    let public = text.split('+').next()?;
+    let mut it = public.split('.');
     let major = it.next()?.parse().ok()?;
     let minor = it.next()?.parse().ok()?;
-    Some((major, minor))
+    let digits: String = it
+        .next()
+        .unwrap_or("0")
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    Some((major, minor, digits.parse().unwrap_or(0)))
 }
 
 /// The interpreter a command runs, when its program is a Python (`python`,
@@ -155,9 +208,22 @@ mod tests {
                 .map(|(k, _)| k)
                 .collect()
         };
-        assert_eq!(names(Some((2, 11))), ["PYTORCH_ALLOC_CONF"]);
-        assert_eq!(names(Some((2, 9))), ["PYTORCH_ALLOC_CONF"]);
-        assert_eq!(names(Some((2, 8))), ["PYTORCH_CUDA_ALLOC_CONF"]);
+        let both = ["PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF"];
+        let v = |s| parse_version(s);
+        assert_eq!(names(v("2.11.0")), ["PYTORCH_ALLOC_CONF"]);
+        assert_eq!(names(v("2.13.0+cu130")), ["PYTORCH_ALLOC_CONF"]);
+        assert_eq!(names(v("2.9.0")), ["PYTORCH_ALLOC_CONF"]);
+        // pytorch#183387: 2.9.1 ignores the new name for expandable
+        // segments; the old one is what works, up to 2.11.
+        assert_eq!(names(v("2.9.1")), both);
+        assert_eq!(names(v("2.9.1+cu128")), both);
+        assert_eq!(names(v("2.10.0")), both);
+        assert_eq!(names(v("2.8.0")), ["PYTORCH_CUDA_ALLOC_CONF"]);
+        let said = fixes(&none, v("2.9.1+cu128"), &PLAIN).said;
+        assert!(
+            said[0].contains("torch 2.9.1 reads only PYTORCH_CUDA_ALLOC_CONF"),
+            "{said:?}"
+        );
         assert_eq!(
             names(None),
             ["PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF"]
@@ -178,7 +244,7 @@ mod tests {
         // Only CUDA_LAUNCH_BLOCKING, which a rerun asks for, is set.
         let f = fixes(&all, None, &wants);
         assert_eq!(f.set, [("CUDA_LAUNCH_BLOCKING".into(), "1".into())]);
-        let f = fixes(&none, Some((2, 11)), &wants);
+        let f = fixes(&none, Some((2, 11, 0)), &wants);
         let keys: Vec<&str> = f.set.iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(
             keys,
@@ -193,9 +259,34 @@ mod tests {
     }
 
     #[test]
+    fn a_users_new_name_is_copied_where_torch_ignores_it() {
+        let user = |k: &str| (k == "PYTORCH_ALLOC_CONF").then(|| EXPANDABLE.to_string());
+        for t in ["2.9.1", "2.9.1+cu128", "2.10.0"] {
+            let f = fixes(&user, parse_version(t), &PLAIN);
+            assert_eq!(
+                f.set,
+                [("PYTORCH_CUDA_ALLOC_CONF".into(), EXPANDABLE.into())],
+                "{t}"
+            );
+            assert!(f.said[0].contains("pytorch#183387"));
+        }
+        for t in ["2.9.0", "2.11.0", "2.8.0"] {
+            assert!(fixes(&user, parse_version(t), &PLAIN).set.is_empty(), "{t}");
+        }
+        // Both set, or the version unknown: the user's choice stands.
+        let both = |_: &str| Some(EXPANDABLE.to_string());
+        assert!(fixes(&both, parse_version("2.9.1"), &PLAIN).set.is_empty());
+        assert!(fixes(&user, None, &PLAIN).set.is_empty());
+    }
+
+    #[test]
     fn versions_and_interpreters_are_read() {
-        assert_eq!(parse_version("2.11.0+cpu\n"), Some((2, 11)));
-        assert_eq!(parse_version("2.8.0"), Some((2, 8)));
+        assert_eq!(parse_version("2.11.0+cpu\n"), Some((2, 11, 0)));
+        assert_eq!(parse_version("2.9.1+cu128"), Some((2, 9, 1)));
+        assert_eq!(parse_version("2.8.0"), Some((2, 8, 0)));
+        assert_eq!(parse_version("2.10"), Some((2, 10, 0)));
+        assert_eq!(parse_version("2.12.0a0+git1234"), Some((2, 12, 0)));
+        assert_eq!(parse_version("2.9.1rc1"), Some((2, 9, 1)));
         assert_eq!(parse_version("garbage"), None);
         let argv = |s: &str| s.split(' ').map(String::from).collect::<Vec<_>>();
         assert_eq!(

@@ -66,66 +66,85 @@ impl Verdict {
 pub fn judge(e: &End) -> Verdict {
     let exited_0 = e.code == Some(0);
     if let (Some(stop), false) = (e.stop, exited_0) {
-        return match stop {
-            Stop::Timeout { limit_s } => Verdict::new(
-                Status::Failed,
-                Some(Class::Timeout),
-                format!(
-                    "ran past its time limit ({limit_s:.0} s): ended with SIGTERM to its process group{}",
-                    killed_after(e)
-                ),
-            ),
-            Stop::Interrupted(why) => Verdict::new(
-                Status::Stopped,
-                Some(Class::Interrupted),
-                format!("{why}{}", killed_after(e)),
-            ),
-            Stop::Pruned(why) => Verdict::new(Status::Pruned, None, why.clone()),
-        };
+        return stopped(stop, e);
+    }
+    if exited_0 {
+        return exited_zero(e);
     }
     let lines: Vec<&str> = e.tail.iter().map(|l| l.trim_end()).collect();
-    let known = failures::in_output(&lines);
-    if exited_0 {
-        return match e.non_finite {
-            Some(what) => with_known(
-                Verdict::new(
-                    Status::Failed,
-                    Some(Class::NonFiniteLoss),
-                    format!("it exited 0, but reported {what}"),
-                ),
-                failures::KNOWN
-                    .iter()
-                    .find(|k| k.class == Class::NonFiniteLoss),
-            ),
-            None => Verdict::new(
-                Status::Finished,
-                None,
-                format!("exited 0 after {} report(s)", e.reports),
-            ),
-        };
-    }
     let how = match (e.code, e.signal) {
         (Some(c), _) => format!("exit {c}"),
         (None, Some(s)) => format!("killed by {}", signal_name(s)),
         (None, None) => "ended".to_string(),
     };
-    if let Some((k, i)) = known {
-        let line = lines[i].trim();
-        // "reserved but unallocated" at least what was asked: fragmentation,
-        // not size (the same choice `cfgcheck --explain` makes).
-        let k = if k.class == Class::OutOfMemory && failures::oom_figures(line).fragmented() {
+    match failures::in_output(&lines) {
+        Some((k, i)) => known_failure(k, lines[i].trim(), &how),
+        None => unknown_failure(e, &lines, &how),
+    }
+}
+
+/// The supervisor ended it (and it did not exit 0 meanwhile).
+fn stopped(stop: &Stop, e: &End) -> Verdict {
+    match stop {
+        Stop::Timeout { limit_s } => Verdict::new(
+            Status::Failed,
+            Some(Class::Timeout),
+            format!(
+                "ran past its time limit ({limit_s:.0} s): ended with SIGTERM to its process group{}",
+                killed_after(e)
+            ),
+        ),
+        Stop::Interrupted(why) => Verdict::new(
+            Status::Stopped,
+            Some(Class::Interrupted),
+            format!("{why}{}", killed_after(e)),
+        ),
+        Stop::Pruned(why) => Verdict::new(Status::Pruned, None, why.clone()),
+    }
+}
+
+/// Exit 0: finished, unless it reported a non-finite objective.
+fn exited_zero(e: &End) -> Verdict {
+    match e.non_finite {
+        Some(what) => with_known(
+            Verdict::new(
+                Status::Failed,
+                Some(Class::NonFiniteLoss),
+                format!("it exited 0, but reported {what}"),
+            ),
             failures::KNOWN
                 .iter()
-                .find(|e| e.id == common::wire::hazard::HazardId::AllocatorFragmentation.as_str())
-                .unwrap_or(k)
-        } else {
-            k
-        };
-        return with_known(
-            Verdict::new(Status::Failed, Some(k.class), format!("{line} ({how})")),
-            Some(k),
-        );
+                .find(|k| k.class == Class::NonFiniteLoss),
+        ),
+        None => Verdict::new(
+            Status::Finished,
+            None,
+            format!("exited 0 after {} report(s)", e.reports),
+        ),
     }
+}
+
+/// A failure the catalogue knows, from the line that says it.
+fn known_failure(k: &'static failures::Known, line: &str, how: &str) -> Verdict {
+    // "reserved but unallocated" at least what was asked: fragmentation,
+    // not size (the same choice `cfgcheck --explain` makes).
+    let k = if k.class == Class::OutOfMemory && failures::oom_figures(line).fragmented() {
+        failures::KNOWN
+            .iter()
+            .find(|e| e.id == common::wire::hazard::HazardId::AllocatorFragmentation.as_str())
+            .unwrap_or(k)
+    } else {
+        k
+    };
+    with_known(
+        Verdict::new(Status::Failed, Some(k.class), format!("{line} ({how})")),
+        Some(k),
+    )
+}
+
+/// A failure no catalogue line names: a non-finite report, a signal, or
+/// the last exception it printed.
+fn unknown_failure(e: &End, lines: &[&str], how: &str) -> Verdict {
     if let Some(what) = e.non_finite {
         return with_known(
             Verdict::new(
@@ -148,7 +167,7 @@ pub fn judge(e: &End) -> Verdict {
                 format!(
                     "killed by {} with no known message{}",
                     signal_name(sig),
-                    last_words(&lines)
+                    last_words(lines)
                 )
             },
         );
@@ -160,12 +179,12 @@ pub fn judge(e: &End) -> Verdict {
     Verdict::new(
         Status::Failed,
         Some(Class::Other),
-        match exception(&lines) {
+        match exception(lines) {
             Some(line) => format!("{line} ({how})"),
             None if lines.iter().all(|l| l.trim().is_empty()) => {
                 format!("{how} with no output")
             }
-            None => format!("{how}{}", last_words(&lines)),
+            None => format!("{how}{}", last_words(lines)),
         },
     )
 }

@@ -68,6 +68,32 @@ pub fn rerun_reason(study: &Study, root: u64) -> Option<&str> {
         .and_then(|t| attr_str(t, "rerun"))
 }
 
+/// How many runs of `number`'s trial (its root and the root's re-runs)
+/// were marked to run again for `why` (a `rerun` prefix): what bounds a
+/// re-run that the same cause could ask for forever.
+pub fn reruns_for(study: &Study, number: u64, why: &str) -> usize {
+    let root_of = |t: &Trial| {
+        t.user_attrs
+            .get("retried_from")
+            .and_then(Value::as_u64)
+            .unwrap_or(t.number)
+    };
+    let Some(root) = study
+        .trials
+        .iter()
+        .find(|t| t.number == number)
+        .map(root_of)
+    else {
+        return 0;
+    };
+    study
+        .trials
+        .iter()
+        .filter(|t| root_of(t) == root)
+        .filter(|t| attr_str(t, "rerun").is_some_and(|r| r.starts_with(why)))
+        .count()
+}
+
 /// A trial's recorded failure class, when it is one of `Class`'s (a config
 /// the schema refused is recorded as "config", which is not).
 pub fn error_class(t: &Trial) -> Option<Class> {

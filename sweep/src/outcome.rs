@@ -44,6 +44,9 @@ pub struct Ended<'a> {
     pub slurm_task: Option<&'a str>,
     /// "the filesystem of DIR is full (N bytes free)", when it is.
     pub disk_full: Option<&'a str>,
+    /// Earlier runs of this trial that were run again for a broken
+    /// allocator (`RERUN_ALLOCATOR`).
+    pub allocator_reruns: usize,
 }
 
 /// The journal's outcome, the attributes that say why, and whether the full
@@ -147,8 +150,37 @@ pub fn judge(e: &Ended) -> Verdict {
             v.for_the_disk = true;
             v
         }
+        (Outcome::Fail, None, None) => with_rerun(
+            verdict,
+            e.summary.and_then(|s| s.error_class),
+            e.allocator_reruns,
+        ),
         _ => verdict,
     }
+}
+
+/// The `rerun` attribute's prefix for a trial whose allocator broke.
+pub const RERUN_ALLOCATOR: &str = "allocator-broken";
+/// How many times a trial runs again for a broken allocator before its
+/// failure counts: the break is the process's, not the parameters', but
+/// one that comes back every time is the point's.
+pub const ALLOCATOR_RERUNS: usize = 2;
+
+/// A failure that a new process undoes (pytorch#188008: expandable
+/// segments' failed mapping breaks every later allocation of the process)
+/// is marked to run again with the same parameters, up to
+/// `ALLOCATOR_RERUNS` times.
+fn with_rerun(mut v: Verdict, class: Option<Class>, done: usize) -> Verdict {
+    if class == Some(Class::AllocatorBroken) && done < ALLOCATOR_RERUNS {
+        v.attrs.push((
+            "rerun",
+            Value::from(format!(
+                "{RERUN_ALLOCATOR}: the CUDA allocator broke for the rest of its process (expandable segments, pytorch#188008); it runs again in a new process ({} of {ALLOCATOR_RERUNS})",
+                done + 1
+            )),
+        ));
+    }
+    v
 }
 
 /// A trial that finished: its best finite value is the objective; none at
@@ -188,6 +220,8 @@ pub struct ProgramEnd<'a> {
     /// It already ran with CUDA_LAUNCH_BLOCKING=1.
     pub launch_blocking: bool,
     pub disk_full: Option<&'a str>,
+    /// Earlier runs of this trial run again for a broken allocator.
+    pub allocator_reruns: usize,
 }
 
 /// The `rerun` attribute's prefix for a trial crowded out of memory.
@@ -251,8 +285,9 @@ pub fn judge_program(e: &ProgramEnd) -> Verdict {
     };
     if let Some(why) = rerun {
         verdict.attrs.push(("rerun", Value::from(why)));
+        return verdict;
     }
-    verdict
+    with_rerun(verdict, s.class, e.allocator_reruns)
 }
 
 pub fn signal_name(sig: i32) -> &'static str {
@@ -293,6 +328,7 @@ mod tests {
             trial_timeout_s: Some(60.0),
             slurm_task: None,
             disk_full: None,
+            allocator_reruns: 0,
         }
     }
 
@@ -499,5 +535,68 @@ mod tests {
             MESSAGE_CHARS
         );
         assert_eq!(v.word("val_loss"), "failed (other)");
+    }
+
+    #[test]
+    fn a_broken_allocator_runs_again_a_bounded_number_of_times() {
+        let broken = summary(
+            RunStatus::Failed,
+            Some(Class::AllocatorBroken),
+            "RuntimeError: !handles_.at(i) INTERNAL ASSERT FAILED at \"c10/cuda/CUDACachingAllocator.cpp\":487, please report a bug to PyTorch.",
+        );
+        let rerun = |done| {
+            let mut e = ended(Some(&broken), &[]);
+            e.code = Some(1);
+            e.allocator_reruns = done;
+            let v = judge(&e);
+            assert_eq!(class_and_message(&v).1, "allocator-broken");
+            v.attr("rerun").map(String::from)
+        };
+        let first = rerun(0).expect("runs again");
+        assert!(first.starts_with(RERUN_ALLOCATOR), "{first}");
+        assert!(first.ends_with("(1 of 2)"), "{first}");
+        assert!(rerun(1).unwrap().ends_with("(2 of 2)"));
+        // Broken in a new process every time: the point's own failure.
+        assert_eq!(rerun(ALLOCATOR_RERUNS), None);
+        // Another class is not run again; nor is one on a full disk (it
+        // waits for space as an interruption).
+        let oom = summary(RunStatus::Failed, Some(Class::OutOfMemory), "oom");
+        assert_eq!(judge(&ended(Some(&oom), &[])).attr("rerun"), None);
+        let mut e = ended(Some(&broken), &[]);
+        e.disk_full = Some("the filesystem of /x is full (0 bytes free)");
+        let v = judge(&e);
+        assert_eq!(
+            (v.attr("error_class"), v.attr("rerun")),
+            (Some("interrupted"), None)
+        );
+    }
+
+    #[test]
+    fn a_program_whose_allocator_broke_runs_again_before_other_reruns_are_asked() {
+        let mut s = ProgramSummary::example();
+        s.class = Some(Class::AllocatorBroken);
+        s.evidence = "RuntimeError: !handles_.at(i) INTERNAL ASSERT FAILED at \"c10/cuda/CUDACachingAllocator.cpp\":487, please report a bug to PyTorch. (exit 1)".into();
+        let end = |s: &ProgramSummary, crowd, done| {
+            judge_program(&ProgramEnd {
+                summary: s,
+                summary_last: false,
+                wandb_value: None,
+                metric: "val_loss",
+                crowd,
+                launch_blocking: false,
+                disk_full: None,
+                allocator_reruns: done,
+            })
+        };
+        let v = end(&s, 1, 0);
+        assert_eq!(v.outcome, Outcome::Fail);
+        assert_eq!(v.attr("error_class"), Some("allocator-broken"));
+        assert!(v.attr("rerun").unwrap().starts_with(RERUN_ALLOCATOR));
+        assert_eq!(end(&s, 1, ALLOCATOR_RERUNS).attr("rerun"), None);
+        // A crowded out-of-memory keeps its own re-run (one trial fewer).
+        s.class = Some(Class::OutOfMemory);
+        let v = end(&s, 2, 0);
+        assert!(v.attr("rerun").unwrap().starts_with(RERUN_CROWDED));
+        assert_eq!(v.attrs.iter().filter(|(k, _)| *k == "rerun").count(), 1);
     }
 }

@@ -424,8 +424,9 @@ fn write_table(r: &SweepReport, w: &mut dyn Write) -> anyhow::Result<()> {
             row.epochs.map(|e| e.to_string()).unwrap_or_default(),
             row.seconds.map(|s| format!("{s:.1}")).unwrap_or_default(),
             match (&row.error_class, row.retried_from) {
-                // A re-run: of an interrupted trial, a crowded one, or a
-                // device-side assert run with CUDA_LAUNCH_BLOCKING=1.
+                // A re-run: of an interrupted trial, a crowded one, a
+                // device-side assert run with CUDA_LAUNCH_BLOCKING=1, or
+                // one whose allocator broke.
                 (Some(c), Some(f)) => format!("{c} (a re-run of #{f})"),
                 (None, Some(f)) => format!("(a re-run of #{f})"),
                 (c, None) => c.clone().unwrap_or_default(),

@@ -4,13 +4,14 @@
 //! that is gone ended (`outcome` decides).
 
 use crate::driver::Driver;
+use crate::history::reruns_for;
 use crate::journal::{Study, TrialId};
 use crate::layout::full_disk;
 use crate::outcome::{self, Ended, Ending, ProgramEnd};
 use crate::process::{log_tail, signal_group, GRACE};
 use crate::pruner::Decision;
 use crate::trial::Trial;
-use common::wire::program::{ProgramStatus, ProgramSummary};
+use common::wire::program::{ProgramLeg, ProgramStatus, ProgramSummary};
 use common::wire::run_dir::{self, TrialDir};
 use common::wire::train::{EpochRow, TrainSummary};
 use common::wire::Versioned;
@@ -141,7 +142,8 @@ impl Driver {
                 None => i += 1,
                 Some(status) => {
                     let r = self.running.remove(i);
-                    self.finish(r, status)?;
+                    let reruns = reruns_for(study, r.number, outcome::RERUN_ALLOCATOR);
+                    self.finish(r, status, reruns)?;
                 }
             }
         }
@@ -174,9 +176,15 @@ impl Driver {
         Ok(())
     }
 
-    /// Records how a trial ended: reads what it left, has `outcome` judge,
+    /// Records how a trial ended: reads what it left, has `outcome` judge
+    /// (`allocator_reruns`: its earlier runs re-run for a broken allocator),
     /// and records it in the journal.
-    fn finish(&mut self, r: Running, status: ExitStatus) -> anyhow::Result<()> {
+    fn finish(
+        &mut self,
+        r: Running,
+        status: ExitStatus,
+        allocator_reruns: usize,
+    ) -> anyhow::Result<()> {
         let seconds = (r.started.elapsed().as_secs_f64() * 10.0).round() / 10.0;
         let full = full_disk(&self.dir);
         let name = self.space.metric.name.to_string();
@@ -186,51 +194,24 @@ impl Driver {
                 r.ending.as_ref().map(|(e, _)| e),
                 status,
                 full.as_deref(),
+                allocator_reruns,
             ),
             Proc::Program(p) => {
                 let ended = p.leg.end(status);
-                let summary = ProgramSummary {
-                    schema: ProgramSummary::SCHEMA.into(),
-                    status: ended.leg.status,
-                    class: ended.leg.class,
-                    evidence: ended.leg.evidence.clone(),
-                    advice: ended.leg.advice.clone(),
-                    cwd: p.cwd.display().to_string(),
-                    env_set: p.env_said.clone(),
-                    best: ended.best.clone(),
-                    last: ended.last.clone(),
-                    seconds,
-                    legs: vec![ended.leg.clone()],
-                };
+                let summary = program_summary(&p.cwd, &p.env_said, &ended, seconds);
                 let _ = common::files::write_yaml(&r.dir.run().summary(), &summary);
-                let wandb = ended.wandb_summary;
                 let verdict = outcome::judge_program(&ProgramEnd {
                     summary: &summary,
                     summary_last: self.space.metric.summary_last,
-                    wandb_value: wandb,
+                    wandb_value: ended.wandb_summary,
                     metric: &name,
                     // Shared while it ran: at its start or at its end.
                     crowd: r.crowd.max(self.crowd(r.slot) + 1),
                     launch_blocking: r.launch_blocking,
                     disk_full: full.as_deref(),
+                    allocator_reruns,
                 });
-                let mut attrs: Vec<(&str, Value)> = vec![
-                    ("epochs", Value::from(r.reported.len() as u64)),
-                    ("reports", Value::from(ended.leg.reports)),
-                ];
-                if let Some(m) = ended.leg.peak.host_pss_mib {
-                    attrs.push(("peak_host_pss_mib", Value::from(m)));
-                }
-                if let Some(m) = ended.leg.peak.gpu_mib {
-                    attrs.push(("peak_gpu_mib", Value::from(m)));
-                }
-                if let Some(a) = &ended.leg.advice {
-                    attrs.push(("advice", Value::from(a.clone())));
-                }
-                if ended.leg.status == ProgramStatus::Failed {
-                    attrs.push(("exit", Value::from(exit_words(&ended.leg))));
-                }
-                (verdict, attrs)
+                (verdict, leg_attrs(&ended.leg, r.reported.len()))
             }
         };
         attrs.push(("seconds", Value::from(seconds)));
@@ -260,6 +241,7 @@ impl Driver {
         ending: Option<&Ending>,
         status: ExitStatus,
         full: Option<&str>,
+        allocator_reruns: usize,
     ) -> (outcome::Verdict, Vec<(&'static str, Value)>) {
         let run = dir.run();
         let summary = std::fs::read_to_string(run.summary())
@@ -292,13 +274,58 @@ impl Driver {
             trial_timeout_s: self.settings.trial_timeout_s,
             slurm_task: task.as_deref(),
             disk_full: full,
+            allocator_reruns,
         });
         (verdict, attrs)
     }
 }
 
+/// A program trial's summary.yaml, from its one leg.
+fn program_summary(
+    cwd: &std::path::Path,
+    env_said: &[String],
+    ended: &supervise::leg::Ended,
+    seconds: f64,
+) -> ProgramSummary {
+    ProgramSummary {
+        schema: ProgramSummary::SCHEMA.into(),
+        status: ended.leg.status,
+        class: ended.leg.class,
+        evidence: ended.leg.evidence.clone(),
+        advice: ended.leg.advice.clone(),
+        cwd: cwd.display().to_string(),
+        env_set: env_said.to_vec(),
+        best: ended.best.clone(),
+        last: ended.last.clone(),
+        seconds,
+        legs: vec![ended.leg.clone()],
+    }
+}
+
+/// The journal attributes of a program trial's leg: its reports, peaks,
+/// advice and exit.
+fn leg_attrs(leg: &ProgramLeg, epochs: usize) -> Vec<(&'static str, Value)> {
+    let mut attrs: Vec<(&str, Value)> = vec![
+        ("epochs", Value::from(epochs as u64)),
+        ("reports", Value::from(leg.reports)),
+    ];
+    if let Some(m) = leg.peak.host_pss_mib {
+        attrs.push(("peak_host_pss_mib", Value::from(m)));
+    }
+    if let Some(m) = leg.peak.gpu_mib {
+        attrs.push(("peak_gpu_mib", Value::from(m)));
+    }
+    if let Some(a) = &leg.advice {
+        attrs.push(("advice", Value::from(a.clone())));
+    }
+    if leg.status == ProgramStatus::Failed {
+        attrs.push(("exit", Value::from(exit_words(leg))));
+    }
+    attrs
+}
+
 /// "exit 1", "signal 9".
-fn exit_words(leg: &common::wire::program::ProgramLeg) -> String {
+fn exit_words(leg: &ProgramLeg) -> String {
     match (leg.exit_code, leg.signal) {
         (Some(c), _) => format!("exit {c}"),
         (None, Some(s)) => format!("signal {s}"),

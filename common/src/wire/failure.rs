@@ -18,6 +18,11 @@ pub enum Class {
     /// out of bounds" on the CPU; a device-side assert on a GPU).
     LabelOutOfRange,
     Killed,
+    /// The CUDA caching allocator broken for the rest of the process: with
+    /// expandable segments, a mapping that failed part-way leaves every
+    /// later allocation failing an internal assert (pytorch#188008). Only a
+    /// new process recovers; a smaller batch does not.
+    AllocatorBroken,
     /// A sweep's trial that ran past `--trial-timeout`.
     Timeout,
     /// A sweep's trial whose driver stopped (Ctrl-C) or died while it ran.
@@ -26,6 +31,22 @@ pub enum Class {
 }
 
 impl Class {
+    /// Every class, in the order docs/FORMATS.md, "Failure classes" lists
+    /// them.
+    pub const ALL: [Class; 11] = [
+        Class::OutOfMemory,
+        Class::CudaGraphPointer,
+        Class::DeviceSideAssert,
+        Class::CudaError,
+        Class::NonFiniteLoss,
+        Class::LabelOutOfRange,
+        Class::Killed,
+        Class::AllocatorBroken,
+        Class::Timeout,
+        Class::Interrupted,
+        Class::Other,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Class::OutOfMemory => "out-of-memory",
@@ -35,6 +56,7 @@ impl Class {
             Class::NonFiniteLoss => "non-finite-loss",
             Class::LabelOutOfRange => "label-out-of-range",
             Class::Killed => "killed",
+            Class::AllocatorBroken => "allocator-broken",
             Class::Timeout => "timeout",
             Class::Interrupted => "interrupted",
             Class::Other => "other",
@@ -79,18 +101,7 @@ mod tests {
 
     #[test]
     fn classes_serialise_as_their_names() {
-        for c in [
-            Class::OutOfMemory,
-            Class::CudaGraphPointer,
-            Class::DeviceSideAssert,
-            Class::CudaError,
-            Class::NonFiniteLoss,
-            Class::LabelOutOfRange,
-            Class::Killed,
-            Class::Timeout,
-            Class::Interrupted,
-            Class::Other,
-        ] {
+        for c in Class::ALL {
             assert_eq!(serde_yaml::to_string(&c).unwrap().trim(), c.as_str());
         }
     }
@@ -101,5 +112,7 @@ mod tests {
         assert!(Class::CudaGraphPointer.config_caused());
         assert!(!Class::DeviceSideAssert.config_caused());
         assert!(!Class::Killed.config_caused());
+        // A new process fixes it, not another config.
+        assert!(!Class::AllocatorBroken.config_caused());
     }
 }

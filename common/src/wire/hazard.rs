@@ -49,11 +49,12 @@ pub enum HazardId {
     UncappedDataset,
     LaunchBlocking,
     GpuFeaturesWithoutGpu,
+    CompiledCheckpointTwice,
 }
 
 impl HazardId {
     /// Every hazard, in the order `cfgcheck --list-rules` prints them.
-    pub const ALL: [HazardId; 11] = [
+    pub const ALL: [HazardId; 12] = [
         HazardId::CudaGraphsCheckpointing,
         HazardId::MemoryExceedsFree,
         HazardId::MemoryHeadroom,
@@ -65,6 +66,7 @@ impl HazardId {
         HazardId::UncappedDataset,
         HazardId::LaunchBlocking,
         HazardId::GpuFeaturesWithoutGpu,
+        HazardId::CompiledCheckpointTwice,
     ];
 
     pub const fn as_str(self) -> &'static str {
@@ -80,6 +82,7 @@ impl HazardId {
             HazardId::UncappedDataset => "uncapped-dataset",
             HazardId::LaunchBlocking => "launch-blocking",
             HazardId::GpuFeaturesWithoutGpu => "gpu-features-without-gpu",
+            HazardId::CompiledCheckpointTwice => "compiled-checkpoint-twice",
         }
     }
 
@@ -93,7 +96,8 @@ impl HazardId {
             | HazardId::AllocatorFragmentation
             | HazardId::WorkersSmallHost
             | HazardId::UncappedDataset
-            | HazardId::GpuFeaturesWithoutGpu => Severity::Warning,
+            | HazardId::GpuFeaturesWithoutGpu
+            | HazardId::CompiledCheckpointTwice => Severity::Warning,
             HazardId::PinMemoryWithoutWorkers | HazardId::LaunchBlocking => Severity::Info,
         }
     }
@@ -112,6 +116,7 @@ impl HazardId {
             HazardId::UncappedDataset => "no max_train_examples and a dataset near or above host RAM: exit -9 while loading",
             HazardId::LaunchBlocking => "CUDA_LAUNCH_BLOCKING=1: 10-20% slower, for debugging only",
             HazardId::GpuFeaturesWithoutGpu => "torch.compile or fp16 on a target with no GPU",
+            HazardId::CompiledCheckpointTwice => "(--scan) torch.compile over a forward that runs the same checkpointed blocks twice: 2.3x (torch 2.13) to 3.5x (2.9.1) eager's peak memory in the compiled backward (pytorch#193193)",
         }
     }
 }

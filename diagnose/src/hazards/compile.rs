@@ -1,6 +1,7 @@
 //! The hazards of the compile and precision settings: CUDA graphs with
-//! gradient checkpointing (seed 001), and GPU-only features on a target
-//! with no GPU.
+//! gradient checkpointing (seed 001), GPU-only features on a target with
+//! no GPU, and a compiled forward that checkpoints the same blocks twice
+//! (pytorch#193193; in code only).
 
 use super::{key_finding, Cx, Edits, ExplainCx, Hazard, Target};
 use crate::keys::{Concept, Found, Hit, KeyPlan, Scalar};
@@ -161,6 +162,33 @@ impl Hazard for CudaGraphsCheckpointing {
         } else {
             Ok(vec![("torch_compile".into(), "false".into())])
         }
+    }
+}
+
+/// pytorch#193193 (open): a compiled graph that runs the same
+/// checkpointed blocks twice (CoCa's text tower, without then with
+/// cross-attention context) gets a backward whose recompute holds several
+/// blocks at once. Only code says it: trainguard's model runs each block
+/// once, and no config key says it, so the config check finds nothing.
+pub struct CompiledCheckpointTwice;
+
+/// What happens, for `--scan`: `blocks` run twice as `how` says.
+pub fn checkpoint_twice_message(blocks: &str, how: &str) -> String {
+    format!("torch.compile over a forward that runs the checkpointed blocks {blocks} twice ({how}): the compiled backward recomputes several blocks at once instead of one, a peak of 2.3x (torch 2.13) to 3.5x (torch 2.9.1) eager's with checkpointing, so it runs out of memory where eager fits (pytorch#193193; either run alone compiles fine)")
+}
+
+/// The fix: a graph break between the two runs, which pytorch#193193 found
+/// fixes it completely at no speed cost.
+pub fn checkpoint_twice_fix() -> String {
+    "call torch._dynamo.graph_break() between the two runs of the blocks (no speed cost in pytorch#193193), or compile each block instead of the whole forward".into()
+}
+
+impl Hazard for CompiledCheckpointTwice {
+    fn id(&self) -> HazardId {
+        HazardId::CompiledCheckpointTwice
+    }
+    fn check(&self, _cx: &Cx) -> Vec<Finding> {
+        vec![]
     }
 }
 

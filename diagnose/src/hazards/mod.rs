@@ -7,7 +7,8 @@
 //! `rules::check` and `fix::plan_fix` only run them, in [`CHECK_ORDER`] and
 //! [`FIX_ORDER`]. The hazards live by what they are about:
 //!
-//! - `compile`: cuda-graphs-checkpointing, gpu-features-without-gpu;
+//! - `compile`: cuda-graphs-checkpointing, gpu-features-without-gpu,
+//!   compiled-checkpoint-twice (found in code only, by `--scan`);
 //! - `memory`: memory-exceeds-free, memory-headroom,
 //!   parallel-trials-overflow;
 //! - `environment`: allocator-fragmentation, allocator-conf-syntax,
@@ -20,7 +21,9 @@ mod environment;
 mod host;
 mod memory;
 
-pub use compile::{cuda_graphs_fix, cuda_graphs_message};
+pub use compile::{
+    checkpoint_twice_fix, checkpoint_twice_message, cuda_graphs_fix, cuda_graphs_message,
+};
 pub use environment::{
     alloc_conf, expandable_segments, launch_blocking_fix, launch_blocking_message, long_run,
     with_expandable, LONG_RUN_EPOCHS,
@@ -50,6 +53,7 @@ pub fn of(id: HazardId) -> &'static dyn Hazard {
         HazardId::UncappedDataset => &host::UncappedDataset,
         HazardId::LaunchBlocking => &environment::LaunchBlocking,
         HazardId::GpuFeaturesWithoutGpu => &compile::GpuFeaturesWithoutGpu,
+        HazardId::CompiledCheckpointTwice => &compile::CompiledCheckpointTwice,
     }
 }
 
@@ -75,7 +79,7 @@ pub enum Needs {
 
 /// The order `rules::check` finds hazards in (findings are then sorted by
 /// severity, stably).
-pub const CHECK_ORDER: [HazardId; 11] = [
+pub const CHECK_ORDER: [HazardId; 12] = [
     HazardId::CudaGraphsCheckpointing,
     HazardId::MemoryExceedsFree,
     HazardId::MemoryHeadroom,
@@ -87,6 +91,7 @@ pub const CHECK_ORDER: [HazardId; 11] = [
     HazardId::PinMemoryWithoutWorkers,
     HazardId::LaunchBlocking,
     HazardId::GpuFeaturesWithoutGpu,
+    HazardId::CompiledCheckpointTwice,
 ];
 
 /// The order `cfgcheck --fix` fixes hazards in: the seeds' decision tree

@@ -8,22 +8,25 @@
 //!
 //! - `syntax`: what the tree says (imports, callees, arguments, literals);
 //! - `python`: one file's text -> facts, or "not parsed" (pure);
+//! - `traversals`: the same checkpointed blocks run twice in a function;
 //! - `judge` (here): the facts of every file -> scan/v2's findings (pure);
 //! - `walk`: the paths named -> files read and scanned (the I/O).
 //!
 //! The rules, each with a seed or a PyTorch issue behind it:
 //! cuda-graphs-checkpointing (seed 001, pytorch#154306), workers-small-host
-//! (seed 002), launch-blocking (seed 004).
+//! (seed 002), launch-blocking (seed 004), compiled-checkpoint-twice
+//! (pytorch#193193).
 
 mod python;
 mod syntax;
+mod traversals;
 pub mod walk;
 
 pub use python::{parser, scan};
 
 use crate::hazards::{
-    cuda_graphs_message, launch_blocking_fix, launch_blocking_message, workers_fix,
-    workers_message, workers_too_many,
+    checkpoint_twice_fix, checkpoint_twice_message, cuda_graphs_message, launch_blocking_fix,
+    launch_blocking_message, workers_fix, workers_message, workers_too_many,
 };
 use common::wire::cfgcheck::Skipped;
 use common::wire::hazard::{HazardId, Severity};
@@ -66,6 +69,15 @@ pub enum Fact {
     WorkersUnknown { at: Site, why: String },
     /// CUDA_LAUNCH_BLOCKING set to 1 on every run (not under an `if`).
     LaunchBlocking { at: Site, how: String },
+    /// A torch.compile of any mode (`what`: the callee as written).
+    Compiled { at: Site, what: String },
+    /// The same checkpointed blocks run twice in one function
+    /// (`traversals`): `at` the second run, `how` in words.
+    CheckpointedTwice {
+        at: Site,
+        blocks: String,
+        how: String,
+    },
 }
 
 /// One file's scan.
@@ -103,6 +115,7 @@ pub fn judge(paths: Vec<String>, files: &[Scanned], host_ram_mib: Option<u64>) -
     let mut cannot_tell = vec![];
     let mut skipped = vec![];
     cuda_graphs(&facts, &mut findings, &mut cannot_tell);
+    checkpointed_twice(&facts, &mut findings);
     workers(
         &facts,
         host_ram_mib,
@@ -239,6 +252,45 @@ fn cuda_graphs(
             }
             _ => {}
         }
+    }
+}
+
+/// pytorch#193193: the same checkpointed blocks run twice in a function,
+/// and a torch.compile in the tree (any mode), paired with the compile
+/// nearest to it (its own file first).
+fn checkpointed_twice(facts: &[(&str, &Fact)], findings: &mut Vec<Finding>) {
+    let id = HazardId::CompiledCheckpointTwice;
+    let compiles: Vec<(&str, &Site, &str)> = facts
+        .iter()
+        .filter_map(|(file, f)| match f {
+            Fact::Compiled { at, what } => Some((*file, at, what.as_str())),
+            _ => None,
+        })
+        .collect();
+    for (file, f) in facts {
+        let Fact::CheckpointedTwice { at, blocks, how } = f else {
+            continue;
+        };
+        let Some(&(cfile, cat, what)) = compiles
+            .iter()
+            .min_by_key(|(cf, cat, _)| (*cf != *file, cat.line.abs_diff(at.line)))
+        else {
+            continue;
+        };
+        findings.push(Finding {
+            id,
+            severity: id.severity(),
+            message: checkpoint_twice_message(blocks, how),
+            fix: checkpoint_twice_fix(),
+            evidence: vec![
+                evidence(
+                    file,
+                    at,
+                    format!("checkpointed blocks {blocks} run again: {how}"),
+                ),
+                evidence(cfile, cat, format!("{what}: compiles it into one graph")),
+            ],
+        });
     }
 }
 

@@ -75,6 +75,7 @@ pub fn scan(parser: &mut Parser, bytes: &[u8]) -> FileScan {
     // import below its use still counts.
     let mut calls = vec![];
     let mut assigns = vec![];
+    let mut decorators = vec![];
     let mut stack = vec![(root, false)];
     let mut cursor = root.walk();
     while let Some((node, conditional)) = stack.pop() {
@@ -82,6 +83,7 @@ pub fn scan(parser: &mut Parser, bytes: &[u8]) -> FileScan {
             "import_statement" | "import_from_statement" => file.imports.add(node, src),
             "call" => calls.push((node, conditional)),
             "assignment" => assigns.push((node, conditional)),
+            "decorator" => decorators.push(node),
             _ => {}
         }
         // Code under an `if` (but a script's main guard), a `match` or a
@@ -102,6 +104,13 @@ pub fn scan(parser: &mut Parser, bytes: &[u8]) -> FileScan {
     for (assign, conditional) in assigns {
         file.assignment(assign, conditional);
     }
+    for d in decorators {
+        file.decorator(d);
+    }
+    let twice = super::traversals::facts(root, src, &|call| file.is_checkpoint(call), &|n| {
+        file.site(n)
+    });
+    file.facts.extend(twice);
     FileScan::Parsed(file.facts)
 }
 
@@ -151,6 +160,29 @@ impl File<'_> {
                 .count()
                 + 1,
             code: clip(line.trim(), 120),
+        }
+    }
+
+    /// A call of torch's checkpoint (either function), under the file's
+    /// imports.
+    fn is_checkpoint(&self, call: Node) -> bool {
+        call.child_by_field_name("function")
+            .and_then(|c| dotted(c, self.src))
+            .map(|p| self.imports.resolve(&p, KNOWN).0)
+            .is_some_and(|n| n == CHECKPOINT || n == CHECKPOINT_SEQUENTIAL)
+    }
+
+    /// A bare `@torch.compile` (with arguments it is a call, seen there).
+    fn decorator(&mut self, decorator: Node) {
+        let Some(expr) = decorator.named_child(0) else {
+            return;
+        };
+        let name = dotted(expr, self.src).map(|p| self.imports.resolve(&p, KNOWN).0);
+        if name.as_deref() == Some(TORCH_COMPILE) {
+            self.facts.push(Fact::Compiled {
+                at: self.site(decorator),
+                what: "@torch.compile".into(),
+            });
         }
     }
 
@@ -211,6 +243,10 @@ impl File<'_> {
     /// that records CUDA graphs, or one the code does not say.
     fn compile(&mut self, call: Node, args: &Args, callee: &str) {
         let src = self.src;
+        self.facts.push(Fact::Compiled {
+            at: self.site(call),
+            what: callee.to_string(),
+        });
         let fix_off = format!("remove this {callee} call");
         if let Some((v, arg)) = args.get("backend") {
             if literal(v, src) == Some(Literal::Str("cudagraphs".into())) {

@@ -18,19 +18,23 @@ fn facts(text: &str) -> Vec<Fact> {
 fn tags(text: &str) -> Vec<String> {
     facts(text)
         .iter()
-        .map(|f| {
+        .filter_map(|f| {
             let (kind, at) = match f {
                 Fact::CudaGraphs { at, .. } => ("graphs", at),
                 Fact::CompileUnknown { at, .. } => ("graphs?", at),
                 Fact::Checkpointing { at, .. } => ("ckpt", at),
                 Fact::CheckpointingUnknown { at, .. } => ("ckpt?", at),
                 Fact::Workers { at, workers, .. } => {
-                    return format!("workers={workers}@{}", at.line)
+                    return Some(format!("workers={workers}@{}", at.line))
                 }
                 Fact::WorkersUnknown { at, .. } => ("workers?", at),
                 Fact::LaunchBlocking { at, .. } => ("blocking", at),
+                Fact::CheckpointedTwice { at, .. } => ("twice", at),
+                // Every compile is one: the tags of the other rules leave
+                // them out (`compiled` lists them).
+                Fact::Compiled { .. } => return None,
             };
-            format!("{kind}@{}", at.line)
+            Some(format!("{kind}@{}", at.line))
         })
         .collect()
 }
@@ -88,8 +92,9 @@ fn compile_modes_options_and_backends() {
         assert_eq!(tags(c), ["graphs@2"], "{c}");
     }
     // A module's own compile is named as written.
-    match &facts("x\nself.net.compile(mode='max-autotune')")[0] {
-        Fact::CudaGraphs { setting, fix, .. } => {
+    let graphs = facts("x\nself.net.compile(mode='max-autotune')");
+    match graphs.iter().find(|f| matches!(f, Fact::CudaGraphs { .. })) {
+        Some(Fact::CudaGraphs { setting, fix, .. }) => {
             assert_eq!(setting, "self.net.compile mode \"max-autotune\"");
             assert!(fix.contains("in this self.net.compile call"), "{fix}");
         }
@@ -388,4 +393,132 @@ fn not_parsed_files_are_counted_and_said() {
     );
     assert_eq!(out.not_parsed[0].file, "b.py");
     assert_eq!(out.not_parsed[0].line, Some(1));
+}
+
+/// The same checkpointed blocks run twice in a function: (line, blocks).
+fn twice(text: &str) -> Vec<(usize, String)> {
+    facts(text)
+        .into_iter()
+        .filter_map(|f| match f {
+            Fact::CheckpointedTwice { at, blocks, .. } => Some((at.line, blocks)),
+            _ => None,
+        })
+        .collect()
+}
+
+const HEAD: &str = "import torch\nfrom torch.utils.checkpoint import checkpoint\n";
+
+#[test]
+fn the_same_checkpointed_blocks_run_twice_are_found() {
+    // pytorch#193193's shape (CoCa's text tower): the same blocks, once
+    // without cross-attention context, once with.
+    let coca = format!("{HEAD}class Tower:\n    def forward(self, x, ctx):\n        h = x\n        for blk in self.blocks:\n            h = checkpoint(blk, h, None, use_reentrant=False)\n        y = x\n        for blk in self.blocks:\n            y = checkpoint(blk, y, ctx, use_reentrant=False)\n        return h, y\n");
+    assert_eq!(twice(&coca), [(9, "self.blocks".to_string())]);
+    match facts(&coca).last() {
+        Some(Fact::CheckpointedTwice { how, .. }) => {
+            assert_eq!(how, "2 loops over self.blocks (lines 6 and 9) in forward()")
+        }
+        other => panic!("{other:?}"),
+    }
+    // Through a helper of the same file, called twice; enumerate() and
+    // a lambda around the block are the same traversal.
+    let helper = format!("{HEAD}class Tower:\n    def run(self, x, ctx=None):\n        for i, blk in enumerate(self.blocks):\n            x = checkpoint(lambda t: blk(t, ctx), x, use_reentrant=False)\n        return x\n    def forward(self, x, ctx):\n        return self.run(x), self.run(x, ctx)\n");
+    assert_eq!(twice(&helper), [(9, "self.blocks".to_string())]);
+    // A traversal inside another loop; one block checkpointed twice, or
+    // in a loop (weights shared across steps).
+    let cases = [
+        format!("{HEAD}def f(blocks, x):\n    for _ in range(2):\n        for b in blocks:\n            x = checkpoint(b, x)\n    return x\n"),
+        format!("{HEAD}def f(self, x):\n    x = checkpoint(self.block, x)\n    x = checkpoint(self.block, x)\n    return x\n"),
+        format!("{HEAD}def f(self, x):\n    for _ in range(4):\n        x = checkpoint(self.block, x)\n    return x\n"),
+        format!("{HEAD}def f(self, x):\n    for step in range(4):\n        x = self.run(x)\n    return x\ndef run(self, x):\n    for b in self.blocks:\n        x = checkpoint(b, x)\n    return x\n"),
+    ];
+    for c in &cases {
+        assert_eq!(twice(c).len(), 1, "{c}");
+    }
+}
+
+#[test]
+fn one_traversal_or_other_blocks_are_not_twice() {
+    let cases = [
+        // One traversal (the usual per-block checkpointing).
+        format!("{HEAD}def f(self, x):\n    for b in self.blocks:\n        x = checkpoint(b, x)\n    return x\n"),
+        // Two stacks, each once.
+        format!("{HEAD}def f(self, x):\n    for b in self.encoder:\n        x = checkpoint(b, x)\n    for b in self.decoder:\n        x = checkpoint(b, x)\n    return x\n"),
+        // One branch or the other runs.
+        format!("{HEAD}def f(self, x, ctx):\n    if ctx is None:\n        for b in self.blocks:\n            x = checkpoint(b, x)\n    else:\n        for b in self.blocks:\n            x = checkpoint(b, x, ctx)\n    return x\n"),
+        // The second traversal is not checkpointed.
+        format!("{HEAD}def f(self, x):\n    for b in self.blocks:\n        x = checkpoint(b, x)\n    for b in self.blocks:\n        x = b(x)\n    return x\n"),
+        // Not torch's checkpoint.
+        "from mylib import checkpoint\ndef f(self, x):\n    for b in self.blocks:\n        x = checkpoint(b, x)\n    for b in self.blocks:\n        x = checkpoint(b, x)\n".to_string(),
+        // A helper called once; a loop over blocks calling it per block.
+        format!("{HEAD}def run(self, x):\n    for b in self.blocks:\n        x = checkpoint(b, x)\n    return x\ndef f(self, x):\n    return self.run(x)\n"),
+        format!("{HEAD}def f(self, x):\n    for b in self.blocks:\n        x = checkpoint(b, x, use_reentrant=False)\n        x = checkpoint(b.norm, x, use_reentrant=False)\n    return x\n"),
+    ];
+    for c in &cases {
+        assert!(twice(c).is_empty(), "{c}: {:?}", twice(c));
+    }
+}
+
+#[test]
+fn twice_is_a_finding_only_with_a_compile_in_the_tree() {
+    let model = format!("{HEAD}def f(self, x, ctx):\n    for b in self.blocks:\n        x = checkpoint(b, x)\n    for b in self.blocks:\n        x = checkpoint(b, x, ctx)\n    return x\n");
+    let file = |name: &str, text: &str| Scanned {
+        file: name.into(),
+        scan: scan_text(text),
+    };
+    let alone = judge(vec!["m.py".into()], &[file("m.py", &model)], None);
+    assert!(alone.findings.is_empty(), "{:?}", alone.findings);
+    // Any mode compiles it, a bare decorator too; the compile may be in
+    // another file.
+    for train in [
+        "import torch\nstep = torch.compile(model)\n",
+        "import torch\n@torch.compile\ndef step(x):\n    return model(x)\n",
+    ] {
+        let out = judge(
+            vec![".".into()],
+            &[file("m.py", &model), file("train.py", train)],
+            None,
+        );
+        assert_eq!(out.findings.len(), 1, "{train}");
+        let f = &out.findings[0];
+        assert_eq!(f.id, HazardId::CompiledCheckpointTwice);
+        assert_eq!(f.severity, Severity::Warning);
+        assert_eq!(
+            (f.evidence[0].file.as_str(), f.evidence[0].line),
+            ("m.py", 6)
+        );
+        assert_eq!(f.evidence[1].file, "train.py");
+        assert!(f.message.contains("pytorch#193193"), "{}", f.message);
+        assert!(f
+            .fix
+            .starts_with("call torch._dynamo.graph_break() between the two runs"));
+        assert_eq!(out.verdict, "warnings");
+    }
+}
+
+#[test]
+fn every_compile_is_a_compile() {
+    let compiled = |t: &str| -> Vec<(usize, String)> {
+        facts(t)
+            .into_iter()
+            .filter_map(|f| match f {
+                Fact::Compiled { at, what } => Some((at.line, what)),
+                _ => None,
+            })
+            .collect()
+    };
+    assert_eq!(
+        compiled("import torch\nm = torch.compile(m)"),
+        [(2, "torch.compile".to_string())]
+    );
+    assert_eq!(
+        compiled("x\nself.net.compile()"),
+        [(2, "self.net.compile".to_string())]
+    );
+    assert_eq!(
+        compiled("import torch\n@torch.compile\ndef f(x):\n    return x"),
+        [(2, "@torch.compile".to_string())]
+    );
+    assert!(compiled("import re\np = re.compile('x')").is_empty());
+    assert!(compiled("@functools.cache\ndef f(x):\n    return x").is_empty());
 }

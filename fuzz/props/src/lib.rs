@@ -410,6 +410,8 @@ fn site(f: &diagnose::scan::Fact) -> &diagnose::scan::Site {
         | CheckpointingUnknown { at, .. }
         | Workers { at, .. }
         | WorkersUnknown { at, .. }
-        | LaunchBlocking { at, .. } => at,
+        | LaunchBlocking { at, .. }
+        | Compiled { at, .. }
+        | CheckpointedTwice { at, .. } => at,
     }
 }

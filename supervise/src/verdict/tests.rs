@@ -60,6 +60,9 @@ const OOM_FRAGMENTED: &str = "torch.OutOfMemoryError: CUDA out of memory. Tried 
 const GRAPH: &str = "RuntimeError: static input data pointer changed.\ninput name: primals_1. data pointer changed from 12919305216 to 12919242752.";
 const GRAPH_OVERWRITTEN: &str = "RuntimeError: Error: accessing tensor output of CUDAGraphs that has been overwritten by a subsequent run.";
 const ASSERT: &str = "/pytorch/aten/src/ATen/native/cuda/Loss.cu:250: nll_loss_forward_reduce_cuda_kernel_2d: block: [0,0,0], thread: [5,0,0] Assertion `t >= 0 && t < n_classes` failed.\ntorch.AcceleratorError: CUDA error: device-side assert triggered\nCUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.";
+// pytorch#188008 (torch 2.14.0): the failed mapping's OOM, then the same
+// assert on every later allocation, in unrelated code.
+const ALLOCATOR_BROKEN: &str = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 320.00 MiB. GPU 0 has a total capacity of 31.37 GiB of which 80.69 MiB is free.\nepoch 2 step 40\nRuntimeError: !handles_.at(i) INTERNAL ASSERT FAILED at \"c10/cuda/CUDACachingAllocator.cpp\":487, please report a bug to PyTorch.";
 
 fn table() -> Vec<Case> {
     vec![
@@ -76,6 +79,7 @@ fn table() -> Vec<Case> {
         Case { class: Some(Class::OutOfMemory), known: Some("allocator-fragmentation"), evidence: "3.78 GiB is reserved by PyTorch but unallocated", ..case("CUDA OOM, fragmented (quoted)", quoted(OOM_FRAGMENTED), Some(1), None) },
         Case { class: Some(Class::CudaGraphPointer), known: Some("cuda-graphs-checkpointing"), evidence: "static input data pointer changed", ..case("CUDA graphs (quoted, seed 001)", quoted(GRAPH), Some(1), None) },
         Case { class: Some(Class::CudaGraphPointer), known: Some("cuda-graphs-checkpointing"), evidence: "overwritten by a subsequent run", ..case("CUDA graphs overwritten (quoted, seed 000)", quoted(GRAPH_OVERWRITTEN), Some(1), None) },
+        Case { class: Some(Class::AllocatorBroken), known: Some("allocator-broken"), evidence: "RuntimeError: !handles_.at(i) INTERNAL ASSERT FAILED at \"c10/cuda/CUDACachingAllocator.cpp\":487, please report a bug to PyTorch. (exit 1)", ..case("expandable segments broken (quoted, pytorch#188008)", quoted(ALLOCATOR_BROKEN), Some(1), None) },
         Case { class: Some(Class::DeviceSideAssert), known: Some("device-side-assert"), evidence: "device-side assert triggered", ..case("device-side assert (quoted, seed 004)", quoted(ASSERT), Some(1), None) },
         Case { class: Some(Class::Timeout), stop: Some(Stop::Timeout { limit_s: 20.0 }), evidence: "ran past its time limit (20 s): ended with SIGTERM to its process group, then SIGKILL", ..case("timeout", vec![], None, Some(9)) },
         Case { status: Status::Stopped, class: Some(Class::Interrupted), stop: Some(Stop::Interrupted("stopped by Ctrl-C".into())), evidence: "stopped by Ctrl-C", ..case("Ctrl-C", vec![], None, Some(15)) },
@@ -146,4 +150,23 @@ fn advice_for_a_program_names_variables_or_code() {
         reports: 0,
     });
     assert!(v.advice.unwrap().contains("num_classes"));
+}
+
+#[test]
+fn a_broken_allocator_is_told_to_restart_not_to_shrink() {
+    let v = judge(&End {
+        code: Some(1),
+        signal: None,
+        stop: None,
+        tail: &quoted(ALLOCATOR_BROKEN),
+        non_finite: None,
+        reports: 3,
+    });
+    assert_eq!(v.class, Some(Class::AllocatorBroken), "{v:?}");
+    let advice = v.advice.unwrap();
+    assert!(
+        advice.starts_with("restart the process: a smaller batch will not help"),
+        "{advice}"
+    );
+    assert!(advice.contains("PYTORCH_ALLOC_CONF=expandable_segments:False"));
 }

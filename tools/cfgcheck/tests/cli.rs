@@ -340,6 +340,31 @@ fn explain_knows_the_deallocation_face_of_the_cuda_graph_crash() {
 }
 
 #[test]
+fn explain_knows_a_broken_allocator_and_says_restart() {
+    // pytorch#188008 (torch 2.14.0, expandable segments): after a mapping
+    // failed part-way, every allocation fails this assert.
+    let log = "epoch 3 step 120\n\
+               Traceback (most recent call last):\n\
+               RuntimeError: !handles_.at(i) INTERNAL ASSERT FAILED at \"c10/cuda/CUDACachingAllocator.cpp\":487, please report a bug to PyTorch.\n";
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("a.yaml");
+    std::fs::write(&cfg, "batch_size: 64\n").unwrap();
+    let out = explain(log.as_bytes(), &["--config", cfg.to_str().unwrap()]).success();
+    let v: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    let found = v["found"].as_array().unwrap();
+    assert_eq!(found.len(), 1, "{v}");
+    assert_eq!(found[0]["id"], "allocator-broken");
+    assert_eq!(found[0]["class"], "allocator-broken");
+    assert_eq!(found[0]["evidence"][0]["line"], 3);
+    let fix = found[0]["fix"].as_str().unwrap();
+    assert!(fix.starts_with("restart the run in a new process"), "{fix}");
+    assert!(fix.contains("a smaller batch_size will not help"), "{fix}");
+    // No config change fixes it: no diff that shrinks the batch.
+    let diff = found[0]["config_diff"].as_str().unwrap();
+    assert!(!diff.contains("+batch_size"), "{diff}");
+}
+
+#[test]
 fn explain_with_a_config_gives_the_fix_as_a_diff() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("a.yaml");

@@ -125,6 +125,48 @@ fn one_half_alone_is_no_finding() {
     assert_eq!(v["findings"], serde_json::json!([]));
 }
 
+/// pytorch#193193: a compiled tower that runs its checkpointed blocks twice
+/// (through a helper, as CoCa's text tower does) needs 2.3-3.5x eager's
+/// memory; the compile in another file is the other half. A warning: the
+/// scan passes unless --strict.
+#[test]
+fn a_compiled_tower_that_checkpoints_its_blocks_twice_is_a_warning() {
+    let v = scan(&["twice"], 0);
+    assert_eq!(v["verdict"], "warnings");
+    assert_eq!(
+        findings(&v),
+        [finding(
+            "compiled-checkpoint-twice",
+            "warning",
+            &["twice/tower.py:19", "twice/train.py:7"]
+        )]
+    );
+    let f = &v["findings"][0];
+    let message = f["message"].as_str().unwrap();
+    assert!(
+        message.contains("self.blocks") && message.contains("pytorch#193193"),
+        "{message}"
+    );
+    assert!(f["fix"]
+        .as_str()
+        .unwrap()
+        .contains("torch._dynamo.graph_break()"));
+    cfgcheck()
+        .args(["--scan", "twice", "--strict"])
+        .assert()
+        .code(1);
+    // The tower alone (no compile), and pair/'s one traversal under a
+    // compile, are no finding.
+    assert_eq!(
+        scan(&["twice/tower.py"], 0)["findings"],
+        serde_json::json!([])
+    );
+    let v = scan(&["pair", "--host-ram-gib", "64"], 1);
+    assert!(findings(&v)
+        .iter()
+        .all(|f| f.0 != "compiled-checkpoint-twice"));
+}
+
 #[test]
 fn a_mode_in_a_variable_cannot_be_told() {
     let v = scan(&["variable"], 0);

@@ -504,6 +504,89 @@ print('torch.AcceleratorError: CUDA error: device-side assert triggered', file=s
     assert!(err.contains("with CUDA_LAUNCH_BLOCKING=1"), "{err}");
 }
 
+/// pytorch#188008: with expandable segments, a mapping that failed part-way
+/// leaves every later allocation of the process failing an internal assert;
+/// a new process is the fix. A CPU cannot break CUDA's allocator: the
+/// program prints the assert's real text (torch 2.14.0, as the issue quotes
+/// it) and exits 1, `once` on its first run only, `always` on every run.
+/// The first runs again and completes; the second runs again twice, then
+/// counts as its point's failure.
+#[test]
+fn a_broken_allocator_is_run_again_in_a_new_process_a_bounded_number_of_times() {
+    let p = project();
+    write(
+        p.path(),
+        "broken.py",
+        r#"import os, sys
+mode = next(a.split("=", 1)[1] for a in sys.argv if a.startswith("--mode="))
+mark = "broke-" + mode
+if mode == "always" or not os.path.exists(mark):
+    open(mark, "w").close()
+    print("step 40", flush=True)
+    print('RuntimeError: !handles_.at(i) INTERNAL ASSERT FAILED at "c10/cuda/CUDACachingAllocator.cpp":487, please report a bug to PyTorch.', file=sys.stderr)
+    sys.exit(1)
+print('{"epoch": 1, "val_loss": 0.5}', flush=True)
+"#,
+    );
+    write(
+        p.path(),
+        "space.yaml",
+        "program: broken.py\nmethod: grid\nmetric: {name: val_loss}\nparameters:\n  mode: {values: [once, always]}\n",
+    );
+    let out = sweep(
+        p.path(),
+        &[
+            "--space",
+            "space.yaml",
+            "--out",
+            "d",
+            "--interpreter",
+            &py(),
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let trials = optuna_trials(&p.path().join("d"), "d");
+    let runs = |mode: &str| -> Vec<&Value> {
+        trials
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|t| t["params"]["mode"] == mode)
+            .collect()
+    };
+    let once = runs("once");
+    assert_eq!(once.len(), 2, "{once:?}\n{err}");
+    assert_eq!(attr(once[0], "error_class"), "allocator-broken");
+    assert!(
+        attr(once[0], "rerun").starts_with("allocator-broken: ")
+            && attr(once[0], "rerun").ends_with("(1 of 2)"),
+        "{}",
+        attr(once[0], "rerun")
+    );
+    assert!(
+        attr(once[0], "advice").starts_with("restart the process: a smaller batch will not help")
+    );
+    assert!(attr(once[0], "error_message").contains("!handles_.at(i) INTERNAL ASSERT FAILED"));
+    assert_eq!(once[1]["state"], "COMPLETE", "{once:?}");
+    assert_eq!(once[1]["value"].as_f64(), Some(0.5));
+    assert_eq!(once[1]["user_attrs"]["retried_from"], once[0]["number"]);
+    let always = runs("always");
+    let reruns: Vec<&str> = always.iter().map(|t| attr(t, "rerun")).collect();
+    assert_eq!(always.len(), 3, "{reruns:?}\n{err}");
+    assert!(always
+        .iter()
+        .all(|t| t["state"] == "FAIL" && attr(t, "error_class") == "allocator-broken"));
+    assert!(
+        reruns[0].ends_with("(1 of 2)") && reruns[1].ends_with("(2 of 2)"),
+        "{reruns:?}"
+    );
+    assert_eq!(reruns[2], "-", "bounded: the third failure is the point's");
+    for t in &always[1..] {
+        assert_eq!(t["user_attrs"]["retried_from"], always[0]["number"]);
+    }
+}
+
 /// A script written for a W&B sweep, run by wandb 0.31.0's own
 /// `wandb.init` (offline, no server): its parameters arrive as W&B's agent
 /// hands them (WANDB_SWEEP_PARAM_PATH), and the run summary wandb prints at
