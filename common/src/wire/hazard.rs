@@ -137,6 +137,7 @@ impl HazardId {
             HazardId::UncappedDataset => "cap the training set (max_train_examples), or load it lazily",
             HazardId::LaunchBlocking => "unset CUDA_LAUNCH_BLOCKING outside debugging",
             HazardId::GpuFeaturesWithoutGpu => "turn off torch.compile and fp16 for a run without a GPU",
+            HazardId::CompiledCheckpointTwice => "put torch._dynamo.graph_break() between the two runs of the checkpointed blocks, so each is its own compiled graph",
         }
     }
 }
