@@ -1,8 +1,9 @@
 //! verify-fixes: the gate before a long run (seed 004's script that had to
 //! pass 5/5 before 5000 trials). Every check prints a mark, its name, what it
 //! saw, and the fix when it fails; exit 0 only when no check failed. Two
-//! forms: `--config CFG` gates train's own run (`checks`); `-- CMD` gates
-//! any command by a short smoke run of it (`command`, `smoke`).
+//! forms: `--config CFG` gates train's own run (`config_form`); `-- CMD`
+//! gates any command by a short smoke run of it (`command`, `smoke`). Each
+//! form's checks, their ids and names: `rows`.
 
 mod command;
 mod config_form;
