@@ -10,14 +10,15 @@
 //!   from how (checkpoint); test faults and the stop request (interrupter)
 //!   are handed in. Public for the in-process tests.
 //! - `run`: `--config`/`--resume`: the run directory, the fallback chain (its
-//!   rules pure in chain.rs, its I/O in mod.rs), the device and environment
-//!   (setup.rs), and the listeners that turn events into the console,
+//!   rules pure in chain.rs, its I/O in mod.rs), the environment (setup.rs),
+//!   and the listeners that turn events into the console,
 //!   metrics.csv, curves.png and summary.yaml.
 //! - `model`: the network with its variables, AdamW and the loss scaler, the
 //!   datasets.
 //! - `system`: where train meets libtorch and CUDA: the C++ shim, the CUDA
 //!   driver, libtorch's panics as errors, tensors as bytes.
 //! - `commands`: `train info`, `train bench`, `train check-data`.
+//! - `device`: `--device` and the libtorch device it picks.
 //! - `guard`: `train run -- CMD`, any command supervised (the supervise
 //!   crate), with the fallback chain over `{config}`.
 //!
@@ -26,6 +27,7 @@
 //! trains the seeds' model exits 5 (`common::exit::no_libtorch`).
 
 mod commands;
+mod device;
 mod guard;
 #[cfg(feature = "libtorch")]
 mod model;
@@ -36,6 +38,7 @@ mod system;
 pub mod training;
 
 use clap::{Parser, Subcommand};
+pub use device::DeviceChoice;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -87,24 +90,6 @@ struct Cli {
     /// Set CUDA_LAUNCH_BLOCKING=1, so a CUDA error points at its kernel.
     #[arg(long)]
     sync_errors: bool,
-}
-
-/// Where to train (`--device`; `train bench --device`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum DeviceChoice {
-    Auto,
-    Cpu,
-    Cuda,
-}
-
-impl DeviceChoice {
-    pub fn as_arg(self) -> &'static str {
-        match self {
-            DeviceChoice::Auto => "auto",
-            DeviceChoice::Cpu => "cpu",
-            DeviceChoice::Cuda => "cuda",
-        }
-    }
 }
 
 #[cfg(feature = "libtorch")]

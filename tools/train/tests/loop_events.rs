@@ -2,11 +2,12 @@
 //! faults are handed in, and listeners see the whole life of the epochs.
 
 use common::config::Config;
+use common::wire::run_dir::RunDir;
 use std::cell::RefCell;
 use std::rc::Rc;
 use tch::Device;
 use train::training::events::{Event, Listener, Listeners, Skip};
-use train::training::{Faults, Interrupter, Stop, Trainer};
+use train::training::{Checkpointer, Faults, Interrupter, Stop, Trainer};
 
 /// Writes down each event it receives, one word (and numbers) per event.
 struct Record(Rc<RefCell<Vec<String>>>);
@@ -48,7 +49,12 @@ fn tiny() -> Config {
 fn the_loop_emits_every_step_and_epoch_and_takes_its_faults_from_the_caller() {
     tch::set_num_threads(1);
     let dir = tempfile::tempdir().unwrap();
-    let mut trainer = Trainer::new(tiny(), dir.path(), Device::Cpu).unwrap();
+    let mut trainer = Trainer::new(
+        tiny(),
+        Checkpointer::new(RunDir::new(dir.path())),
+        Device::Cpu,
+    )
+    .unwrap();
     let seen = Rc::new(RefCell::new(Vec::new()));
     let mut events = Listeners::default();
     events.push(Record(seen.clone()));
@@ -95,7 +101,12 @@ impl Listener for StopAt {
 fn a_stop_handed_to_the_loop_ends_it_before_the_next_step() {
     tch::set_num_threads(1);
     let dir = tempfile::tempdir().unwrap();
-    let mut trainer = Trainer::new(tiny(), dir.path(), Device::Cpu).unwrap();
+    let mut trainer = Trainer::new(
+        tiny(),
+        Checkpointer::new(RunDir::new(dir.path())),
+        Device::Cpu,
+    )
+    .unwrap();
     let seen = Rc::new(RefCell::new(Vec::new()));
     let interrupter = Interrupter::new();
     let mut events = Listeners::default();

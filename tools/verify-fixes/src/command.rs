@@ -7,40 +7,22 @@
 //! copies fit at once (sweep's `--parallel auto` rule), and the disk room
 //! for its output.
 
-use crate::checks::{check, Check, Status};
 use crate::machine::Machine;
+use crate::rows::{Check, Form, Status};
 use crate::smoke::{self, Ran, Tally, Why};
 use common::config::Config;
 use common::estimate::MIB;
-use common::wire::program::ProgramStatus;
+use common::wire::program::{ProgramLeg, ProgramStatus};
 use common::wire::run_dir::RunDir;
 use common::wire::verify::{Smoke, SmokeMetric};
 use diagnose::rules::{self, Target};
 use std::path::{Path, PathBuf};
 use sweep::placement::{self, Gpu, Measured, MEASURED_HEADROOM};
 
-/// The command form's checks, in the order they are printed.
-pub const IDS: [&str; 7] = [
-    "config",
-    "allocator",
-    "gpu-state",
-    "started",
-    "metric",
-    "memory",
-    "disk",
-];
+const FORM: Form = Form::Command;
 
-pub fn name_of(id: &str) -> &'static str {
-    match id {
-        "config" => "config: cfgcheck on the config files in the command",
-        "allocator" => "allocator: expandable segments",
-        "gpu-state" => "GPU state (DCGM level 1 in spirit)",
-        "started" => "command: starts and runs its first epochs",
-        "metric" => "metric: read, by which reader, finite",
-        "memory" => "memory: measured peak, copies that fit",
-        _ => "disk: room for the run's output",
-    }
-}
+/// The checks the smoke decides.
+const SMOKE_IDS: [&str; 3] = ["started", "metric", "memory"];
 
 pub struct Gate<'a> {
     pub argv: &'a [String],
@@ -58,65 +40,86 @@ pub struct Gate<'a> {
 impl Gate<'_> {
     /// Every check, and what the smoke saw when it ran.
     pub fn run(&self) -> (Vec<Check>, Option<Smoke>) {
-        let skipped = |id: &str| self.skip.iter().any(|s| s == id);
-        let on_purpose = |id: &'static str| {
-            check(
-                id,
-                name_of(id),
-                Status::Skip,
-                "skipped on purpose (--skip)",
-                None,
-            )
-        };
-        let config = if skipped("config") {
-            on_purpose("config")
+        let (mut checks, env) = self.before_smoke();
+        let not_run = if checks[0].status == Status::Fail {
+            Some("not run: a config file in the command has an error (fix it first)")
+        } else if SMOKE_IDS.iter().all(|id| self.skipped(id)) {
+            Some("skipped on purpose (--skip)")
         } else {
-            crate::configs::check(self.argv, &self.target)
+            None
         };
-        let (allocator, env) = self.allocator();
-        let allocator = if skipped("allocator") {
-            on_purpose("allocator")
-        } else {
-            allocator
-        };
-        let gpu_state = if skipped("gpu-state") {
-            on_purpose("gpu-state")
-        } else {
-            self.machine.gpu_state(&Default::default())
-        };
-        let mut checks = vec![config, allocator, gpu_state];
-        let smoke_ids = ["started", "metric", "memory"];
-        let not_run = |why: &str| -> Vec<Check> {
-            smoke_ids
-                .iter()
-                .map(|id| {
-                    if skipped(id) {
-                        on_purpose(id)
-                    } else {
-                        check(id, name_of(id), Status::Skip, why, None)
-                    }
-                })
-                .collect()
-        };
-        let pick = |id: &'static str, c: &dyn Fn() -> Check| {
-            if skipped(id) {
-                on_purpose(id)
-            } else {
-                c()
+        if let Some(why) = not_run {
+            checks.extend(self.not_run(why));
+            checks.push(self.unless_skipped("disk", || self.disk(None)));
+            return (checks, None);
+        }
+        let ran = match self.smoke(env) {
+            Ok(r) => r,
+            Err(e) => {
+                checks.push(FORM.row(
+                    "started",
+                    Status::Fail,
+                    format!("{e:#}"),
+                    Some("check the program's name and path (the command runs in the current directory)".into()),
+                ));
+                checks.extend(
+                    self.not_run("the command did not start")
+                        .into_iter()
+                        .skip(1),
+                );
+                checks.push(self.unless_skipped("disk", || self.disk(None)));
+                return (checks, None);
             }
         };
-        if checks[0].status == Status::Fail {
-            checks.extend(not_run(
-                "not run: a config file in the command has an error (fix it first)",
-            ));
-            checks.push(pick("disk", &|| self.disk(None)));
-            return (checks, None);
+        let (memory, parallel) = self.memory(&ran);
+        let peak_mib = ran.ended.leg.peak.host_pss_mib.unwrap_or(0.0)
+            + ran.ended.leg.peak.gpu_mib.unwrap_or(0.0);
+        checks.push(self.unless_skipped("started", || self.started(&ran)));
+        checks.push(self.unless_skipped("metric", || self.metric(&ran)));
+        checks.push(self.unless_skipped("memory", || memory));
+        checks.push(self.unless_skipped("disk", || self.disk(Some(peak_mib))));
+        let smoke = smoke_record(self, &ran, parallel);
+        (checks, Some(smoke))
+    }
+
+    fn skipped(&self, id: &str) -> bool {
+        self.skip.iter().any(|s| s == id)
+    }
+
+    /// The check `id` as `judge` finds, unless `--skip` left it out.
+    fn unless_skipped(&self, id: &'static str, judge: impl FnOnce() -> Check) -> Check {
+        if self.skipped(id) {
+            FORM.skipped_on_purpose(id)
+        } else {
+            judge()
         }
-        if smoke_ids.iter().all(|id| skipped(id)) {
-            checks.extend(not_run("skipped on purpose (--skip)"));
-            checks.push(pick("disk", &|| self.disk(None)));
-            return (checks, None);
-        }
+    }
+
+    /// The checks before the smoke (config, allocator, GPU state), and the
+    /// variables to set for the smoke.
+    fn before_smoke(&self) -> (Vec<Check>, Vec<(String, String)>) {
+        let config = self.unless_skipped("config", || {
+            crate::configs::config_check(self.argv, &self.target)
+        });
+        let (allocator, env) = self.allocator();
+        let allocator = self.unless_skipped("allocator", || allocator);
+        let gpu_state = self.unless_skipped("gpu-state", || {
+            self.machine.gpu_state(FORM, &Default::default())
+        });
+        (vec![config, allocator, gpu_state], env)
+    }
+
+    /// The smoke's checks when it did not run, and `why`.
+    fn not_run(&self, why: &str) -> Vec<Check> {
+        SMOKE_IDS
+            .iter()
+            .map(|id| self.unless_skipped(id, || FORM.row(id, Status::Skip, why, None)))
+            .collect()
+    }
+
+    /// The smoke run in the directory, its previous files gone, with `env`
+    /// and `TRAINGUARD_METRICS_CSV` set.
+    fn smoke(&self, mut env: Vec<(String, String)>) -> anyhow::Result<Ran> {
         let records = RunDir::new(self.dir);
         // A previous smoke's files in the same --out are replaced, not
         // appended to (the supervisor appends, for a chain's legs).
@@ -129,12 +132,11 @@ impl Gate<'_> {
         ] {
             let _ = std::fs::remove_file(f);
         }
-        let mut env = env;
         env.push((
             "TRAINGUARD_METRICS_CSV".into(),
             records.own_metrics().display().to_string(),
         ));
-        let plan = smoke::Plan {
+        smoke::run(&smoke::Plan {
             argv: self.argv,
             env,
             dir: &records,
@@ -142,33 +144,7 @@ impl Gate<'_> {
             epochs: self.epochs,
             expect: self.expect,
             regex: self.regex,
-        };
-        let ran = match smoke::run(&plan) {
-            Ok(r) => r,
-            Err(e) => {
-                let mut failed = vec![check(
-                    "started",
-                    name_of("started"),
-                    Status::Fail,
-                    format!("{e:#}"),
-                    Some("check the program's name and path (the command runs in the current directory)".into()),
-                )];
-                failed.extend(not_run("the command did not start").into_iter().skip(1));
-                checks.extend(failed);
-                checks.push(pick("disk", &|| self.disk(None)));
-                return (checks, None);
-            }
-        };
-        let parallel_and_memory = self.memory(&ran);
-        let peak_mib = ran.ended.leg.peak.host_pss_mib.unwrap_or(0.0)
-            + ran.ended.leg.peak.gpu_mib.unwrap_or(0.0);
-        let memory = parallel_and_memory.0;
-        checks.push(pick("started", &|| self.started(&ran)));
-        checks.push(pick("metric", &|| self.metric(&ran)));
-        checks.push(pick("memory", &|| memory.clone()));
-        checks.push(pick("disk", &|| self.disk(Some(peak_mib))));
-        let smoke = smoke_record(self, &ran, parallel_and_memory.1);
-        (checks, Some(smoke))
+        })
     }
 
     /// The allocator setting the smoke (and `train run`, and a sweep's
@@ -188,27 +164,18 @@ impl Gate<'_> {
             },
         );
         let c = match rules::alloc_conf(&Config::default(), self.machine.env) {
-            None => check(
-                id,
-                name_of(id),
-                Status::Pass,
+            None => FORM.row(id, Status::Pass,
                 format!(
                     "the smoke ran with {}; train run and train sweep set it too (run by hand: eval \"$(verify-fixes --print-env)\")",
                     fixes.said.join("; ")
                 ),
                 None,
             ),
-            Some((var, value, _)) if rules::expandable_segments(&value) => check(
-                id,
-                name_of(id),
-                Status::Pass,
+            Some((var, value, _)) if rules::expandable_segments(&value) => FORM.row(id, Status::Pass,
                 format!("{var}={value} (from the shell)"),
                 None,
             ),
-            Some((var, value, _)) => check(
-                id,
-                name_of(id),
-                Status::Fail,
+            Some((var, value, _)) => FORM.row(id, Status::Fail,
                 format!("{var}={value} (from the shell) has no expandable_segments:True: fragmentation (\"reserved but unallocated\") can end a long run (seed 004)"),
                 Some(format!("set {var}={}", rules::with_expandable(&value))),
             ),
@@ -223,9 +190,8 @@ impl Gate<'_> {
         let log = RunDir::new(self.dir).output_log();
         let ran_ok = ran.stopped.is_some() || leg.exit_code == Some(0);
         if !ran_ok {
-            return check(
+            return FORM.row(
                 id,
-                name_of(id),
                 Status::Fail,
                 format!(
                     "{} after {:.1} s and {epochs} epoch(s)",
@@ -247,9 +213,8 @@ impl Gate<'_> {
             leg.seconds
         );
         if epochs < self.epochs && matches!(ran.stopped, Some(Why::Time(_))) {
-            check(
+            FORM.row(
                 id,
-                name_of(id),
                 Status::Warn,
                 format!(
                     "{saw}: epoch {} not reached (seed 001's crash came at epoch 2)",
@@ -258,7 +223,7 @@ impl Gate<'_> {
                 Some("a longer --smoke-seconds, or a smaller dataset for the smoke".into()),
             )
         } else {
-            check(id, name_of(id), Status::Pass, saw, None)
+            FORM.row(id, Status::Pass, saw, None)
         }
     }
 
@@ -266,42 +231,14 @@ impl Gate<'_> {
         let id = "metric";
         let t = &ran.tally;
         if t.order.is_empty() {
-            if !(ran.stopped.is_some() || ran.ended.leg.exit_code == Some(0)) {
-                return check(
-                    id,
-                    name_of(id),
-                    Status::Skip,
-                    "none read before the command failed (see the command check)",
-                    None,
-                );
-            }
-            return check(
-                id,
-                name_of(id),
-                Status::Fail,
-                format!(
-                    "no metric read in {:.1} s: no epoch line, JSON or dict line{}, or $TRAINGUARD_METRICS_CSV row in its output, so a sweep would see nothing",
-                    ran.ended.leg.seconds,
-                    if self.regex.is_some() { ", --metric-regex match" } else { "" }
-                ),
-                Some("print one line per epoch: `Epoch 1/10 | Val Loss: 0.41` or `{\"epoch\": 1, \"val_loss\": 0.41}`; or give --metric-regex (and to `train run`, a sweep's metric.regex)".into()),
-            );
+            return self.no_metric(ran);
         }
-        let describe = |m: &str| {
-            let s = &t.by[m];
-            format!(
-                "{m} by {} ({} report(s){})",
-                s.source.as_str(),
-                s.reports,
-                s.last.map_or(String::new(), |v| format!(", last {v}"))
-            )
-        };
         let main = t.epoch_metric(self.expect).unwrap_or_default();
         let others: Vec<String> = t
             .order
             .iter()
             .filter(|m| m.as_str() != main)
-            .map(|m| describe(m))
+            .map(|m| describe(t, m))
             .collect();
         let also = if others.is_empty() {
             String::new()
@@ -309,9 +246,8 @@ impl Gate<'_> {
             format!("; also {}", others.join(", "))
         };
         if !t.by.contains_key(main) {
-            return check(
+            return FORM.row(
                 id,
-                name_of(id),
                 Status::Fail,
                 format!(
                     "no report of {main} (--expect-metric); read {}",
@@ -328,20 +264,45 @@ impl Gate<'_> {
                 .iter()
                 .find(|k| k.class == common::wire::failure::Class::NonFiniteLoss)
                 .map(|k| k.program_fix.to_string());
-            return check(
+            return FORM.row(
                 id,
-                name_of(id),
                 Status::Fail,
-                format!("{what}: a non-finite value; read {}{also}", describe(main)),
+                format!(
+                    "{what}: a non-finite value; read {}{also}",
+                    describe(t, main)
+                ),
                 fix,
             );
         }
-        check(
+        FORM.row(
             id,
-            name_of(id),
             Status::Pass,
-            format!("{}{also}", describe(main)),
+            format!("{}{also}", describe(t, main)),
             None,
+        )
+    }
+
+    /// The metric check when no metric was read: skipped when the command
+    /// failed, else failed.
+    fn no_metric(&self, ran: &Ran) -> Check {
+        let id = "metric";
+        if !(ran.stopped.is_some() || ran.ended.leg.exit_code == Some(0)) {
+            return FORM.row(
+                id,
+                Status::Skip,
+                "none read before the command failed (see the command check)",
+                None,
+            );
+        }
+        FORM.row(
+            id,
+            Status::Fail,
+            format!(
+                "no metric read in {:.1} s: no epoch line, JSON or dict line{}, or $TRAINGUARD_METRICS_CSV row in its output, so a sweep would see nothing",
+                ran.ended.leg.seconds,
+                if self.regex.is_some() { ", --metric-regex match" } else { "" }
+            ),
+            Some("print one line per epoch: `Epoch 1/10 | Val Loss: 0.41` or `{\"epoch\": 1, \"val_loss\": 0.41}`; or give --metric-regex (and to `train run`, a sweep's metric.regex)".into()),
         )
     }
 
@@ -352,9 +313,8 @@ impl Gate<'_> {
         let leg = &ran.ended.leg;
         if !(ran.stopped.is_some() || leg.exit_code == Some(0)) {
             return (
-                check(
+                FORM.row(
                     id,
-                    name_of(id),
                     Status::Skip,
                     "not judged: the command failed (see the command check)",
                     None,
@@ -364,9 +324,8 @@ impl Gate<'_> {
         }
         let Some(host) = leg.peak.host_pss_mib else {
             return (
-                check(
+                FORM.row(
                     id,
-                    name_of(id),
                     Status::Warn,
                     format!(
                         "not measured: {}",
@@ -377,34 +336,34 @@ impl Gate<'_> {
                 None,
             );
         };
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let available = sweep::measured::available_mib();
-        let host_plan = placement::measured(&Measured {
-            peak_mib: Some(host),
-            host_mib: available,
-            cores,
-            gpus: Vec::new(),
-        });
-        let need = host * MEASURED_HEADROOM;
-        let mut parallel = host_plan.slots.len() as u32;
-        let mut fails = Vec::new();
-        if need > available {
-            fails.push(format!(
-                "one copy needs {need:.0} MiB of host memory, {available:.0} MiB is available now"
-            ));
-        }
-        let mut saw = vec![format!(
-            "peak {host:.0} MiB of host memory (PSS) in a {:.1} s smoke (a full run's peak is at least this: the copies below are the most that fit)",
-            leg.seconds
-        )];
-        saw.push(format!("host: {}", host_plan.why.join("; ")));
+        let mut fit = Fit::host(host, leg.seconds);
+        self.fit_gpu(&mut fit, leg);
+        fit.saw
+            .push(format!("--parallel would take {}", fit.parallel));
+        let saw = fit.saw.join("; ");
+        let c = if fit.fails.is_empty() {
+            FORM.row(id, Status::Pass, saw, None)
+        } else {
+            FORM.row(
+                id,
+                Status::Fail,
+                format!("{}; {saw}", fit.fails.join("; ")),
+                Some("a smaller batch or model, mixed precision or activation checkpointing; or free memory first".into()),
+            )
+        };
+        (c, Some(fit.parallel))
+    }
+
+    /// The GPU's part of the memory check: the copies its free memory holds
+    /// at the measured GPU peak, or why that was not measured.
+    fn fit_gpu(&self, fit: &mut Fit, leg: &ProgramLeg) {
         let gpu = self.machine.gpu();
         match (gpu, gpu.and_then(|g| g.memory), leg.peak.gpu_mib) {
             (Some(g), Some(mem), Some(peak)) if peak > 0.0 => {
                 let plan = placement::measured(&Measured {
                     peak_mib: Some(peak),
-                    host_mib: available,
-                    cores,
+                    host_mib: fit.available,
+                    cores: fit.cores,
                     gpus: vec![Gpu {
                         index: g.index,
                         name: g.name.clone().unwrap_or_default(),
@@ -412,17 +371,17 @@ impl Gate<'_> {
                         free_mib: mem.free_mib,
                     }],
                 });
-                let fit = (mem.free_mib as f64 / (peak * MEASURED_HEADROOM)).floor() as u32;
-                if fit == 0 {
-                    fails.push(format!(
+                let copies = (mem.free_mib as f64 / (peak * MEASURED_HEADROOM)).floor() as u32;
+                if copies == 0 {
+                    fit.fails.push(format!(
                         "one copy needs {:.0} MiB of GPU {}, {} MiB is free now",
                         peak * MEASURED_HEADROOM,
                         g.index,
                         mem.free_mib
                     ));
                 }
-                parallel = parallel.min(fit);
-                saw.push(format!(
+                fit.parallel = fit.parallel.min(copies);
+                fit.saw.push(format!(
                     "GPU peak {peak:.0} MiB (NVML); {}",
                     plan.why.join("; ")
                 ));
@@ -434,25 +393,12 @@ impl Gate<'_> {
                     (None, Some(_)) => "NVML attributed no memory to its processes".into(),
                 };
                 if self.machine.require_gpu {
-                    fails.push(format!("GPU peak not measured: {why} (--require-gpu)"));
+                    fit.fails
+                        .push(format!("GPU peak not measured: {why} (--require-gpu)"));
                 }
-                saw.push(format!("GPU: {why}"));
+                fit.saw.push(format!("GPU: {why}"));
             }
         }
-        saw.push(format!("--parallel would take {parallel}"));
-        let saw = saw.join("; ");
-        let c = if fails.is_empty() {
-            check(id, name_of(id), Status::Pass, saw, None)
-        } else {
-            check(
-                id,
-                name_of(id),
-                Status::Fail,
-                format!("{}; {saw}", fails.join("; ")),
-                Some("a smaller batch or model, mixed precision or activation checkpointing; or free memory first".into()),
-            )
-        };
-        (c, Some(parallel))
     }
 
     /// The current directory (where the command runs, and writes unless it
@@ -467,9 +413,8 @@ impl Gate<'_> {
             f.as_file().sync_all()
         };
         if let Err(e) = probe() {
-            return check(
+            return FORM.row(
                 id,
-                name_of(id),
                 Status::Fail,
                 format!(
                     "{}: the command's directory is not writable: {e}",
@@ -479,9 +424,8 @@ impl Gate<'_> {
             );
         }
         let Some(free) = common::host::free_bytes(&dir) else {
-            return check(
+            return FORM.row(
                 id,
-                name_of(id),
                 Status::Warn,
                 format!("{}: writable; free space unknown", dir.display()),
                 None,
@@ -492,23 +436,74 @@ impl Gate<'_> {
             .filter(|p| *p > 0.0)
             .map(|p| (2.0 * p).ceil() as u64);
         match need {
-            Some(need) if free_mib < need => check(
-                id,
-                name_of(id),
-                Status::Fail,
+            Some(need) if free_mib < need => FORM.row(id, Status::Fail,
                 format!("{}: {free_mib} MiB free; a checkpoint of what it held at its peak, beside the last, needs about {need} MiB", dir.display()),
                 Some("free disk space, or point its output elsewhere".into()),
             ),
-            Some(need) => check(
-                id,
-                name_of(id),
-                Status::Pass,
+            Some(need) => FORM.row(id, Status::Pass,
                 format!("{}: writable; {free_mib} MiB free; a checkpoint of what it held at its peak, beside the last, needs at most about {need} MiB", dir.display()),
                 None,
             ),
-            None => check(id, name_of(id), Status::Pass, format!("{}: writable; {free_mib} MiB free (its output's size not measured: the smoke did not run)", dir.display()), None),
+            None => FORM.row(id, Status::Pass, format!("{}: writable; {free_mib} MiB free (its output's size not measured: the smoke did not run)", dir.display()), None),
         }
     }
+}
+
+/// The memory check's findings so far: the copies that fit, what fails
+/// it, what it saw; and the host it measured against.
+struct Fit {
+    parallel: u32,
+    fails: Vec<String>,
+    saw: Vec<String>,
+    /// Host memory available now, MiB.
+    available: f64,
+    cores: usize,
+}
+
+impl Fit {
+    /// The host's part: the copies its available memory and cores hold at
+    /// the measured peak (`host`, MiB) of a smoke of `seconds`.
+    fn host(host: f64, seconds: f64) -> Fit {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let available = sweep::measured::available_mib();
+        let host_plan = placement::measured(&Measured {
+            peak_mib: Some(host),
+            host_mib: available,
+            cores,
+            gpus: Vec::new(),
+        });
+        let need = host * MEASURED_HEADROOM;
+        let mut fails = Vec::new();
+        if need > available {
+            fails.push(format!(
+                "one copy needs {need:.0} MiB of host memory, {available:.0} MiB is available now"
+            ));
+        }
+        let saw = vec![
+            format!(
+                "peak {host:.0} MiB of host memory (PSS) in a {seconds:.1} s smoke (a full run's peak is at least this: the copies below are the most that fit)"
+            ),
+            format!("host: {}", host_plan.why.join("; ")),
+        ];
+        Fit {
+            parallel: host_plan.slots.len() as u32,
+            fails,
+            saw,
+            available,
+            cores,
+        }
+    }
+}
+
+/// A metric as read: its reader, reports and last value.
+fn describe(t: &Tally, m: &str) -> String {
+    let s = &t.by[m];
+    format!(
+        "{m} by {} ({} report(s){})",
+        s.source.as_str(),
+        s.reports,
+        s.last.map_or(String::new(), |v| format!(", last {v}"))
+    )
 }
 
 fn smoke_record(g: &Gate, ran: &Ran, parallel: Option<u32>) -> Smoke {

@@ -3,8 +3,7 @@
 //! as cfgcheck does (`diagnose::any_config`: trainguard's, Hugging Face's,
 //! Axolotl's or a project's own config, recognised from its keys).
 
-use crate::checks::{check as row, Check, Status};
-use crate::command::name_of;
+use crate::rows::{Check, Form, Status};
 use common::input;
 use diagnose::any_config::{self, Format};
 use diagnose::rules::{Finding, Severity, Target};
@@ -12,13 +11,12 @@ use std::path::{Path, PathBuf};
 
 /// The config check: cfgcheck's findings on each config file the command
 /// names; an error fails it (and the gate, before the smoke runs).
-pub fn check(argv: &[String], target: &Target) -> Check {
+pub fn config_check(argv: &[String], target: &Target) -> Check {
     let id = "config";
     let files = config_files(argv);
     if files.is_empty() {
-        return row(
+        return Form::Command.row(
             id,
-            name_of(id),
             Status::Skip,
             "no YAML or JSON file named in the command",
             None,
@@ -72,13 +70,13 @@ pub fn check(argv: &[String], target: &Target) -> Check {
     }
     let saw = saw.join("; ");
     if !errors.is_empty() {
-        row(id, name_of(id), Status::Fail, saw, Some(errors.join("; ")))
+        Form::Command.row(id, Status::Fail, saw, Some(errors.join("; ")))
     } else if warned {
-        row(id, name_of(id), Status::Warn, saw, None)
+        Form::Command.row(id, Status::Warn, saw, None)
     } else if checked {
-        row(id, name_of(id), Status::Pass, saw, None)
+        Form::Command.row(id, Status::Pass, saw, None)
     } else {
-        row(id, name_of(id), Status::Skip, saw, None)
+        Form::Command.row(id, Status::Skip, saw, None)
     }
 }
 

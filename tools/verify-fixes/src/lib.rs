@@ -1,40 +1,36 @@
 //! verify-fixes: the gate before a long run (seed 004's script that had to
 //! pass 5/5 before 5000 trials). Every check prints a mark, its name, what it
 //! saw, and the fix when it fails; exit 0 only when no check failed. Two
-//! forms: `--config CFG` gates train's own run (`checks`); `-- CMD` gates
-//! any command by a short smoke run of it (`command`, `smoke`).
+//! forms: `--config CFG` gates train's own run (`config_form`); `-- CMD`
+//! gates any command by a short smoke run of it (`command`, `smoke`). Each
+//! form's checks, their ids and names: `rows`.
 
-mod checks;
 mod command;
+mod config_form;
 mod configs;
 mod machine;
+mod rows;
 mod smoke;
 mod space;
 
-use checks::{Check, Context, Status, DEBUG_VARS};
 use clap::Parser;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, ContentArrangement, Table};
 use common::bad_input;
-use common::config::Config;
+use common::config::{Config, LoadedConfig};
 use common::exit;
 use common::format::Format;
 use common::input;
+use common::report::Report;
 use common::wire::verify::{Output, Smoke};
 use common::wire::Versioned;
+use config_form::Context;
 use diagnose::rules::{self, Target};
-use machine::Machine;
+use machine::{Machine, DEBUG_VARS};
+use rows::{Check, Form, Status};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use supervise::command::shell_words;
-
-/// Every check id of either form, for `--skip`: the config form's, then
-/// the command form's own.
-fn all_ids() -> Vec<&'static str> {
-    let mut ids = checks::IDS.to_vec();
-    ids.extend(command::IDS.iter().filter(|id| !checks::IDS.contains(id)));
-    ids
-}
 
 #[derive(Parser)]
 #[command(
@@ -73,7 +69,7 @@ struct Cli {
     /// Skip a check on purpose (repeatable): allocator, config, memory,
     /// runtime, gpu-state, smoke, data, disk; with -- CMD: config,
     /// allocator, gpu-state, started, metric, memory, disk.
-    #[arg(long, value_name = "ID", value_parser = clap::builder::PossibleValuesParser::new(all_ids()))]
+    #[arg(long, value_name = "ID", value_parser = clap::builder::PossibleValuesParser::new(rows::all_ids()))]
     skip: Vec<String>,
     /// Headroom to keep free on the GPU, in percent (the config rules').
     #[arg(long, value_name = "PCT", default_value_t = 10.0)]
@@ -141,7 +137,16 @@ fn run(cli: &Cli) -> anyhow::Result<u8> {
     if cli.print_env {
         return print_env(loaded.as_ref().map(|l| &l.config), &env);
     }
-    let mut loaded = loaded.expect("clap requires --config without --print-env or a command");
+    let loaded = loaded.expect("clap requires --config without --print-env or a command");
+    gate_config(cli, loaded, &env)
+}
+
+/// `verify-fixes --config CFG`.
+fn gate_config(
+    cli: &Cli,
+    mut loaded: LoadedConfig,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> anyhow::Result<u8> {
     if let Some(k) = cli.parallel {
         if k == 0 {
             return Err(bad_input!(
@@ -150,12 +155,7 @@ fn run(cli: &Cli) -> anyhow::Result<u8> {
         }
         loaded.config.parallel_trials = k;
     }
-    if let Some(id) = cli.skip.iter().find(|s| !checks::IDS.contains(&s.as_str())) {
-        return Err(bad_input!(
-            "--skip {id}: not a check of the --config form (its checks: {})",
-            checks::IDS.join(", ")
-        ));
-    }
+    unknown_skip(cli, Form::Config, "the --config form")?;
     let config_path = cli.config.as_deref().expect("required");
     let report = common::host::target_report(cli.gpu.as_deref())?;
     let variants = match &cli.space {
@@ -168,74 +168,83 @@ fn run(cli: &Cli) -> anyhow::Result<u8> {
     let needs_trainer = ["runtime", "smoke", "data"]
         .iter()
         .any(|id| !cli.skip.iter().any(|s| s == id));
-    if needs_trainer && checks::lacks_libtorch(&train) {
+    if needs_trainer && config_form::lacks_libtorch(&train) {
         return Err(exit::no_libtorch(
             "verify-fixes --config (its runtime, smoke and data checks run train's trainer on the \
              config; --skip runtime --skip smoke --skip data runs the others)",
             &train,
         ));
     }
+    let host_ram_mib = common::host::ram_mib();
     let ctx = Context {
         loaded: &loaded,
         config_path,
-        machine: Machine {
-            report: report.as_ref(),
-            device: cli.device,
-            require_gpu: cli.require_gpu,
-            other_share: cli.max_other_share / 100.0,
-            env: &env,
-        },
+        machine: machine(cli, report.as_ref(), env),
         margin: cli.margin / 100.0,
         train,
         out: cli.out.clone().unwrap_or_else(|| PathBuf::from("runs")),
-        host_ram_mib: common::host::ram_mib(),
         variants,
     };
-    let target = Target {
-        gpu: report.as_ref().and_then(|r| r.pick_gpu(cli.device)),
-        known_no_gpu: report.as_ref().is_some_and(|r| r.gpus.is_empty()),
-        host_ram_mib: ctx.host_ram_mib,
-        margin: ctx.margin,
-        env: &env,
-    };
-    let mut results = Vec::new();
-    for id in checks::IDS {
-        if cli.skip.iter().any(|s| s == id) {
-            results.push(Check {
-                id: id.into(),
-                name: checks::name_of(id).into(),
-                status: Status::Skip,
-                saw: "skipped on purpose (--skip)".into(),
-                fix: None,
-            });
-            continue;
-        }
-        results.push(match id {
-            "allocator" => ctx.allocator(),
-            "config" => ctx.config(&target),
-            "memory" => ctx.memory(),
-            "runtime" => ctx.runtime(),
-            "gpu-state" => ctx.gpu_state(),
-            "smoke" => ctx.smoke(),
-            "data" => ctx.data(),
-            _ => ctx.disk(),
-        });
-    }
+    let target = target(cli, report.as_ref(), host_ram_mib, env);
+    let results = Form::Config
+        .ids()
+        .into_iter()
+        .map(|id| {
+            if cli.skip.iter().any(|s| s == id) {
+                Form::Config.skipped_on_purpose(id)
+            } else {
+                ctx.run(id, &target)
+            }
+        })
+        .collect();
     emit(cli, loaded.name.clone(), results, None)
+}
+
+/// Bad usage when a `--skip` id is not a check of `form`.
+fn unknown_skip(cli: &Cli, form: Form, words: &str) -> anyhow::Result<()> {
+    match cli.skip.iter().find(|s| !form.has(s)) {
+        Some(id) => Err(bad_input!(
+            "--skip {id}: not a check of {words} (its checks: {})",
+            form.ids().join(", ")
+        )),
+        None => Ok(()),
+    }
+}
+
+/// The machine as the options give it.
+fn machine<'a>(
+    cli: &Cli,
+    report: Option<&'a Report>,
+    env: &'a dyn Fn(&str) -> Option<String>,
+) -> Machine<'a> {
+    Machine {
+        report,
+        device: cli.device,
+        require_gpu: cli.require_gpu,
+        other_share: cli.max_other_share / 100.0,
+        env,
+    }
+}
+
+/// The target the config rules judge against.
+fn target<'a>(
+    cli: &Cli,
+    report: Option<&'a Report>,
+    host_ram_mib: Option<u64>,
+    env: &'a dyn Fn(&str) -> Option<String>,
+) -> Target<'a> {
+    Target {
+        gpu: report.and_then(|r| r.pick_gpu(cli.device)),
+        known_no_gpu: report.is_some_and(|r| r.gpus.is_empty()),
+        host_ram_mib,
+        margin: cli.margin / 100.0,
+        env,
+    }
 }
 
 /// `verify-fixes -- CMD`.
 fn gate_command(cli: &Cli, env: &dyn Fn(&str) -> Option<String>) -> anyhow::Result<u8> {
-    if let Some(id) = cli
-        .skip
-        .iter()
-        .find(|s| !command::IDS.contains(&s.as_str()))
-    {
-        return Err(bad_input!(
-            "--skip {id}: not a check of the command form (its checks: {})",
-            command::IDS.join(", ")
-        ));
-    }
+    unknown_skip(cli, Form::Command, "the command form")?;
     if !(cli.smoke_seconds > 0.0 && cli.smoke_seconds.is_finite()) {
         return Err(bad_input!(
             "--smoke-seconds: expected a positive number of seconds, found {}",
@@ -269,20 +278,8 @@ fn gate_command(cli: &Cli, env: &dyn Fn(&str) -> Option<String>) -> anyhow::Resu
     );
     let gate = command::Gate {
         argv: &cli.command,
-        machine: Machine {
-            report: report.as_ref(),
-            device: cli.device,
-            require_gpu: cli.require_gpu,
-            other_share: cli.max_other_share / 100.0,
-            env,
-        },
-        target: Target {
-            gpu: report.as_ref().and_then(|r| r.pick_gpu(cli.device)),
-            known_no_gpu: report.as_ref().is_some_and(|r| r.gpus.is_empty()),
-            host_ram_mib: common::host::ram_mib(),
-            margin: cli.margin / 100.0,
-            env,
-        },
+        machine: machine(cli, report.as_ref(), env),
+        target: target(cli, report.as_ref(), common::host::ram_mib(), env),
         skip: &cli.skip,
         dir: &dir,
         seconds: cli.smoke_seconds,

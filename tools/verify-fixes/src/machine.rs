@@ -3,9 +3,19 @@
 //! the check that reads only those (GPU state); how a check that needs a
 //! GPU is skipped, or failed with `--require-gpu`.
 
-use crate::checks::{check, name_of, Check, Status, DEBUG_VARS};
-use common::report::{Report, Source};
+use crate::rows::{Check, Form, Status};
+use common::report::{Gpu, Report, Source};
 use std::collections::BTreeMap;
+
+/// CUDA debugging and profiling variables that slow or change a run.
+pub const DEBUG_VARS: [&str; 6] = [
+    "CUDA_LAUNCH_BLOCKING",
+    "CUDA_INJECTION64_PATH",
+    "CUDA_ENABLE_COREDUMP_ON_EXCEPTION",
+    "CUDA_DEVICE_WAITS_ON_EXCEPTION",
+    "PYTORCH_NO_CUDA_MEMORY_CACHING",
+    "TORCH_CUDA_SANITIZER",
+];
 
 pub struct Machine<'a> {
     pub report: Option<&'a Report>,
@@ -16,22 +26,21 @@ pub struct Machine<'a> {
 }
 
 impl Machine<'_> {
-    pub fn gpu(&self) -> Option<&common::report::Gpu> {
+    pub fn gpu(&self) -> Option<&Gpu> {
         self.report.and_then(|r| r.pick_gpu(self.device))
     }
 
     /// Skipped, or failed with --require-gpu.
-    pub fn no_gpu(&self, id: &'static str, name: &'static str, why: String) -> Check {
+    pub fn no_gpu(&self, form: Form, id: &'static str, why: String) -> Check {
         if self.require_gpu {
-            check(
+            form.row(
                 id,
-                name,
                 Status::Fail,
                 format!("{why} (--require-gpu)"),
                 Some("run on the GPU machine, with memdiag's report piped in".into()),
             )
         } else {
-            check(id, name, Status::Skip, why, None)
+            form.row(id, Status::Skip, why, None)
         }
     }
 
@@ -52,22 +61,9 @@ impl Machine<'_> {
     /// answers, no pending retirements or remap failures, other processes'
     /// share, persistence; and no CUDA debugging variable left set (the
     /// shell's, or `config_env`: a config's `environment`).
-    pub fn gpu_state(&self, config_env: &BTreeMap<String, String>) -> Check {
-        let name = name_of("gpu-state");
-        let debug: Vec<String> = DEBUG_VARS
-            .iter()
-            .filter_map(|v| {
-                (self.env)(v)
-                    .filter(|x| !x.is_empty() && x != "0")
-                    .map(|x| format!("{v}={x}"))
-            })
-            .chain(
-                config_env
-                    .iter()
-                    .filter(|(k, v)| DEBUG_VARS.contains(&k.as_str()) && !v.is_empty() && *v != "0")
-                    .map(|(k, v)| format!("{k}={v} (config)")),
-            )
-            .collect();
+    pub fn gpu_state(&self, form: Form, config_env: &BTreeMap<String, String>) -> Check {
+        let id = "gpu-state";
+        let debug = self.debug_vars_set(config_env);
         let debug_fix = (!debug.is_empty()).then(|| {
             "unset them for a long run (`eval \"$(verify-fixes --print-env)\"`)".to_string()
         });
@@ -80,18 +76,75 @@ impl Machine<'_> {
                 _ => self.no_gpu_reason(),
             };
             if !debug.is_empty() {
-                return check(
-                    "gpu-state",
-                    name,
+                return form.row(
+                    id,
                     Status::Warn,
                     format!("{why}; debugging variables set: {}", debug.join(", ")),
                     debug_fix,
                 );
             }
-            return self.no_gpu("gpu-state", name, why);
+            return self.no_gpu(form, id, why);
         };
-        let mut problems = Vec::new();
+        let problems = self.gpu_problems(gpu);
         let mut warnings = Vec::new();
+        if gpu.persistence_mode == Some(false) {
+            warnings.push("persistence mode off (slower start-up; `nvidia-smi -pm 1`)".to_string());
+        }
+        if !debug.is_empty() {
+            warnings.push(format!("debugging variables set: {}", debug.join(", ")));
+        }
+        let saw = format!(
+            "GPU {} ({}) answers through NVML",
+            gpu.index,
+            gpu.name.as_deref().unwrap_or("unnamed")
+        );
+        if !problems.is_empty() {
+            form.row(
+                id,
+                Status::Fail,
+                format!("{saw}; {}", problems.join("; ")),
+                Some("free or fix the GPU before a long run".into()),
+            )
+        } else if !warnings.is_empty() {
+            form.row(
+                id,
+                Status::Warn,
+                format!("{saw}; {}", warnings.join("; ")),
+                debug_fix,
+            )
+        } else {
+            form.row(
+                id,
+                Status::Pass,
+                format!("{saw}; no pending retirements or remap failures; persistence on"),
+                None,
+            )
+        }
+    }
+
+    /// The debugging variables set, `NAME=value`: the shell's, then the
+    /// config's (`config_env`) marked so.
+    fn debug_vars_set(&self, config_env: &BTreeMap<String, String>) -> Vec<String> {
+        DEBUG_VARS
+            .iter()
+            .filter_map(|v| {
+                (self.env)(v)
+                    .filter(|x| !x.is_empty() && x != "0")
+                    .map(|x| format!("{v}={x}"))
+            })
+            .chain(
+                config_env
+                    .iter()
+                    .filter(|(k, v)| DEBUG_VARS.contains(&k.as_str()) && !v.is_empty() && *v != "0")
+                    .map(|(k, v)| format!("{k}={v} (config)")),
+            )
+            .collect()
+    }
+
+    /// What fails a live GPU: pending retirements, failed remaps, other
+    /// processes holding more than their share.
+    fn gpu_problems(&self, gpu: &Gpu) -> Vec<String> {
+        let mut problems = Vec::new();
         if gpu.retired_pages_pending == Some(true) {
             problems.push("retired pages pending (reset the GPU or reboot)".to_string());
         }
@@ -111,41 +164,6 @@ impl Machine<'_> {
                 ));
             }
         }
-        if gpu.persistence_mode == Some(false) {
-            warnings.push("persistence mode off (slower start-up; `nvidia-smi -pm 1`)".to_string());
-        }
-        if !debug.is_empty() {
-            warnings.push(format!("debugging variables set: {}", debug.join(", ")));
-        }
-        let saw = format!(
-            "GPU {} ({}) answers through NVML",
-            gpu.index,
-            gpu.name.as_deref().unwrap_or("unnamed")
-        );
-        if !problems.is_empty() {
-            check(
-                "gpu-state",
-                name,
-                Status::Fail,
-                format!("{saw}; {}", problems.join("; ")),
-                Some("free or fix the GPU before a long run".into()),
-            )
-        } else if !warnings.is_empty() {
-            check(
-                "gpu-state",
-                name,
-                Status::Warn,
-                format!("{saw}; {}", warnings.join("; ")),
-                debug_fix,
-            )
-        } else {
-            check(
-                "gpu-state",
-                name,
-                Status::Pass,
-                format!("{saw}; no pending retirements or remap failures; persistence on"),
-                None,
-            )
-        }
+        problems
     }
 }

@@ -37,7 +37,7 @@ pub struct Args {
     threads: Option<i32>,
     /// Where to run (the GPU recipe passes cuda).
     #[arg(long, value_enum, default_value = "cpu")]
-    device: crate::run::setup::DeviceChoice,
+    device: crate::device::DeviceChoice,
     /// Override the config's mixed_precision.
     #[arg(long, value_parser = ["off", "bf16", "fp16"])]
     precision: Option<String>,
@@ -57,7 +57,7 @@ pub fn run(args: &Args) -> anyhow::Result<u8> {
     if let Some(l) = &args.channels_last {
         config.channels_last = serde_yaml::from_str(l)?;
     }
-    let device = crate::run::setup::pick_device(args.device)?;
+    let device = args.device.pick()?;
     if let Some(n) = args.threads {
         tch::set_num_threads(n);
     }
@@ -87,7 +87,7 @@ pub fn run(args: &Args) -> anyhow::Result<u8> {
         initial_eval_loss,
         parameters,
         config,
-        device: crate::run::setup::device_name(device),
+        device: crate::device::device_name(device),
         peak_allocated_mib: peak.map(|m| crate::system::shim::mib(m.peak_allocated)),
         peak_reserved_mib: peak.map(|m| crate::system::shim::mib(m.peak_reserved)),
         channels_last: net.channels_last_on(device),

@@ -8,7 +8,7 @@
 use anyhow::Context;
 use clap::Parser;
 use common::bad_input;
-use common::wire::program::{ProgramStatus, ProgramSummary};
+use common::wire::program::{ProgramLeg, ProgramStatus, ProgramSummary};
 use common::wire::run_dir::RunDir;
 use common::wire::Versioned;
 use std::path::{Path, PathBuf};
@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use supervise::child::Spec;
 use supervise::command::shell_words;
-use supervise::leg::{Leg, Objective};
+use supervise::leg::{Ended, Leg, Objective};
 use supervise::readers::Reader;
 use supervise::verdict::Stop;
 
@@ -103,56 +103,18 @@ pub fn run(args: &Args) -> anyhow::Result<u8> {
     for (i, config) in configs.iter().enumerate() {
         let argv = with_config(&args.command, config.as_deref());
         let env = fixes(&argv, &mut summary);
-        let spec = Spec {
-            argv: argv.clone(),
-            cwd: None,
-            env,
-            log: dir.output_log(),
-            own_metrics: Some(dir.own_metrics()),
-            echo: !args.quiet,
-            keeper: true,
-            grace: args.grace,
-        };
-        let reader = Reader::new(&args.metric, args.metric_regex.as_deref())?;
-        let objective = Objective {
-            metric: args.metric.clone(),
-            maximize: args.maximize,
-        };
         let number = i as u32 + 1;
-        if number > 1 {
-            use std::io::Write;
-            let mut log = std::fs::OpenOptions::new()
-                .append(true)
-                .open(dir.output_log())?;
-            writeln!(log, "\n==> train run: leg {number}: {}", shell_words(&argv))?;
-        }
-        let mut leg = Leg::start(&spec, reader, &dir, number, objective, config.clone())?;
-        common::say!(
-            "train run: leg {number}: {} (pid {}); output in {}",
-            shell_words(&argv),
-            leg.pid(),
-            dir.output_log().display()
-        );
-        let status = watch(&mut leg, args)?;
-        let ended = leg.end(status);
-        let (best, last) = (ended.best, ended.last);
+        let ended = run_leg(args, &dir, number, argv, env, config.clone())?;
         let l = ended.leg;
         code = exit_code(&l);
         summary.status = l.status;
         summary.class = l.class;
         summary.evidence = l.evidence.clone();
         summary.advice = l.advice.clone();
-        summary.best = best.or(summary.best.take());
-        summary.last = last.or(summary.last.take());
+        summary.best = ended.best.or(summary.best.take());
+        summary.last = ended.last.or(summary.last.take());
         summary.seconds = (started.elapsed().as_secs_f64() * 10.0).round() / 10.0;
-        let word = match l.class {
-            Some(c) => format!("{:?} ({})", l.status, c.as_str()).to_lowercase(),
-            None => format!("{:?}", l.status).to_lowercase(),
-        };
-        common::say!("train run: leg {number} {word}: {}", l.evidence);
-        if let Some(a) = &l.advice {
-            common::say!("train run: what to change: {a}");
-        }
+        say_leg_end(number, &l);
         let chain_on = l.status == ProgramStatus::Failed
             && supervise::leg::config_caused(l.class)
             && i + 1 < configs.len();
@@ -169,6 +131,61 @@ pub fn run(args: &Args) -> anyhow::Result<u8> {
     }
     common::say!("train run: summary in {}", dir.summary().display());
     Ok(code)
+}
+
+/// Leg `number` of the run in `dir`: `argv` with `env` set, supervised from
+/// start to end (its output appended to output.log).
+fn run_leg(
+    args: &Args,
+    dir: &RunDir,
+    number: u32,
+    argv: Vec<String>,
+    env: Vec<(String, String)>,
+    config: Option<String>,
+) -> anyhow::Result<Ended> {
+    let words = shell_words(&argv);
+    let spec = Spec {
+        argv,
+        cwd: None,
+        env,
+        log: dir.output_log(),
+        own_metrics: Some(dir.own_metrics()),
+        echo: !args.quiet,
+        keeper: true,
+        grace: args.grace,
+    };
+    let reader = Reader::new(&args.metric, args.metric_regex.as_deref())?;
+    let objective = Objective {
+        metric: args.metric.clone(),
+        maximize: args.maximize,
+    };
+    if number > 1 {
+        use std::io::Write;
+        let mut log = std::fs::OpenOptions::new()
+            .append(true)
+            .open(dir.output_log())?;
+        writeln!(log, "\n==> train run: leg {number}: {words}")?;
+    }
+    let mut leg = Leg::start(&spec, reader, dir, number, objective, config)?;
+    common::say!(
+        "train run: leg {number}: {words} (pid {}); output in {}",
+        leg.pid(),
+        dir.output_log().display()
+    );
+    let status = watch(&mut leg, args)?;
+    Ok(leg.end(status))
+}
+
+/// How leg `number` ended, and what to change, on stderr.
+fn say_leg_end(number: u32, l: &ProgramLeg) {
+    let word = match l.class {
+        Some(c) => format!("{:?} ({})", l.status, c.as_str()).to_lowercase(),
+        None => format!("{:?}", l.status).to_lowercase(),
+    };
+    common::say!("train run: leg {number} {word}: {}", l.evidence);
+    if let Some(a) = &l.advice {
+        common::say!("train run: what to change: {a}");
+    }
 }
 
 /// The legs' configs: `--config` then each `--fallback` (None: a command
@@ -268,7 +285,7 @@ fn watch(leg: &mut Leg, args: &Args) -> anyhow::Result<std::process::ExitStatus>
 
 /// The command's exit code, as a shell gives it (128+N for signal N);
 /// 130 when train run was stopped.
-fn exit_code(leg: &common::wire::program::ProgramLeg) -> u8 {
+fn exit_code(leg: &ProgramLeg) -> u8 {
     if leg.status == ProgramStatus::Stopped {
         return common::exit::STOPPED;
     }

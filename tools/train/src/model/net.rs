@@ -53,34 +53,77 @@ pub enum BnStats {
     Frozen,
 }
 
+/// The CNN encoder's blocks: a 3×3 convolution and batch norm each.
+fn encoder_blocks(enc: &nn::Path, spec: &ModelSpec) -> Vec<Block> {
+    spec.blocks
+        .iter()
+        .enumerate()
+        .map(|(i, b)| {
+            let p = enc / format!("block{i}");
+            let conv_cfg = nn::ConvConfig {
+                padding: 1,
+                bias: false,
+                ..Default::default()
+            };
+            Block {
+                conv: nn::conv2d(
+                    &p / "conv",
+                    b.in_channels as i64,
+                    b.out_channels as i64,
+                    3,
+                    conv_cfg,
+                ),
+                bn: nn::batch_norm2d(&p / "bn", b.out_channels as i64, Default::default()),
+            }
+        })
+        .collect()
+}
+
+/// The temporal transformer's layers (PyTorch's encoder layer's names).
+fn attention_layers(tmp: &nn::Path, spec: &ModelSpec) -> Vec<Layer> {
+    let d = spec.embed_dim as i64;
+    let ff = spec.ffn_dim as i64;
+    (0..spec.attention_layers)
+        .map(|l| {
+            let p = tmp / format!("layer{l}");
+            let ln = || nn::LayerNormConfig::default();
+            Layer {
+                in_proj: nn::linear(&p / "attn" / "in_proj", d, 3 * d, Default::default()),
+                out_proj: nn::linear(&p / "attn" / "out_proj", d, d, Default::default()),
+                norm1: nn::layer_norm(&p / "norm1", vec![d], ln()),
+                fc1: nn::linear(&p / "ffn" / "fc1", d, ff, Default::default()),
+                fc2: nn::linear(&p / "ffn" / "fc2", ff, d, Default::default()),
+                norm2: nn::layer_norm(&p / "norm2", vec![d], ln()),
+            }
+        })
+        .collect()
+}
+
+/// The scalar features' two-layer MLP, when the config has scalars.
+fn scalar_mlp(root: &nn::Path, spec: &ModelSpec) -> Option<(nn::Linear, nn::Linear)> {
+    (spec.scalar_features > 0).then(|| {
+        let p = root / "scalars";
+        let h = spec.scalar_hidden as i64;
+        (
+            nn::linear(
+                &p / "fc1",
+                spec.scalar_features as i64,
+                h,
+                Default::default(),
+            ),
+            nn::linear(&p / "fc2", h, spec.embed_dim as i64, Default::default()),
+        )
+    })
+}
+
 impl Net {
     pub fn new(root: &nn::Path, c: &Config) -> Net {
         let spec = ModelSpec::from_config(c);
         let d = spec.embed_dim as i64;
         let enc = root / "encoder";
-        let blocks = spec
-            .blocks
-            .iter()
-            .enumerate()
-            .map(|(i, b)| {
-                let p = &enc / format!("block{i}");
-                let conv_cfg = nn::ConvConfig {
-                    padding: 1,
-                    bias: false,
-                    ..Default::default()
-                };
-                Block {
-                    conv: nn::conv2d(
-                        &p / "conv",
-                        b.in_channels as i64,
-                        b.out_channels as i64,
-                        3,
-                        conv_cfg,
-                    ),
-                    bn: nn::batch_norm2d(&p / "bn", b.out_channels as i64, Default::default()),
-                }
-            })
-            .collect();
+        // Variables are made in this order (libtorch's RNG draws their
+        // initial values): encoder, projection, temporal, scalars, heads.
+        let blocks = encoder_blocks(&enc, &spec);
         let proj = nn::linear(
             &enc / "proj",
             spec.cnn_width() as i64,
@@ -98,34 +141,8 @@ impl Net {
                 },
             )
         });
-        let ff = spec.ffn_dim as i64;
-        let layers = (0..spec.attention_layers)
-            .map(|l| {
-                let p = &tmp / format!("layer{l}");
-                let ln = || nn::LayerNormConfig::default();
-                Layer {
-                    in_proj: nn::linear(&p / "attn" / "in_proj", d, 3 * d, Default::default()),
-                    out_proj: nn::linear(&p / "attn" / "out_proj", d, d, Default::default()),
-                    norm1: nn::layer_norm(&p / "norm1", vec![d], ln()),
-                    fc1: nn::linear(&p / "ffn" / "fc1", d, ff, Default::default()),
-                    fc2: nn::linear(&p / "ffn" / "fc2", ff, d, Default::default()),
-                    norm2: nn::layer_norm(&p / "norm2", vec![d], ln()),
-                }
-            })
-            .collect();
-        let scalars = (spec.scalar_features > 0).then(|| {
-            let p = root / "scalars";
-            let h = spec.scalar_hidden as i64;
-            (
-                nn::linear(
-                    &p / "fc1",
-                    spec.scalar_features as i64,
-                    h,
-                    Default::default(),
-                ),
-                nn::linear(&p / "fc2", h, d, Default::default()),
-            )
-        });
+        let layers = attention_layers(&tmp, &spec);
+        let scalars = scalar_mlp(root, &spec);
         Net {
             blocks,
             proj,

@@ -9,15 +9,16 @@ mod chain;
 pub mod listeners;
 pub mod setup;
 
+use crate::device::{device_name, DeviceChoice};
 use crate::training::events::{End, Event, Listeners, Start};
-use crate::training::{Faults, Interrupter, Stop, Trainer};
+use crate::training::{Checkpointer, Faults, Interrupter, Stop, Trainer};
 use chain::{LegStart, Next, Outcome};
 use common::bad_input;
 use common::config::Config;
 use common::exit;
 use common::wire::run_dir::{self, RunDir};
 use common::wire::train::{ChainConfig, ChainState, EpochRow, Leg};
-use setup::{apply_environment, device_name, not_applied, pick_device, DeviceChoice};
+use setup::{apply_environment, not_applied};
 use std::ffi::OsString;
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
@@ -59,21 +60,22 @@ pub fn start(
             config: l.config,
         });
     }
-    let out = out.unwrap_or_else(|| default_out(config_path));
-    if RunDir::new(&out).checkpoint().exists() {
+    let run = RunDir::new(out.unwrap_or_else(|| default_out(config_path)));
+    let out = run.path();
+    if run.checkpoint().exists() {
         return Err(bad_input!(
             "{}: already holds a run; continue it with `train --resume {0}` or choose another --out",
             out.display()
         ));
     }
-    std::fs::create_dir_all(&out)
+    std::fs::create_dir_all(out)
         .map_err(|e| bad_input!("{}: cannot create: {e}", out.display()))?;
-    common::files::write_yaml(&RunDir::new(&out).config(), &configs[0].config)?;
+    common::files::write_yaml(&run.config(), &configs[0].config)?;
     let chain = chain::at_start(configs);
     if chain.configs.len() > 1 {
-        common::files::write_yaml(&RunDir::new(&out).chain(), &chain)?;
+        common::files::write_yaml(&run.chain(), &chain)?;
     }
-    go_chain(chain, out, opts)
+    go_chain(chain, run, opts)
 }
 
 /// Continues the run in `dir`: from its last checkpoint, or, when a chain's
@@ -116,7 +118,7 @@ pub fn resume(dir: &Path, opts: &Options) -> anyhow::Result<u8> {
             chain.configs.len()
         ));
     }
-    go_chain(chain, dir.to_path_buf(), opts)
+    go_chain(chain, run, opts)
 }
 
 /// Runs the chain's configs from `chain.current`: when one fails in a way a
@@ -126,7 +128,7 @@ pub fn resume(dir: &Path, opts: &Options) -> anyhow::Result<u8> {
 /// a fresh process (this one, re-executed on the run directory), since the
 /// allocator and CUDA read their settings once. The rules are chain.rs's;
 /// this is their I/O.
-fn go_chain(chain: ChainState, out: PathBuf, opts: &Options) -> anyhow::Result<u8> {
+fn go_chain(chain: ChainState, run: RunDir, opts: &Options) -> anyhow::Result<u8> {
     let started = Instant::now();
     // SIGINT and SIGTERM stop the loop between steps; a second one ends the
     // process at once (the last checkpoint is whole either way).
@@ -143,10 +145,10 @@ fn go_chain(chain: ChainState, out: PathBuf, opts: &Options) -> anyhow::Result<u
     if let Some(n) = opts.threads {
         tch::set_num_threads(n);
     }
-    let device = pick_device(opts.device)?;
+    let device = opts.device.pick()?;
     let mut driver = Driver {
         chain,
-        out,
+        run,
         opts,
         device,
         faults,
@@ -165,7 +167,7 @@ fn go_chain(chain: ChainState, out: PathBuf, opts: &Options) -> anyhow::Result<u
 /// it shares.
 struct Driver<'a> {
     chain: ChainState,
-    out: PathBuf,
+    run: RunDir,
     opts: &'a Options,
     device: Device,
     faults: Faults,
@@ -192,7 +194,7 @@ impl Driver<'_> {
         let ChainConfig { name, config } = self.chain.configs[self.chain.current].clone();
         let mut ready = self.prepare(&config)?;
         let first_epoch = ready.trainer.progress().start_epoch;
-        let (mut events, history) = listeners::standard(&self.out, first_epoch)?;
+        let (mut events, history) = listeners::standard(&self.run, first_epoch)?;
         self.announce(&name, &config, &ready, &history, &mut events)?;
         if first_epoch > config.epochs {
             self.already_finished(&name, &config, &ready.trainer, &history, &mut events)?;
@@ -239,18 +241,19 @@ impl Driver<'_> {
     /// The current config's trainer, started fresh, from the previous
     /// config's checkpoint, or from its own.
     fn prepare(&self, config: &Config) -> anyhow::Result<Ready> {
-        let mut trainer = Trainer::new(config.clone(), &self.out, self.device)?;
+        let checkpointer = Checkpointer::new(self.run.clone());
+        let mut trainer = Trainer::new(config.clone(), checkpointer, self.device)?;
         let (mut carried, mut resumed_at) = (None, None);
-        let on_disk = crate::training::checkpoint::epoch_in(&self.out)?;
+        let on_disk = crate::training::checkpoint::epoch_in(&self.run)?;
         match chain::leg_start(on_disk, self.chain.carry_from_epoch) {
             // A later config started afresh: config.yaml names the config in use.
             LegStart::Fresh if self.chain.current > 0 => {
-                common::files::write_yaml(&RunDir::new(&self.out).config(), config)?;
+                common::files::write_yaml(&self.run.config(), config)?;
             }
             LegStart::Fresh => {}
             LegStart::Carry => {
                 carried = Some(trainer.carry_from_checkpoint()?);
-                common::files::write_yaml(&RunDir::new(&self.out).config(), config)?;
+                common::files::write_yaml(&self.run.config(), config)?;
             }
             LegStart::Resume => {
                 trainer.resume()?;
@@ -282,7 +285,7 @@ impl Driver<'_> {
             expected_parameters: trainer.expected_parameters(),
             train_examples: trainer.examples().0,
             val_examples: trainer.examples().1,
-            out: self.out.clone(),
+            out: self.run.path().to_path_buf(),
             first_epoch: trainer.progress().start_epoch,
             epochs: config.epochs,
             environment: std::mem::take(&mut self.env_notes),
@@ -315,7 +318,7 @@ impl Driver<'_> {
         // Killed after its last checkpoint, before summary.yaml was
         // whole (found by scripts/reliability/kill_train.py): the run
         // finished every epoch but never said so; say it now.
-        if RunDir::new(&self.out).summary().exists() {
+        if self.run.summary().exists() {
             return Ok(());
         }
         let o = chain::outcome(Stop::Finished, config.epochs);
@@ -341,19 +344,19 @@ impl Driver<'_> {
         events: &mut Listeners,
     ) -> anyhow::Result<ControlFlow<u8>> {
         // The checkpoint on disk is this config's last good epoch.
-        let on_disk = crate::training::checkpoint::epoch_in(&self.out)?;
+        let on_disk = crate::training::checkpoint::epoch_in(&self.run)?;
         chain::move_to(&mut self.chain, index, on_disk);
         if fresh_process {
             self.chain.seconds_before += self.started.elapsed().as_secs_f64();
-            common::files::write_yaml(&RunDir::new(&self.out).chain(), &self.chain)?;
+            common::files::write_yaml(&self.run.chain(), &self.chain)?;
             events.emit(&Event::FreshProcess {
                 next: &self.chain.configs[index].name,
                 why: "its environment differs, and the allocator and CUDA read theirs once",
             })?;
-            return Err(reexec(&self.out, self.opts));
+            return Err(reexec(self.run.path(), self.opts));
         }
         // A next config exists: this is a chain, and chain.yaml follows it.
-        common::files::write_yaml(&RunDir::new(&self.out).chain(), &self.chain)?;
+        common::files::write_yaml(&self.run.chain(), &self.chain)?;
         Ok(ControlFlow::Continue(()))
     }
 

@@ -1,12 +1,9 @@
-//! What a run gets before it trains: the device it asked for, the
-//! environment variables train sets, and the config's settings this build
-//! does not apply (said at start-up).
+//! What a run gets before it trains: the environment variables train sets,
+//! and the config's settings this build does not apply (said at start-up).
+//! The device it asked for is `crate::device`'s.
 
 use common::config::{Config, Precision};
-use common::exit;
 use tch::Device;
-
-pub use crate::DeviceChoice;
 
 /// Settings in the config that this build of train does not apply.
 pub fn not_applied(c: &Config, device: Device) -> Vec<String> {
@@ -55,25 +52,4 @@ pub fn apply_environment(c: &Config, sync_errors: bool) -> Vec<String> {
         );
     }
     said
-}
-
-/// `cpu` or `cuda:N`, as PyTorch writes devices.
-pub fn device_name(d: Device) -> String {
-    match d {
-        Device::Cuda(i) => format!("cuda:{i}"),
-        Device::Cpu => "cpu".to_string(),
-        other => format!("{other:?}").to_lowercase(),
-    }
-}
-
-pub fn pick_device(choice: DeviceChoice) -> anyhow::Result<Device> {
-    match choice {
-        DeviceChoice::Cpu => Ok(Device::Cpu),
-        DeviceChoice::Auto => Ok(Device::cuda_if_available()),
-        DeviceChoice::Cuda if tch::Cuda::is_available() => Ok(Device::Cuda(0)),
-        DeviceChoice::Cuda => Err(anyhow::Error::new(exit::Failure::new(
-            exit::NO_GPU,
-            "--device cuda: libtorch sees no CUDA device (see `train info`)",
-        ))),
-    }
 }

@@ -76,10 +76,10 @@ pub fn load(path: &Path) -> anyhow::Result<Loaded> {
     })
 }
 
-/// The epoch of the checkpoint in run directory `dir`, None when it has
+/// The epoch of the checkpoint in run directory `run`, None when it has
 /// none; read from the header alone.
-pub fn epoch_in(dir: &Path) -> anyhow::Result<Option<u32>> {
-    let path = RunDir::new(dir).checkpoint();
+pub fn epoch_in(run: &RunDir) -> anyhow::Result<Option<u32>> {
+    let path = run.checkpoint();
     if !path.exists() {
         return Ok(None);
     }
@@ -98,18 +98,16 @@ pub fn epoch_in(dir: &Path) -> anyhow::Result<Option<u32>> {
 /// The run directory's checkpoint files: the last epoch's full state, and
 /// the best model's weights.
 pub struct Checkpointer {
-    dir: PathBuf,
+    run: RunDir,
 }
 
 impl Checkpointer {
-    pub fn new(dir: &Path) -> Checkpointer {
-        Checkpointer {
-            dir: dir.to_path_buf(),
-        }
+    pub fn new(run: RunDir) -> Checkpointer {
+        Checkpointer { run }
     }
 
     pub fn path(&self) -> PathBuf {
-        RunDir::new(&self.dir).checkpoint()
+        self.run.checkpoint()
     }
 
     /// The weights, the optimizer's state and the metadata, as one file.
@@ -119,11 +117,7 @@ impl Checkpointer {
 
     /// The best model's weights (loadable by PyTorch without the rest).
     pub fn save_best(&self, weights: &[(String, Tensor)]) -> anyhow::Result<()> {
-        save(
-            &RunDir::new(&self.dir).best_weights(),
-            weights,
-            BTreeMap::new(),
-        )
+        save(&self.run.best_weights(), weights, BTreeMap::new())
     }
 
     /// The last checkpoint with its metadata read and checked.

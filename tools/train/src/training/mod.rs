@@ -2,7 +2,7 @@
 //! and only emits events; when to save is the strategy, how is the
 //! checkpointer; test faults and the stop request are handed in. Public for
 //! the in-process tests (tests/loop_events.rs): the trainer, its events, its
-//! faults and its interrupter.
+//! checkpointer, its faults and its interrupter.
 
 pub(crate) mod checkpoint;
 pub mod events;
@@ -15,6 +15,7 @@ mod strategy;
 pub(crate) mod trainer;
 mod validation;
 
+pub use checkpoint::Checkpointer;
 pub use fault::Faults;
 pub use interrupter::Interrupter;
 pub use trainer::{Stop, Trainer};

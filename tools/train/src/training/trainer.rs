@@ -30,7 +30,6 @@ use common::wire::Versioned;
 use diagnose::failures;
 use std::collections::BTreeMap;
 use std::ops::ControlFlow;
-use std::path::Path;
 use std::time::Instant;
 use tch::{Device, Kind, Tensor};
 
@@ -78,7 +77,13 @@ pub struct Trainer {
 }
 
 impl Trainer {
-    pub fn new(config: Config, out: &Path, device: Device) -> anyhow::Result<Trainer> {
+    /// A trainer of `config` on `device`, whose checkpoints go through
+    /// `checkpointer` (the loop knows no files).
+    pub fn new(
+        config: Config,
+        checkpointer: Checkpointer,
+        device: Device,
+    ) -> anyhow::Result<Trainer> {
         let (train, val) = data::load(&config)?;
         let mut labels = Vec::new();
         for (which, d) in [("training", &train), ("validation", &val)] {
@@ -99,7 +104,7 @@ impl Trainer {
             config,
             model,
             opt,
-            checkpointer: Checkpointer::new(out),
+            checkpointer,
             strategy: Box::new(EveryEpochBestByValLoss),
         })
     }

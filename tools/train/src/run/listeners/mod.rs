@@ -14,17 +14,16 @@ pub use summary::Summary;
 use crate::training::events::Listeners;
 use common::wire::run_dir::RunDir;
 use common::wire::train::EpochRow;
-use std::path::Path;
 
 /// Console lines, metrics.csv, curves.png and summary.yaml for the run in
-/// `dir`, whose epochs from `first_epoch` on are (re)run. Returns the
+/// `run`, whose epochs from `first_epoch` on are (re)run. Returns the
 /// metrics.csv rows kept from before, which the caller emits as `History`.
-pub fn standard(dir: &Path, first_epoch: u32) -> anyhow::Result<(Listeners, Vec<EpochRow>)> {
-    let (csv, kept) = MetricsCsv::open(&RunDir::new(dir).metrics(), first_epoch)?;
+pub fn standard(run: &RunDir, first_epoch: u32) -> anyhow::Result<(Listeners, Vec<EpochRow>)> {
+    let (csv, kept) = MetricsCsv::open(&run.metrics(), first_epoch)?;
     let mut l = Listeners::default();
     l.push(Console::new());
     l.push(csv);
-    l.push(Plot::new(dir));
-    l.push(Summary::new(dir));
+    l.push(Plot::new(run));
+    l.push(Summary::new(run));
     Ok((l, kept))
 }

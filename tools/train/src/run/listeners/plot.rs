@@ -7,7 +7,7 @@ use crate::training::events::{Event, Listener};
 use common::wire::run_dir::{self, RunDir};
 use common::wire::train::EpochRow;
 use plotters::prelude::*;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Once;
 
 pub struct Plot {
@@ -24,9 +24,9 @@ struct Row {
 }
 
 impl Plot {
-    pub fn new(dir: &Path) -> Plot {
+    pub fn new(run: &RunDir) -> Plot {
         Plot {
-            out: RunDir::new(dir).curves(),
+            out: run.curves(),
             rows: Vec::new(),
         }
     }

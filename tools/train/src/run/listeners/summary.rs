@@ -5,7 +5,7 @@ use crate::training::events::{Event, Listener};
 use common::wire::run_dir::RunDir;
 use common::wire::train::{Best, EpochRow, OomEvent, TrainSummary};
 use common::wire::Versioned;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 pub struct Summary {
     path: PathBuf,
@@ -21,9 +21,9 @@ pub struct Summary {
 }
 
 impl Summary {
-    pub fn new(dir: &Path) -> Summary {
+    pub fn new(run: &RunDir) -> Summary {
         Summary {
-            path: RunDir::new(dir).summary(),
+            path: run.summary(),
             config: String::new(),
             device: String::new(),
             parameters: 0,

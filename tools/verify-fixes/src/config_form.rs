@@ -1,56 +1,20 @@
-//! The checks, in the order they are printed. Each returns what it saw and,
-//! when it fails, the fix; the rules come from `diagnose` and the estimate
-//! from `common`, and everything that needs libtorch is asked of `train` as a
-//! child process.
+//! The `--config` form's checks (their order and names: `rows`). Each
+//! returns what it saw and, when it fails, the fix; the rules come from
+//! `diagnose` and the estimate from `common`, and everything that needs
+//! libtorch is asked of `train` as a child process.
 
 use crate::machine::Machine;
+use crate::rows::{Check, Form, Status};
 use common::config::{Config, LoadedConfig};
 use common::estimate::{self, Budget, MIB};
 use common::report::Source;
 use common::wire::run_dir::{self, RunDir};
 use common::wire::train::{Libtorch, TrainData, TrainInfo};
-pub use common::wire::verify::Check;
-pub use common::wire::verify::Status;
 use common::wire::{self, Versioned};
 use diagnose::rules::{self, Severity, Target};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
-
-pub const IDS: [&str; 8] = [
-    "allocator",
-    "config",
-    "memory",
-    "runtime",
-    "gpu-state",
-    "smoke",
-    "data",
-    "disk",
-];
-
-/// Each check's name as printed, by id.
-pub fn name_of(id: &str) -> &'static str {
-    match id {
-        "allocator" => "allocator: expandable segments",
-        "config" => "config: cfgcheck rules",
-        "memory" => "memory: estimate × parallel trials fits",
-        "runtime" => "runtime: libtorch, CUDA, cuDNN",
-        "gpu-state" => "GPU state (DCGM level 1 in spirit)",
-        "smoke" => "smoke run: 2 short epochs, checkpoint round trip",
-        "data" => "data: opens, labels in range, no NaN or inf",
-        _ => "disk: output directory writable, room for checkpoints",
-    }
-}
-
-/// CUDA debugging and profiling variables that slow or change a run.
-pub const DEBUG_VARS: [&str; 6] = [
-    "CUDA_LAUNCH_BLOCKING",
-    "CUDA_INJECTION64_PATH",
-    "CUDA_ENABLE_COREDUMP_ON_EXCEPTION",
-    "CUDA_DEVICE_WAITS_ON_EXCEPTION",
-    "PYTORCH_NO_CUDA_MEMORY_CACHING",
-    "TORCH_CUDA_SANITIZER",
-];
 
 pub struct Context<'a> {
     pub loaded: &'a LoadedConfig,
@@ -59,7 +23,6 @@ pub struct Context<'a> {
     pub margin: f64,
     pub train: PathBuf,
     pub out: PathBuf,
-    pub host_ram_mib: Option<u64>,
     /// Configs to size memory for (a search space's worst cases), with a
     /// label each; just the config without --space.
     pub variants: Vec<(String, Config)>,
@@ -90,41 +53,34 @@ pub fn lacks_libtorch(train: &Path) -> bool {
     }
 }
 
-pub fn check(
-    id: &'static str,
-    name: &'static str,
-    status: Status,
-    saw: impl Into<String>,
-    fix: Option<String>,
-) -> Check {
-    Check {
-        id: id.into(),
-        name: name.into(),
-        status,
-        saw: saw.into(),
-        fix,
-    }
-}
+const FORM: Form = Form::Config;
 
 impl Context<'_> {
+    /// The check `id` of this form (`rows`), run.
+    pub fn run(&self, id: &'static str, target: &Target) -> Check {
+        match id {
+            "allocator" => self.allocator(),
+            "config" => self.config(target),
+            "memory" => self.memory(),
+            "runtime" => self.runtime(),
+            "gpu-state" => self.gpu_state(),
+            "smoke" => self.smoke(),
+            "data" => self.data(),
+            _ => self.disk(),
+        }
+    }
+
     pub fn allocator(&self) -> Check {
-        let name = name_of("allocator");
         let c = &self.loaded.config;
         match rules::alloc_conf(c, self.machine.env) {
-            None => check(
-                "allocator",
-                name,
-                Status::Pass,
+            None => FORM.row("allocator", Status::Pass,
                 "neither PYTORCH_ALLOC_CONF nor PYTORCH_CUDA_ALLOC_CONF is set: train sets expandable_segments:True itself (for another trainer: eval \"$(verify-fixes --print-env)\")",
                 None,
             ),
             Some((var, value, source)) if rules::expandable_segments(&value) => {
-                check("allocator", name, Status::Pass, format!("{var}={value} (from the {source})"), None)
+                FORM.row("allocator", Status::Pass, format!("{var}={value} (from the {source})"), None)
             }
-            Some((var, value, source)) => check(
-                "allocator",
-                name,
-                Status::Fail,
+            Some((var, value, source)) => FORM.row("allocator", Status::Fail,
                 format!("{var}={value} (from the {source}) has no expandable_segments:True: fragmentation (\"reserved but unallocated\") can end a long run (seed 004)"),
                 Some(format!("set {var}={}", rules::with_expandable(&value))),
             ),
@@ -132,7 +88,6 @@ impl Context<'_> {
     }
 
     pub fn config(&self, target: &Target) -> Check {
-        let name = name_of("config");
         let outcome = rules::check(self.loaded, target);
         let list = |s: Severity| -> Vec<String> {
             outcome
@@ -152,36 +107,33 @@ impl Context<'_> {
                 .iter()
                 .find(|f| f.severity == Severity::Error)
                 .map(|f| f.fix.clone());
-            check(
+            FORM.row(
                 "config",
-                name,
                 Status::Fail,
                 format!("errors: {}", errors.join(", ")),
                 fix.map(|f| format!("{f} (or `cfgcheck --fix {}`)", self.config_path.display())),
             )
         } else if !warnings.is_empty() {
-            check(
+            FORM.row(
                 "config",
-                name,
                 Status::Warn,
                 format!("no errors; warnings: {}", warnings.join(", ")),
                 None,
             )
         } else {
-            check("config", name, Status::Pass, "no findings", None)
+            FORM.row("config", Status::Pass, "no findings", None)
         }
     }
 
     pub fn memory(&self) -> Check {
-        let name = name_of("memory");
         let m = &self.machine;
         let Some(gpu) = m.gpu() else {
-            return m.no_gpu("memory", name, m.no_gpu_reason());
+            return m.no_gpu(FORM, "memory", m.no_gpu_reason());
         };
         let Some(mem) = gpu.memory else {
             return m.no_gpu(
+                FORM,
                 "memory",
-                name,
                 format!("the report does not give GPU {}'s memory", gpu.index),
             );
         };
@@ -218,20 +170,18 @@ impl Context<'_> {
                 "`cfgcheck --fix` (smaller batch or model), or checkpointing / mixed precision"
                     .to_string()
             };
-            check("memory", name, Status::Fail, saw, Some(fix))
+            FORM.row("memory", Status::Fail, saw, Some(fix))
         } else {
-            check("memory", name, Status::Pass, saw, None)
+            FORM.row("memory", Status::Pass, saw, None)
         }
     }
 
     pub fn runtime(&self) -> Check {
-        let name = name_of("runtime");
         let out = match train_info(&self.train) {
             Ok(o) if o.status.success() => o,
             Ok(o) => {
-                return check(
+                return FORM.row(
                     "runtime",
-                    name,
                     Status::Fail,
                     format!(
                         "`{} info` failed: {}",
@@ -248,9 +198,8 @@ impl Context<'_> {
                 )
             }
             Err(e) => {
-                return check(
+                return FORM.row(
                     "runtime",
-                    name,
                     Status::Fail,
                     format!("cannot run {}: {e}", self.train.display()),
                     Some("build train (`just build`) or give --train PATH".into()),
@@ -261,10 +210,7 @@ impl Context<'_> {
         let info = match wire::parse::<TrainInfo>("`train info`", &text) {
             Ok(v) => v,
             Err(e) => {
-                return check(
-                    "runtime",
-                    name,
-                    Status::Fail,
+                return FORM.row("runtime", Status::Fail,
                     format!("`train info` printed no {} YAML: {e:#}", TrainInfo::SCHEMA),
                     Some(
                         "use the train built with this verify-fixes (`just build`), or give --train PATH"
@@ -280,103 +226,43 @@ impl Context<'_> {
             .report
             .is_some_and(|r| r.source == Source::Nvml && !r.gpus.is_empty());
         match (cuda, cudnn) {
-            (true, true) => check("runtime", name, Status::Pass, format!("torch {torch}; CUDA with {devices} device(s); cuDNN available"), None),
-            (true, false) => check("runtime", name, Status::Fail, format!("torch {torch}; CUDA available but not cuDNN"), Some("install the cuDNN that torch expects (PyPI's nvidia-cudnn)".into())),
-            (false, _) if live_gpu => check(
-                "runtime",
-                name,
-                Status::Fail,
+            (true, true) => FORM.row("runtime", Status::Pass, format!("torch {torch}; CUDA with {devices} device(s); cuDNN available"), None),
+            (true, false) => FORM.row("runtime", Status::Fail, format!("torch {torch}; CUDA available but not cuDNN"), Some("install the cuDNN that torch expects (PyPI's nvidia-cudnn)".into())),
+            (false, _) if live_gpu => FORM.row("runtime", Status::Fail,
                 format!("torch {torch} loads but does not see the GPU NVML reports: {}", info.notes.join("; ")),
                 Some("check `ldd train | grep torch_cuda` and the driver's CUDA version (`train info`)".into()),
             ),
-            (false, _) => self.machine.no_gpu("runtime", name, format!("torch {torch} loads; no GPU to check CUDA and cuDNN on ({})", info.notes.join("; "))),
+            (false, _) => self.machine.no_gpu(FORM, "runtime", format!("torch {torch} loads; no GPU to check CUDA and cuDNN on ({})", info.notes.join("; "))),
         }
     }
 
     pub fn gpu_state(&self) -> Check {
-        self.machine.gpu_state(&self.loaded.config.environment)
+        self.machine
+            .gpu_state(FORM, &self.loaded.config.environment)
     }
 
     /// Two short epochs of the config with the same features, on a few
     /// batches: epoch 2 must complete (seed 001's crash came there) and the
     /// checkpoint must load back (`train --resume` of the finished run).
     pub fn smoke(&self) -> Check {
-        let name = name_of("smoke");
-        let c = &self.loaded.config;
-        let mut small = c.clone();
-        small.epochs = 2;
-        small.warmup_epochs = small.warmup_epochs.min(1);
-        let b = u64::from(c.batch_size);
-        small.max_train_examples = Some(c.max_train_examples.map_or(2 * b, |m| m.min(2 * b)));
-        small.max_val_examples = Some(c.max_val_examples.map_or(b, |m| m.min(b)));
+        let small = smoke_config(&self.loaded.config);
+        let fail = |saw: String| FORM.row("smoke", Status::Fail, saw, None);
         let dir = match tempfile::tempdir() {
             Ok(d) => d,
-            Err(e) => {
-                return check(
-                    "smoke",
-                    name,
-                    Status::Fail,
-                    format!("no temporary directory: {e}"),
-                    None,
-                )
-            }
+            Err(e) => return fail(format!("no temporary directory: {e}")),
         };
         let cfg = dir.path().join("smoke.yaml");
         if let Err(e) = std::fs::write(&cfg, small.to_yaml()) {
-            return check(
-                "smoke",
-                name,
-                Status::Fail,
-                format!("cannot write {}: {e}", cfg.display()),
-                None,
-            );
+            return fail(format!("cannot write {}: {e}", cfg.display()));
         }
         let run = dir.path().join("run");
         let started = std::time::Instant::now();
-        let first = Command::new(&self.train)
-            .arg("--config")
-            .arg(&cfg)
-            .arg("--out")
-            .arg(&run)
-            .output();
-        let first = match first {
-            Ok(o) => o,
-            Err(e) => {
-                return check(
-                    "smoke",
-                    name,
-                    Status::Fail,
-                    format!("cannot run {}: {e}", self.train.display()),
-                    None,
-                )
-            }
-        };
-        if !first.status.success() {
-            return check(
-                "smoke",
-                name,
-                Status::Fail,
-                format!("train failed: {}", last_line(&first.stderr)),
-                Some("read the message above; `cfgcheck` the config; see docs/TROUBLESHOOTING.md, \"When a run fails\"".into()),
-            );
+        if let Err(failed) = self.smoke_first_run(&cfg, &run) {
+            return failed;
         }
-        let rows = std::fs::read_to_string(RunDir::new(&run).metrics())
-            .map(|t| t.lines().count().saturating_sub(1))
-            .unwrap_or(0);
-        if rows < 2 {
-            return check(
+        match Command::new(&self.train).arg("--resume").arg(&run).output() {
+            Ok(o) if o.status.success() => FORM.row(
                 "smoke",
-                name,
-                Status::Fail,
-                format!("only {rows} epoch(s) in {}", run_dir::METRICS),
-                None,
-            );
-        }
-        let second = Command::new(&self.train).arg("--resume").arg(&run).output();
-        match second {
-            Ok(o) if o.status.success() => check(
-                "smoke",
-                name,
                 Status::Pass,
                 format!(
                     "2 epochs of {} examples in {:.1} s; the checkpoint saved and loaded back",
@@ -385,25 +271,44 @@ impl Context<'_> {
                 ),
                 None,
             ),
-            Ok(o) => check(
-                "smoke",
-                name,
-                Status::Fail,
-                format!("the checkpoint did not load back: {}", last_line(&o.stderr)),
-                None,
-            ),
-            Err(e) => check(
-                "smoke",
-                name,
-                Status::Fail,
-                format!("cannot run train --resume: {e}"),
-                None,
-            ),
+            Ok(o) => fail(format!(
+                "the checkpoint did not load back: {}",
+                last_line(&o.stderr)
+            )),
+            Err(e) => fail(format!("cannot run train --resume: {e}")),
         }
     }
 
+    /// The smoke's first run, of `cfg` into `run`: the failed row unless it
+    /// finished with 2 epochs in its metrics.
+    fn smoke_first_run(&self, cfg: &Path, run: &Path) -> Result<(), Check> {
+        let fail = |saw: String, fix: Option<String>| FORM.row("smoke", Status::Fail, saw, fix);
+        let first = Command::new(&self.train)
+            .arg("--config")
+            .arg(cfg)
+            .arg("--out")
+            .arg(run)
+            .output()
+            .map_err(|e| fail(format!("cannot run {}: {e}", self.train.display()), None))?;
+        if !first.status.success() {
+            return Err(fail(
+                format!("train failed: {}", last_line(&first.stderr)),
+                Some("read the message above; `cfgcheck` the config; see docs/TROUBLESHOOTING.md, \"When a run fails\"".into()),
+            ));
+        }
+        let rows = std::fs::read_to_string(RunDir::new(run).metrics())
+            .map(|t| t.lines().count().saturating_sub(1))
+            .unwrap_or(0);
+        if rows < 2 {
+            return Err(fail(
+                format!("only {rows} epoch(s) in {}", run_dir::METRICS),
+                None,
+            ));
+        }
+        Ok(())
+    }
+
     pub fn data(&self) -> Check {
-        let name = name_of("data");
         let out = Command::new(&self.train)
             .arg("check-data")
             .arg("--config")
@@ -415,10 +320,7 @@ impl Context<'_> {
                 let v = match wire::parse::<TrainData>("`train check-data`", &text) {
                     Ok(v) => v,
                     Err(e) => {
-                        return check(
-                            "data",
-                            name,
-                            Status::Fail,
+                        return FORM.row("data", Status::Fail,
                             format!("`train check-data` printed no {} YAML: {e:#}", TrainData::SCHEMA),
                             Some("use the train built with this verify-fixes (`just build`), or give --train PATH".into()),
                         )
@@ -433,20 +335,18 @@ impl Context<'_> {
                         counts.iter().map(|(k, n)| format!("{k}: {n}")).collect();
                     saw += &format!("; training classes {}", list.join(", "));
                 }
-                check("data", name, Status::Pass, saw, None)
+                FORM.row("data", Status::Pass, saw, None)
             }
-            Ok(o) => check(
+            Ok(o) => FORM.row(
                 "data",
-                name,
                 Status::Fail,
                 last_line(&o.stderr),
                 Some(
                     "fix the data (the message names the tensor and the first bad example)".into(),
                 ),
             ),
-            Err(e) => check(
+            Err(e) => FORM.row(
                 "data",
-                name,
                 Status::Fail,
                 format!("cannot run {}: {e}", self.train.display()),
                 Some("build train (`just build`) or give --train PATH".into()),
@@ -455,7 +355,6 @@ impl Context<'_> {
     }
 
     pub fn disk(&self) -> Check {
-        let name = name_of("disk");
         let dir = &self.out;
         let probe = || -> std::io::Result<()> {
             std::fs::create_dir_all(dir)?;
@@ -464,9 +363,8 @@ impl Context<'_> {
             f.as_file().sync_all()
         };
         if let Err(e) = probe() {
-            return check(
+            return FORM.row(
                 "disk",
-                name,
                 Status::Fail,
                 format!("{}: not writable: {e}", dir.display()),
                 Some("choose another --out, or fix its permissions".into()),
@@ -477,9 +375,8 @@ impl Context<'_> {
         // (temp file + rename), plus metrics and the plot.
         let need = params * 4 * 4 * 2 + 4 * MIB;
         match common::host::free_bytes(dir) {
-            Some(free) if free < need => check(
+            Some(free) if free < need => FORM.row(
                 "disk",
-                name,
                 Status::Fail,
                 format!(
                     "{}: {} MiB free, the run writes about {} MiB",
@@ -489,9 +386,8 @@ impl Context<'_> {
                 ),
                 Some("free disk space or choose another --out".into()),
             ),
-            Some(free) => check(
+            Some(free) => FORM.row(
                 "disk",
-                name,
                 Status::Pass,
                 format!(
                     "{}: writable; {} MiB free, the run writes about {} MiB",
@@ -501,15 +397,25 @@ impl Context<'_> {
                 ),
                 None,
             ),
-            None => check(
+            None => FORM.row(
                 "disk",
-                name,
                 Status::Warn,
                 format!("{}: writable; free space unknown", dir.display()),
                 None,
             ),
         }
     }
+}
+
+/// The smoke's config: `c` for 2 epochs of 2 batches, validated on one.
+fn smoke_config(c: &Config) -> Config {
+    let mut small = c.clone();
+    small.epochs = 2;
+    small.warmup_epochs = small.warmup_epochs.min(1);
+    let b = u64::from(c.batch_size);
+    small.max_train_examples = Some(c.max_train_examples.map_or(2 * b, |m| m.min(2 * b)));
+    small.max_val_examples = Some(c.max_val_examples.map_or(b, |m| m.min(b)));
+    small
 }
 
 fn last_line(stderr: &[u8]) -> String {
