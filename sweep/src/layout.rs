@@ -35,7 +35,7 @@ pub fn recorded_variant(settings: &Settings) -> anyhow::Result<TpeVariant> {
         None => Ok(TpeVariant::Univariate),
         Some(name) => TpeVariant::parse(name).ok_or_else(|| {
             bad_input!(
-                "sweep.yaml: `bayes_variant`: expected {}, found {name:?}",
+                "sweep.yaml: `bayes_variant`: expected {}, found {name:?} (the TPE the sweep started with; without the line it resumes univariate)",
                 TpeVariant::NAMES.join(" or ")
             )
         }),
