@@ -11,11 +11,11 @@ use super::truncnorm::{log_gauss_mass, logpdf, ppf};
 use super::{float_step_high, int_step_high};
 use crate::trial::Distribution;
 
-/// The estimator's knobs, at Optuna 4.x's TPESampler defaults.
+/// The estimator's knobs, at TPESampler's defaults (Optuna 4.x and 5.0 alike).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ParzenParams {
     /// The prior kernel's weight against an observation's (consider_prior is
-    /// always on in Optuna 4.x).
+    /// always on since Optuna 4.3).
     pub prior_weight: f64,
     /// Floor each bandwidth at range / min(100, 1 + kernels), so one
     /// observation in a crowd does not turn into a spike.
