@@ -25,7 +25,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import cfgcheck_result, command_line, stamp  # noqa: E402
+from benchlib import cfgcheck_result, command_line, load_note, stamp  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BASE = os.path.join(HERE, "trial_tiny.yaml")
@@ -110,6 +110,7 @@ def main():
     ap.add_argument("--results", default=os.path.join(HERE, "results"))
     args = ap.parse_args()
     n = args.trials
+    note = load_note()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         cfg_json = write(os.path.join(tmp, "cfg.json"), json.dumps(cfgcheck_result(args.cfgcheck, BASE)["resolved"]))
@@ -128,10 +129,13 @@ def main():
         f.write(header)
         for way, par, asked, s, done, rec in rows:
             f.write(f"{way},{par},{asked},{s:.1f},{done / s * 3600:.0f},{done},{rec}\n")
+    optuna_version = subprocess.run([args.python, "-c", "import optuna; print(optuna.__version__)"],
+                                    capture_output=True, text=True, check=True).stdout.strip()
     lines = [
         "# train sweep against an Optuna study in one process",
         "",
-        f"{stamp()}, `{command_line()}`, bench/trial_tiny.yaml's trial (PyTorch side: bench/trial_reference.py), CPU.",
+        f"{stamp()}, `{command_line()}`, optuna {optuna_version}, {note}, "
+        "bench/trial_tiny.yaml's trial (PyTorch side: bench/trial_reference.py), CPU.",
         "",
         "| way | parallel | trials asked | seconds | finished trials per hour | finished trials kept | trials recorded |",
         "|---|---|---|---|---|---|---|",

@@ -3,9 +3,13 @@ Optuna's TPESampler and RandomSampler on the same objectives and seeds: the
 best value after 30 and 60 trials, minimising. Not a timing: the claim is
 "no worse than Optuna's TPE on the median".
 
-Optuna's TPE is the one `bayes` implements, Optuna 4.x's default: univariate,
-no constant liar. Optuna 5 turned both on by default, so its options are
-named (OPTUNA_TPE).
+Each of our TPE variants against the Optuna sampler it implements:
+`bayes` (multivariate, constant liar) against Optuna 5's default
+TPESampler(); `bayes: {variant: univariate}` against Optuna 4.x's default,
+TPESampler(multivariate=False, constant_liar=False) in Optuna 5. The default
+pair also runs 4 trials at a time (each side draws 4, all running, then
+learns their values: what the constant liar is for), Optuna's through
+study.ask().
 
     python bench/tpe_vs_optuna.py [--seeds 20] [--trials 60]
 
@@ -30,7 +34,8 @@ except ImportError:
 
 # Optuna 4.x's default TPESampler in Optuna 5's terms (5.0 made multivariate
 # and constant_liar default to True; the rest kept 4.x's defaults).
-OPTUNA_TPE = dict(multivariate=False, constant_liar=False, n_startup_trials=10, n_ei_candidates=24)
+OPTUNA_UNIVARIATE = dict(multivariate=False, constant_liar=False)
+BATCH = 4
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -92,21 +97,32 @@ def suggest(trial, p):
     return trial.suggest_categorical(p["name"], p["choices"])
 
 
-def run_optuna(sampler, f, space, n):
+def run_optuna(sampler, f, space, n, batch=1):
+    """Optuna's study: `batch` trials asked (and their parameters drawn, each
+    seeing the ones before it running), then told, until n."""
     study = optuna.create_study(sampler=sampler)
-    study.optimize(lambda t: f({p["name"]: suggest(t, p) for p in space}), n_trials=n)
-    return [t.value for t in study.trials]
+    values = []
+    while len(values) < n:
+        asked = []
+        for _ in range(min(batch, n - len(values))):
+            t = study.ask()
+            asked.append((t, {p["name"]: suggest(t, p) for p in space}))
+        for t, params in asked:
+            values.append(f(params))
+            study.tell(t, values[-1])
+    return values
 
 
-def run_ours(binary, method, seed, f, space, n):
-    """Drive the example: read its parameters, answer with the value."""
-    child = subprocess.Popen([binary, method, str(seed), str(n), json.dumps(space)],
+def run_ours(binary, method, seed, f, space, n, batch=1):
+    """Drive the example: read a batch of parameters, answer with the values."""
+    child = subprocess.Popen([binary, method, str(seed), str(n), json.dumps(space), str(batch)],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     values = []
-    for _ in range(n):
-        params = json.loads(child.stdout.readline())
-        values.append(f(params))
-        child.stdin.write(f"{values[-1]!r}\n")
+    while len(values) < n:
+        drawn = [json.loads(child.stdout.readline()) for _ in range(min(batch, n - len(values)))]
+        for params in drawn:
+            values.append(f(params))
+            child.stdin.write(f"{values[-1]!r}\n")
         child.stdin.flush()
     child.stdin.close()
     if child.wait() != 0:
@@ -141,12 +157,21 @@ def main():
     binary = os.path.join(target, "release", "examples", "tpe_objective")
 
     checkpoints = [k for k in CHECKPOINTS if k <= args.trials]
+    n = args.trials
+    tpe = optuna.samplers.TPESampler
     samplers = {
-        "trainguard TPE": lambda s, f, sp: run_ours(binary, "tpe", s, f, sp, args.trials),
-        "Optuna TPE": lambda s, f, sp: run_optuna(optuna.samplers.TPESampler(seed=s, **OPTUNA_TPE), f, sp, args.trials),
-        "trainguard random": lambda s, f, sp: run_ours(binary, "random", s, f, sp, args.trials),
-        "Optuna random": lambda s, f, sp: run_optuna(optuna.samplers.RandomSampler(seed=s), f, sp, args.trials),
+        "trainguard TPE": lambda s, f, sp: run_ours(binary, "tpe", s, f, sp, n),
+        "Optuna TPE": lambda s, f, sp: run_optuna(tpe(seed=s), f, sp, n),
+        f"trainguard TPE, {BATCH} at a time": lambda s, f, sp: run_ours(binary, "tpe", s, f, sp, n, BATCH),
+        f"Optuna TPE, {BATCH} at a time": lambda s, f, sp: run_optuna(tpe(seed=s), f, sp, n, BATCH),
+        "trainguard TPE univariate": lambda s, f, sp: run_ours(binary, "tpe-univariate", s, f, sp, n),
+        "Optuna TPE univariate": lambda s, f, sp: run_optuna(tpe(seed=s, **OPTUNA_UNIVARIATE), f, sp, n),
+        "trainguard random": lambda s, f, sp: run_ours(binary, "random", s, f, sp, n),
+        "Optuna random": lambda s, f, sp: run_optuna(optuna.samplers.RandomSampler(seed=s), f, sp, n),
     }
+    # Each of ours against the Optuna sampler it implements.
+    pairs = [(ours, ours.replace("trainguard", "Optuna")) for ours in samplers
+             if ours.startswith("trainguard TPE")]
     rows = []
     for name, (f, space) in OBJECTIVES.items():
         for sampler, run in samplers.items():
@@ -154,7 +179,7 @@ def main():
                 values = run(seed, f, space)
                 rows.append({"objective": name, "sampler": sampler, "seed": seed,
                              **{f"best_{k}": best_after(values, k) for k in checkpoints}})
-            print(f"{name:12} {sampler:18} done", file=sys.stderr)
+            print(f"{name:12} {sampler:32} done", file=sys.stderr)
 
     out = os.path.join(HERE, "results")
     os.makedirs(out, exist_ok=True)
@@ -166,12 +191,15 @@ def main():
     lines = [
         "# trainguard's TPE against Optuna's",
         "",
-        f"{benchlib.stamp()}, optuna {optuna.__version__}, `{benchlib.command_line()}`",
+        f"{benchlib.stamp()}, optuna {optuna.__version__}, {benchlib.load_note()}, `{benchlib.command_line()}`",
         "",
         f"Best value after N trials (minimising), over seeds 0..{args.seeds - 1}: median "
         "[first quartile, third quartile]. Same objectives and seeds for every sampler; "
-        f"Optuna's samplers with `seed=s`, its TPE `TPESampler({', '.join(f'{k}={v}' for k, v in OPTUNA_TPE.items())})`; "
-        "ours through `sweep/examples/tpe_objective`. "
+        "Optuna's samplers with `seed=s`: its TPE `TPESampler()` (Optuna 5's default: multivariate, "
+        f"constant liar), its TPE univariate `TPESampler({', '.join(f'{k}={v}' for k, v in OPTUNA_UNIVARIATE.items())})` "
+        f"(Optuna 4.x's default); {BATCH} at a time: {BATCH} trials drawn, all running, before their values are known "
+        "(Optuna's through `study.ask()`). Ours through `sweep/examples/tpe_objective`: `bayes` and "
+        "`bayes: {variant: univariate}`. "
         "Ours draw other random numbers than Optuna's, so seeds pair up only in name.",
         "",
         "| objective | sampler | " + " | ".join(f"best after {k}" for k in checkpoints) + " |",
@@ -189,15 +217,18 @@ def main():
                 per_seed[(sampler, k)] = v
                 cells.append(f"{m:.4g} [{q1:.4g}, {q3:.4g}]")
             lines.append(f"| {name} | {sampler} | " + " | ".join(cells) + " |")
-        for k in checkpoints:
-            ours, theirs = med[("trainguard TPE", k)], med[("Optuna TPE", k)]
-            lo, hi = median_diff_interval(per_seed[("trainguard TPE", k)], per_seed[("Optuna TPE", k)])
-            verdict = ("no worse" if ours <= theirs
-                       else "higher, within noise" if lo <= 0 else "WORSE")
-            verdicts.append(f"| {name} | {k} | {ours:.4g} | {theirs:.4g} | [{lo:+.3g}, {hi:+.3g}] | {verdict} |")
-    lines += ["", "Median best, trainguard TPE against Optuna TPE (lower is better; the interval is a "
-              "95% bootstrap interval of the difference of medians, ours minus Optuna's):", "",
-              "| objective | N | ours | Optuna's | difference, 95% | verdict |", "|---|---|---|---|---|---|"]
+        for a, b in pairs:
+            for k in checkpoints:
+                ours, theirs = med[(a, k)], med[(b, k)]
+                lo, hi = median_diff_interval(per_seed[(a, k)], per_seed[(b, k)])
+                verdict = ("no worse" if ours <= theirs
+                           else "higher, within noise" if lo <= 0 else "WORSE")
+                verdicts.append(f"| {name} | {a.removeprefix('trainguard ')} | {k} | {ours:.4g} | {theirs:.4g} "
+                                f"| [{lo:+.3g}, {hi:+.3g}] | {verdict} |")
+    lines += ["", "Median best, each trainguard TPE against the Optuna TPE it implements (lower is better; "
+              "the interval is a 95% bootstrap interval of the difference of medians, ours minus Optuna's):", "",
+              "| objective | TPE | N | ours | Optuna's | difference, 95% | verdict |",
+              "|---|---|---|---|---|---|---|"]
     lines += verdicts + [""]
     with open(os.path.join(out, "tpe_vs_optuna.md"), "w") as fh:
         fh.write("\n".join(lines))

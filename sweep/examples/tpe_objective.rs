@@ -3,18 +3,21 @@
 //! parameters out per trial, one objective value in, so the objectives are
 //! written once (in Python, next to Optuna's run of them).
 //!
-//!     tpe_objective <tpe|random|grid> <seed> <n_trials> '<space JSON>'
+//!     tpe_objective <tpe|tpe-univariate|random|grid> <seed> <n_trials> '<space JSON>' [batch]
 //!
 //! The space: [{"name", "type": float|int|categorical, "low", "high",
-//! "log", "step", "choices"}]. Minimises. `tpe` is `bayes`: Optuna 4.x's
-//! default TPE, which the bench runs in Optuna 5 as
-//! `TPESampler(multivariate=False, constant_liar=False)`.
+//! "log", "step", "choices"}]. Minimises. `tpe` is `bayes` as a new sweep
+//! runs it (Optuna 5's default TPESampler: multivariate, constant liar);
+//! `tpe-univariate` is `bayes: {variant: univariate}` (Optuna 4.x's default,
+//! Optuna 5's `TPESampler(multivariate=False, constant_liar=False)`).
+//! `batch` k (default 1): k trials are drawn, all RUNNING, before their k
+//! values are read, as k parallel workers would.
 
 use anyhow::{bail, Context, Result};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::io::{BufRead, Write};
-use sweep::sampler::{build, Method, SearchSpace};
+use sweep::sampler::{build, Method, SearchSpace, TpeVariant};
 use sweep::trial::{Choice, Direction, Distribution, ParamValue, Trial, TrialState};
 
 fn distribution(p: &Value) -> Result<Distribution> {
@@ -50,10 +53,17 @@ fn json(v: &ParamValue) -> Value {
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let [method, seed, n, space] = args.as_slice() else {
-        bail!("usage: tpe_objective <tpe|random|grid> <seed> <n_trials> '<space JSON>'");
+    let (method, seed, n, space, batch) = match args.as_slice() {
+        [m, s, n, sp] => (m, s, n, sp, 1),
+        [m, s, n, sp, b] => (m, s, n, sp, b.parse::<u64>()?.max(1)),
+        _ => bail!(
+            "usage: tpe_objective <tpe|tpe-univariate|random|grid> <seed> <n_trials> '<space JSON>' [batch]"
+        ),
     };
-    let method = Method::parse(method)?;
+    let method = match method.as_str() {
+        "tpe-univariate" => Method::Bayes(TpeVariant::Univariate),
+        m => Method::parse(m)?,
+    };
     let seed: u64 = seed.parse()?;
     let n: u64 = n.parse()?;
     let params = serde_json::from_str::<Value>(space)?
@@ -77,30 +87,40 @@ fn main() -> Result<()> {
     let mut lines = stdin.lock().lines();
     let mut out = std::io::stdout().lock();
     let mut trials: Vec<Trial> = Vec::new();
-    for number in 0..n {
-        let params = sampler.sample(&space, &trials, Direction::Minimize, number)?;
-        let line: serde_json::Map<String, Value> =
-            params.iter().map(|(k, v)| (k.clone(), json(v))).collect();
-        writeln!(out, "{}", Value::Object(line))?;
+    let mut number = 0;
+    while number < n {
+        // Draw the batch: each draw sees the ones before it as RUNNING.
+        let first = trials.len();
+        for _ in 0..batch.min(n - number) {
+            let params = sampler.sample(&space, &trials, Direction::Minimize, number)?;
+            let line: serde_json::Map<String, Value> =
+                params.iter().map(|(k, v)| (k.clone(), json(v))).collect();
+            writeln!(out, "{}", Value::Object(line))?;
+            trials.push(Trial {
+                number,
+                state: TrialState::Running,
+                distributions: space.params.iter().cloned().collect(),
+                params,
+                value: None,
+                intermediate: BTreeMap::new(),
+                user_attrs: BTreeMap::new(),
+                system_attrs: BTreeMap::new(),
+                datetime_start: None,
+                datetime_complete: None,
+                discarded: false,
+            });
+            number += 1;
+        }
         out.flush()?;
-        let value: f64 = lines
-            .next()
-            .context("the driver closed stdin")??
-            .trim()
-            .parse()?;
-        trials.push(Trial {
-            number,
-            state: TrialState::Complete,
-            distributions: space.params.iter().cloned().collect(),
-            params,
-            value: Some(value),
-            intermediate: BTreeMap::new(),
-            user_attrs: BTreeMap::new(),
-            system_attrs: BTreeMap::new(),
-            datetime_start: None,
-            datetime_complete: None,
-            discarded: false,
-        });
+        for t in &mut trials[first..] {
+            let value: f64 = lines
+                .next()
+                .context("the driver closed stdin")??
+                .trim()
+                .parse()?;
+            t.state = TrialState::Complete;
+            t.value = Some(value);
+        }
     }
     Ok(())
 }

@@ -71,7 +71,7 @@ pub fn new_settings(args: &Args, dir: &Path) -> anyhow::Result<Settings> {
         (Some(p), true) => Some(absolute(p)),
         (None, true) => python_on_path(),
     };
-    let settings = Settings {
+    let mut settings = Settings {
         schema: <Settings as common::wire::Versioned>::SCHEMA.into(),
         study_name: dir
             .file_name()
@@ -90,7 +90,9 @@ pub fn new_settings(args: &Args, dir: &Path) -> anyhow::Result<Settings> {
         interpreter,
         base_text,
         memory_budget_mib: args.memory_budget,
+        bayes_variant: None,
     };
+    settings.bayes_variant = started_variant(&settings)?.map(|v| v.as_str().into());
     if let Some(t) = settings
         .trial_timeout_s
         .filter(|t| !(t.is_finite() && *t > 0.0))
@@ -100,6 +102,19 @@ pub fn new_settings(args: &Args, dir: &Path) -> anyhow::Result<Settings> {
         ));
     }
     Ok(settings)
+}
+
+/// The TPE a `bayes` space starts with, to record: its `bayes.variant`,
+/// else today's default (the parse here is the one `--resume` repeats).
+pub(crate) fn started_variant(settings: &Settings) -> anyhow::Result<Option<sampler::TpeVariant>> {
+    let input = common::input::Input {
+        name: settings.space_name.clone(),
+        text: settings.space_text.clone(),
+    };
+    Ok(match Space::parse(&input, &settings.base)?.space.method {
+        sampler::Method::Bayes(v) => Some(v),
+        _ => None,
+    })
 }
 
 /// Whether a space names `program` (its full parse comes later).

@@ -1,11 +1,12 @@
 """Optuna's own numbers for sweep/tests/tpe_optuna.rs: the Parzen estimator's
-log density on fixed observations, default_weights, default_gamma and
-_split_trials on a fixed study. Prints one JSON document.
+log density on fixed observations (one parameter, and several jointly),
+default_weights, default_gamma and _split_trials on a fixed study (running
+trials included, as the constant liar passes them). Prints one JSON document.
 
-`bayes` is Optuna 4.x's default TPE: univariate, no constant liar. Optuna 5
-changed TPESampler's defaults (multivariate and constant_liar now True), so in
-Optuna 5 it is TPESampler(multivariate=False, constant_liar=False), whose
-per-parameter estimators are the ones built here (Optuna 5.0.0)."""
+`bayes` is Optuna 5.0.0's default TPESampler() (multivariate, constant_liar:
+the joint estimators and the split with running trials); `bayes: {variant:
+univariate}` is Optuna 4.x's default, TPESampler(multivariate=False,
+constant_liar=False) in Optuna 5 (the one-parameter estimators)."""
 
 import json
 import math
@@ -31,7 +32,9 @@ warnings.filterwarnings("ignore")
 # no longer reads their `multivariate`: per parameter, they are univariate).
 SAMPLER = optuna.samplers.TPESampler(
     multivariate=False, constant_liar=False, n_startup_trials=10, n_ei_candidates=24)
+DEFAULT = optuna.samplers.TPESampler()
 PARAMS = SAMPLER._parzen_estimator_parameters
+assert DEFAULT._parzen_estimator_parameters == PARAMS
 assert PARAMS == _ParzenEstimatorParameters(
     prior_weight=1.0, consider_magic_clip=True, consider_endpoints=False,
     weights=default_weights, multivariate=PARAMS.multivariate), PARAMS
@@ -73,6 +76,30 @@ for d, obs, xs, *raw_high in cases:
     estimators.append({"dist": spec(d, *raw_high), "observations": [float(o) for o in obs],
                        "xs": [float(x) for x in xs], "log_pdf": [float(v) for v in lp]})
 
+# Several parameters jointly (multivariate): a mixture of products; the
+# observations are rows (one trial each), the points too. Past 16
+# observations, no numerical value twice: which of two tied kernels gets
+# which bandwidth follows numpy's argsort, unstable there (and
+# SIMD-dependent), ours stable; jointly that pairing shows.
+joint_space = {"x": FloatDistribution(-5, 5), "lr": FloatDistribution(1e-5, 1e-1, log=True),
+               "k": IntDistribution(1, 99, step=2), "c": CategoricalDistribution(["a", "b", "c"])}
+joint_cases = [
+    ([[-4.9, 1e-4, 1, 0], [0.0, 2e-3, 3, 2], [0.1, 2e-3, 3, 2], [3.3, 9e-2, 9, 1]],
+     [[-5, 1e-5, 1, 0], [0.05, 2e-3, 3, 2], [3.3, 1e-4, 9, 2], [5, 0.1, 5, 1]]),
+    ([], [[0, 1e-3, 5, 1], [-2, 1e-5, 1, 0]]),
+    ([[x, math.exp(-7 - x / 2), 1 + 2 * i, i % 3]
+      for i, x in enumerate(np.round(rng.uniform(-5, 5, 30), 2))],
+     [[0, 1e-3, 5, 1], [-4, 0.05, 9, 0], [4.9, 2e-5, 3, 2]]),
+]
+joint = []
+names = list(joint_space)
+for rows, xs in joint_cases:
+    obs = {n: np.asarray([r[i] for r in rows], dtype=float) for i, n in enumerate(names)}
+    pe = _ParzenEstimator(obs, joint_space, PARAMS)
+    lp = pe.log_pdf({n: np.asarray([x[i] for x in xs], dtype=float) for i, n in enumerate(names)})
+    joint.append({"dists": [spec(joint_space[n]) for n in names], "observations": rows,
+                  "xs": xs, "log_pdf": [float(v) for v in lp]})
+
 # A study mixing every state, values with ties, pruned trials at several
 # steps (one with a NaN last value, one with none).
 trials = [
@@ -88,19 +115,26 @@ for direction in ("minimize", "maximize"):
     for state, value, inter in trials:
         study.add_trial(create_trial(state=TrialState[state], value=value,
                                      intermediate_values=inter, params={}, distributions={}))
-    frozen = study.get_trials(deepcopy=False,
-                              states=(TrialState.COMPLETE, TrialState.PRUNED))
-    for n_below in range(0, 13):
-        below, above = _split_trials(study, frozen, n_below)
-        splits.append({"direction": direction, "n_below": n_below,
-                       "below": [t.number for t in below], "above": [t.number for t in above]})
+    for liar in (False, True):
+        # What TPESampler._sample passes: with constant_liar, RUNNING too.
+        states = (TrialState.COMPLETE, TrialState.PRUNED) + ((TrialState.RUNNING,) if liar else ())
+        frozen = study.get_trials(deepcopy=False, states=states)
+        for n_below in range(0, 13):
+            below, above = _split_trials(study, frozen, n_below)
+            splits.append({"direction": direction, "n_below": n_below, "liar": liar,
+                           "below": [t.number for t in below], "above": [t.number for t in above]})
 
 json.dump({
     "sampler": {"multivariate": SAMPLER._is_multivariate(optuna.create_study()), "constant_liar": SAMPLER._constant_liar,
                 "n_startup_trials": SAMPLER._n_startup_trials, "n_ei_candidates": SAMPLER._n_ei_candidates,
                 "prior_weight": PARAMS.prior_weight, "consider_magic_clip": PARAMS.consider_magic_clip,
                 "consider_endpoints": PARAMS.consider_endpoints},
+    "default": {"multivariate": DEFAULT._is_multivariate(optuna.create_study()),
+                "constant_liar": DEFAULT._constant_liar, "group": DEFAULT._group,
+                "n_startup_trials": DEFAULT._n_startup_trials,
+                "n_ei_candidates": DEFAULT._n_ei_candidates},
     "estimators": estimators,
+    "joint": joint,
     "weights": {str(n): default_weights(n).tolist() for n in (0, 1, 24, 25, 26, 27, 40, 100)},
     "gamma": {str(n): default_gamma(n) for n in (0, 1, 9, 10, 11, 100, 249, 251, 1000)},
     "trials": [{"state": s, "value": v, "intermediate": [[k, x if not math.isnan(x) else "nan"]

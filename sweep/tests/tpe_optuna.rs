@@ -1,18 +1,20 @@
 //! TPE's math against Optuna's own: tests/tpe_optuna.py runs Optuna 5's
-//! `_ParzenEstimator`, `default_weights`, `default_gamma` and `_split_trials`
-//! on fixed inputs, and the same inputs go through ours. `bayes` is Optuna
-//! 4.x's default TPE, which Optuna 5 (whose defaults turned multivariate and
-//! constant_liar on) names `TPESampler(multivariate=False,
-//! constant_liar=False)`: the script builds its estimators with that
-//! sampler's knobs, and they must be `TpeSampler::new`'s. Needs the
-//! project's Python with optuna (`just setup`); without it this test fails
-//! rather than skips, so a missing setup cannot pass for agreement.
+//! `_ParzenEstimator` (over one parameter and over several jointly),
+//! `default_weights`, `default_gamma` and `_split_trials` (with and without
+//! the running trials the constant liar adds) on fixed inputs, and the same
+//! inputs go through ours. `bayes` is Optuna 5.0.0's default `TPESampler()`
+//! (multivariate, constant liar) and `bayes: {variant: univariate}` Optuna
+//! 4.x's, `TPESampler(multivariate=False, constant_liar=False)` in Optuna
+//! 5: both samplers' knobs must be `TpeSampler::new`'s. Needs the project's
+//! Python with optuna (`just setup`); without it this test fails rather
+//! than skips, so a missing setup cannot pass for agreement.
 
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::process::Command;
 use sweep::sampler::{
-    default_gamma, default_weights, split_trials, ParzenEstimator, ParzenParams, TpeSampler,
+    default_gamma, default_weights, split_trials, split_with_liar, ParzenEstimator, ParzenParams,
+    TpeSampler, TpeVariant,
 };
 use sweep::trial::{Choice, Direction, Distribution, Trial, TrialState};
 
@@ -69,8 +71,25 @@ fn floats(v: &Value) -> Vec<f64> {
 fn tpe_matches_optuna() {
     let r = optuna_reference();
 
-    // Optuna's sampler as the script names it is ours, knob for knob.
-    let ours = TpeSampler::new(0);
+    // Optuna 5's default TPESampler is `bayes`'s default variant.
+    let ours = TpeSampler::new(0, TpeVariant::default());
+    assert_eq!(ours.variant, TpeVariant::Multivariate);
+    let default = &r["default"];
+    assert_eq!(default["multivariate"], true, "{default}");
+    assert_eq!(default["constant_liar"], true, "{default}");
+    assert_eq!(default["group"], false, "{default}");
+    assert_eq!(
+        default["n_startup_trials"], ours.n_startup_trials,
+        "{default}"
+    );
+    assert_eq!(
+        default["n_ei_candidates"], ours.n_ei_candidates,
+        "{default}"
+    );
+
+    // Optuna's univariate sampler as the script names it is ours, knob for
+    // knob (the estimators' knobs are the default sampler's too).
+    let ours = TpeSampler::new(0, TpeVariant::Univariate);
     let theirs = &r["sampler"];
     assert_eq!(theirs["multivariate"], false, "{theirs}");
     assert_eq!(theirs["constant_liar"], false, "{theirs}");
@@ -106,6 +125,40 @@ fn tpe_matches_optuna() {
         }
     }
     assert!(checked > 40);
+
+    for (i, case) in r["joint"].as_array().unwrap().iter().enumerate() {
+        let dists: Vec<Distribution> = case["dists"].as_array().unwrap().iter().map(dist).collect();
+        let rows: Vec<Vec<f64>> = case["observations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(floats)
+            .collect();
+        let columns: Vec<Vec<f64>> = (0..dists.len())
+            .map(|j| rows.iter().map(|r| r[j]).collect())
+            .collect();
+        let dims: Vec<(&Distribution, &[f64])> = dists
+            .iter()
+            .zip(&columns)
+            .map(|(d, c)| (d, c.as_slice()))
+            .collect();
+        let pe = ParzenEstimator::joint(&dims, &ParzenParams::default());
+        for (x, want) in case["xs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .zip(floats(&case["log_pdf"]))
+        {
+            let x = floats(x);
+            let got = pe.log_pdf_joint(&x);
+            assert!(
+                (got - want).abs() <= 1e-6 * want.abs().max(1.0),
+                "joint estimator {i} at {x:?}: ours {got}, Optuna's {want}"
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked > 50);
 
     for (n, want) in r["weights"].as_object().unwrap() {
         let got = default_weights(n.parse().unwrap());
@@ -164,7 +217,11 @@ fn tpe_matches_optuna() {
             _ => Direction::Maximize,
         };
         let n_below = s["n_below"].as_u64().unwrap() as usize;
-        let (below, above) = split_trials(&reversed, direction, n_below);
+        let (below, above) = if s["liar"] == true {
+            split_with_liar(&reversed, direction, n_below)
+        } else {
+            split_trials(&reversed, direction, n_below)
+        };
         let numbers = |ts: Vec<&Trial>| -> Vec<u64> { ts.iter().map(|t| t.number).collect() };
         let want = |k: &str| -> Vec<u64> {
             s[k].as_array()
@@ -176,7 +233,8 @@ fn tpe_matches_optuna() {
         assert_eq!(
             (numbers(below), numbers(above)),
             (want("below"), want("above")),
-            "{direction:?}, n_below {n_below}"
+            "{direction:?}, n_below {n_below}, liar {}",
+            s["liar"]
         );
     }
 }

@@ -46,6 +46,12 @@ pub struct Settings {
     /// `--memory-budget` (MiB) for `--parallel auto` of a program.
     #[serde(default)]
     pub memory_budget_mib: Option<f64>,
+    /// A `method: bayes` sweep's TPE, `multivariate` or `univariate`, as it
+    /// started (the space's `bayes.variant`, else the default then), so that
+    /// `--resume` keeps it when the default changes. Absent: univariate
+    /// (sweeps started before 2026-11-25, when it was the only one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bayes_variant: Option<String>,
 }
 
 impl Versioned for Settings {
@@ -57,7 +63,7 @@ impl Versioned for Settings {
             base_name: "configs/demo_cpu.yaml".into(),
             base: Config::default(),
             space_name: "configs/sweeps/tiny_cpu.yaml".into(),
-            space_text: "method: random\n...".into(),
+            space_text: "method: bayes\n...".into(),
             seed: 0,
             trials: Some(20),
             parallel: "auto".into(),
@@ -68,6 +74,7 @@ impl Versioned for Settings {
             interpreter: Some("/home/me/project/.venv/bin/python".into()),
             base_text: Some("epochs: 50\n".into()),
             memory_budget_mib: Some(8192.0),
+            bayes_variant: Some("multivariate".into()),
         }
     }
 }

@@ -6,7 +6,8 @@
 //! - [`GridSampler`]: every combination, trial `i` takes combination `i`;
 //! - [`RandomSampler`]: Optuna's RandomSampler per distribution, drawn from a
 //!   counter-based generator keyed by (seed, trial number, parameter);
-//! - [`TpeSampler`]: Optuna 4.x's default (univariate) TPESampler.
+//! - [`TpeSampler`]: Optuna 5's default TPESampler (multivariate, constant
+//!   liar), or Optuna 4.x's (univariate) as [`TpeVariant::Univariate`].
 
 mod grid;
 mod parzen;
@@ -18,7 +19,7 @@ mod truncnorm;
 pub use grid::GridSampler;
 pub use parzen::{default_weights, ParzenEstimator, ParzenParams};
 pub use random::RandomSampler;
-pub use tpe::{default_gamma, split_trials, TpeSampler};
+pub use tpe::{default_gamma, split_trials, split_with_liar, TpeSampler, TpeVariant};
 
 use crate::trial::{Choice, Direction, Distribution, ParamValue, Trial};
 use anyhow::{bail, Result};
@@ -48,7 +49,8 @@ impl SearchSpace {
 }
 
 /// The next trial's parameters from the space, the trials so far (finished
-/// and running, in any order) and the study's direction.
+/// and running, in any order; not the one being drawn) and the study's
+/// direction.
 pub trait Sampler {
     fn sample(
         &self,
@@ -60,23 +62,24 @@ pub trait Sampler {
 }
 
 /// The sampler a sweep names is the space's `method` (grid, random, bayes =
-/// Optuna's TPE): one type, here, below the space that names it.
+/// Optuna's TPE, with the space's `bayes.variant`): one type, here, below
+/// the space that names it.
 /// How the sampler picks the next trial (W&B's `method`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Method {
     Grid,
     Random,
-    /// W&B's Bayesian search; ours is Optuna's TPE.
-    Bayes,
+    /// W&B's Bayesian search; ours is Optuna's TPE, in the variant given.
+    Bayes(TpeVariant),
 }
 
 impl Method {
-    /// W&B's method names, and "tpe" for bayes.
+    /// W&B's method names, and "tpe" for bayes (in the default variant).
     pub fn parse(name: &str) -> anyhow::Result<Method> {
         Ok(match name {
             "grid" => Method::Grid,
             "random" => Method::Random,
-            "bayes" | "tpe" => Method::Bayes,
+            "bayes" | "tpe" => Method::Bayes(TpeVariant::default()),
             other => anyhow::bail!("unknown sweep method {other:?} (grid, random, bayes or tpe)"),
         })
     }
@@ -85,7 +88,7 @@ impl Method {
         match self {
             Method::Grid => "grid",
             Method::Random => "random",
-            Method::Bayes => "bayes",
+            Method::Bayes(_) => "bayes",
         }
     }
 }
@@ -97,7 +100,7 @@ pub fn build(method: Method, space: &SearchSpace, seed: u64) -> Result<Box<dyn S
     Ok(match method {
         Method::Grid => Box::new(GridSampler::new(space)?),
         Method::Random => Box::new(RandomSampler::new(seed)),
-        Method::Bayes => Box::new(TpeSampler::new(seed)),
+        Method::Bayes(variant) => Box::new(TpeSampler::new(seed, variant)),
     })
 }
 

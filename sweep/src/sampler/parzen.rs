@@ -1,8 +1,9 @@
-//! Optuna's univariate Parzen estimator (`_ParzenEstimator` with
-//! multivariate=False): a weighted mixture of one kernel per observation
-//! plus a prior kernel, each a normal truncated to the range (in log space
-//! for log parameters, integrated over each grid cell for stepped ones) or,
-//! for choices, a smoothed one-hot distribution.
+//! Optuna's Parzen estimator (`_ParzenEstimator`, Optuna 5.0.0): a weighted
+//! mixture of one kernel per observation plus a prior kernel; per parameter
+//! a kernel is a normal truncated to the range (in log space for log
+//! parameters, integrated over each grid cell for stepped ones) or, for
+//! choices, a smoothed one-hot distribution. Over several parameters (the
+//! multivariate TPE) kernel k is the product of the parameters' kernels k.
 
 use super::random::round_even;
 use super::rng::Rng;
@@ -10,11 +11,11 @@ use super::truncnorm::{log_gauss_mass, logpdf, ppf};
 use super::{float_step_high, int_step_high};
 use crate::trial::Distribution;
 
-/// The estimator's knobs, at Optuna 4.x's TPESampler defaults.
+/// The estimator's knobs, at TPESampler's defaults (Optuna 4.x and 5.0 alike).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ParzenParams {
     /// The prior kernel's weight against an observation's (consider_prior is
-    /// always on in Optuna 4.x).
+    /// always on since Optuna 4.3).
     pub prior_weight: f64,
     /// Floor each bandwidth at range / min(100, 1 + kernels), so one
     /// observation in a crowd does not turn into a spike.
@@ -79,63 +80,65 @@ enum Kernels {
     },
 }
 
-/// A Parzen estimator over one parameter, in Optuna's internal
-/// representation (numbers as they are, a choice as its index).
+/// A Parzen estimator in Optuna's internal representation (numbers as they
+/// are, a choice as its index): over one parameter (`new`), or over several
+/// jointly (`joint`, multivariate TPE) as a mixture of products: kernel k is
+/// the product of every parameter's kernel k, so the parameters observed
+/// together in a trial stay together.
 #[derive(Clone, Debug)]
 pub struct ParzenEstimator {
     /// The mixture's weights, normalised, the prior's last.
     weights: Vec<f64>,
-    kernels: Kernels,
+    /// One set of kernels per parameter, all with the weights' length.
+    dims: Vec<Kernels>,
 }
 
 impl ParzenEstimator {
-    /// From observations in trial order (the weights ramp by that order).
+    /// Over one parameter, from observations in trial order (the weights
+    /// ramp by that order).
     pub fn new(d: &Distribution, observations: &[f64], params: &ParzenParams) -> ParzenEstimator {
-        let mut weights = default_weights(observations.len());
-        if observations.is_empty() {
+        ParzenEstimator::joint(&[(d, observations)], params)
+    }
+
+    /// Over several parameters: `dims[i]` is parameter i's distribution and
+    /// its value in each observed trial, every list the same trials in trial
+    /// order (a trial lacking one of the parameters is left out by the
+    /// caller, as Optuna does).
+    pub fn joint(dims: &[(&Distribution, &[f64])], params: &ParzenParams) -> ParzenEstimator {
+        let n = dims.first().map_or(0, |(_, obs)| obs.len());
+        debug_assert!(dims.iter().all(|(_, obs)| obs.len() == n));
+        let mut weights = default_weights(n);
+        if n == 0 {
             weights = vec![1.0];
         } else {
             weights.push(params.prior_weight);
         }
         let total: f64 = weights.iter().sum();
         weights.iter_mut().for_each(|w| *w /= total);
-        let kernels = match d {
-            Distribution::Categorical { choices } => {
-                Kernels::Categorical(categorical(observations, choices.len(), params))
-            }
-            Distribution::Float {
-                low,
-                high,
-                log,
-                step,
-            } => {
-                let high = step.map_or(*high, |s| float_step_high(*low, *high, s));
-                numerical(observations, *low, high, *log, *step, params)
-            }
-            Distribution::Int {
-                low,
-                high,
-                log,
-                step,
-            } => {
-                let high = int_step_high(*low, *high, *step) as f64;
-                numerical(
-                    observations,
-                    *low as f64,
-                    high,
-                    *log,
-                    Some(*step as f64),
-                    params,
-                )
-            }
-        };
-        ParzenEstimator { weights, kernels }
+        let dims = dims
+            .iter()
+            .map(|(d, obs)| kernels(d, obs, params))
+            .collect();
+        ParzenEstimator { weights, dims }
     }
 
-    /// log p(x) of the mixture, x in internal representation.
+    /// log p(x) of a one-parameter mixture, x in internal representation.
     pub fn log_pdf(&self, x: f64) -> f64 {
+        self.log_pdf_joint(&[x])
+    }
+
+    /// log p(x) of the mixture, x one value per parameter (`joint`'s order).
+    pub fn log_pdf_joint(&self, x: &[f64]) -> f64 {
         let terms: Vec<f64> = (0..self.weights.len())
-            .map(|k| self.weights[k].ln() + self.kernel_log_pdf(k, x))
+            .map(|k| {
+                self.weights[k].ln()
+                    + self
+                        .dims
+                        .iter()
+                        .zip(x)
+                        .map(|(kernels, &xi)| kernel_log_pdf(kernels, k, xi))
+                        .sum::<f64>()
+            })
             .collect();
         let max = terms.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         if max == f64::NEG_INFINITY {
@@ -144,43 +147,18 @@ impl ParzenEstimator {
         terms.iter().map(|t| (t - max).exp()).sum::<f64>().ln() + max
     }
 
-    fn kernel_log_pdf(&self, k: usize, x: f64) -> f64 {
-        match &self.kernels {
-            Kernels::Categorical(rows) => rows[k][x as usize].ln(),
-            Kernels::Numerical {
-                mus,
-                sigmas,
-                low,
-                high,
-                log,
-                step,
-            } => {
-                let (mu, sigma) = (mus[k], sigmas[k]);
-                let t = |v: f64| if *log { v.ln() } else { v };
-                match step {
-                    None => {
-                        let (lo, hi) = (t(*low), t(*high));
-                        logpdf(t(x), (lo - mu) / sigma, (hi - mu) / sigma, mu, sigma)
-                    }
-                    Some(s) => {
-                        let cell = log_gauss_mass(
-                            (t(x - s / 2.0) - mu) / sigma,
-                            (t(x + s / 2.0) - mu) / sigma,
-                        );
-                        let all = log_gauss_mass(
-                            (t(low - s / 2.0) - mu) / sigma,
-                            (t(high + s / 2.0) - mu) / sigma,
-                        );
-                        cell - all
-                    }
-                }
-            }
-        }
+    /// `n` draws from a one-parameter mixture.
+    pub(crate) fn sample(&self, rng: &mut Rng, n: usize) -> Vec<f64> {
+        self.sample_joint(rng, n)
+            .into_iter()
+            .map(|row| row[0])
+            .collect()
     }
 
-    /// `n` draws from the mixture (internal representation): a kernel by
-    /// weight, then a value from it, by inverse CDF for the truncated normals.
-    pub(crate) fn sample(&self, rng: &mut Rng, n: usize) -> Vec<f64> {
+    /// `n` draws from the mixture, each one value per parameter: a kernel by
+    /// weight, then each parameter's value from that same kernel (by inverse
+    /// CDF for the truncated normals), parameter by parameter as Optuna.
+    pub(crate) fn sample_joint(&self, rng: &mut Rng, n: usize) -> Vec<Vec<f64>> {
         let mut cum: Vec<f64> = self
             .weights
             .iter()
@@ -198,51 +176,122 @@ impl ParzenEstimator {
                 cum.partition_point(|&c| c <= u).min(cum.len() - 1)
             })
             .collect();
-        match &self.kernels {
-            Kernels::Categorical(rows) => active
-                .iter()
-                .map(|&k| {
-                    let u = rng.uniform();
-                    let mut acc = 0.0;
-                    let last = rows[k].len() - 1;
-                    // The count of cumulative probabilities below u, the
-                    // last one taken as exactly 1.
-                    rows[k][..last]
-                        .iter()
-                        .take_while(|&&p| {
-                            acc += p;
-                            acc < u
-                        })
-                        .count() as f64
-                })
-                .collect(),
-            Kernels::Numerical {
-                mus,
-                sigmas,
-                low,
-                high,
-                log,
-                step,
-            } => {
-                let t = |v: f64| if *log { v.ln() } else { v };
-                let half = step.unwrap_or(0.0) / 2.0;
-                let (lo, hi) = (t(low - half), t(high + half));
-                active
-                    .iter()
-                    .map(|&k| {
-                        let (mu, sigma) = (mus[k], sigmas[k]);
-                        let q = rng.uniform();
-                        let mut x = ppf(q, (lo - mu) / sigma, (hi - mu) / sigma) * sigma + mu;
-                        if *log {
-                            x = x.exp();
-                        }
-                        if let Some(s) = step {
-                            x = (low + round_even((x - low) / s) * s).clamp(*low, *high);
-                        }
-                        x
-                    })
-                    .collect()
+        let mut rows = vec![Vec::with_capacity(self.dims.len()); n];
+        for kernels in &self.dims {
+            for (row, &k) in rows.iter_mut().zip(&active) {
+                row.push(draw(kernels, k, rng));
             }
+        }
+        rows
+    }
+}
+
+fn kernels(d: &Distribution, observations: &[f64], params: &ParzenParams) -> Kernels {
+    match d {
+        Distribution::Categorical { choices } => {
+            Kernels::Categorical(categorical(observations, choices.len(), params))
+        }
+        Distribution::Float {
+            low,
+            high,
+            log,
+            step,
+        } => {
+            let high = step.map_or(*high, |s| float_step_high(*low, *high, s));
+            numerical(observations, *low, high, *log, *step, params)
+        }
+        Distribution::Int {
+            low,
+            high,
+            log,
+            step,
+        } => {
+            let high = int_step_high(*low, *high, *step) as f64;
+            numerical(
+                observations,
+                *low as f64,
+                high,
+                *log,
+                Some(*step as f64),
+                params,
+            )
+        }
+    }
+}
+
+fn kernel_log_pdf(kernels: &Kernels, k: usize, x: f64) -> f64 {
+    match kernels {
+        Kernels::Categorical(rows) => rows[k][x as usize].ln(),
+        Kernels::Numerical {
+            mus,
+            sigmas,
+            low,
+            high,
+            log,
+            step,
+        } => {
+            let (mu, sigma) = (mus[k], sigmas[k]);
+            let t = |v: f64| if *log { v.ln() } else { v };
+            match step {
+                None => {
+                    let (lo, hi) = (t(*low), t(*high));
+                    logpdf(t(x), (lo - mu) / sigma, (hi - mu) / sigma, mu, sigma)
+                }
+                Some(s) => {
+                    let cell = log_gauss_mass(
+                        (t(x - s / 2.0) - mu) / sigma,
+                        (t(x + s / 2.0) - mu) / sigma,
+                    );
+                    let all = log_gauss_mass(
+                        (t(low - s / 2.0) - mu) / sigma,
+                        (t(high + s / 2.0) - mu) / sigma,
+                    );
+                    cell - all
+                }
+            }
+        }
+    }
+}
+
+/// One value from kernel k: one uniform, through the categorical row's
+/// cumulative sums or the truncated normal's inverse CDF.
+fn draw(kernels: &Kernels, k: usize, rng: &mut Rng) -> f64 {
+    match kernels {
+        Kernels::Categorical(rows) => {
+            let u = rng.uniform();
+            let mut acc = 0.0;
+            let last = rows[k].len() - 1;
+            // The count of cumulative probabilities below u, the last one
+            // taken as exactly 1.
+            rows[k][..last]
+                .iter()
+                .take_while(|&&p| {
+                    acc += p;
+                    acc < u
+                })
+                .count() as f64
+        }
+        Kernels::Numerical {
+            mus,
+            sigmas,
+            low,
+            high,
+            log,
+            step,
+        } => {
+            let t = |v: f64| if *log { v.ln() } else { v };
+            let half = step.unwrap_or(0.0) / 2.0;
+            let (lo, hi) = (t(low - half), t(high + half));
+            let (mu, sigma) = (mus[k], sigmas[k]);
+            let q = rng.uniform();
+            let mut x = ppf(q, (lo - mu) / sigma, (hi - mu) / sigma) * sigma + mu;
+            if *log {
+                x = x.exp();
+            }
+            if let Some(s) = step {
+                x = (low + round_even((x - low) / s) * s).clamp(*low, *high);
+            }
+            x
         }
     }
 }
@@ -285,6 +334,10 @@ fn numerical(
     let mut mus: Vec<f64> = observations.iter().map(|&x| t(x)).collect();
     let n = mus.len();
 
+    // Stable: tied observations keep trial order. numpy's argsort is not
+    // stable past 16 values, so there Optuna may give two tied kernels each
+    // other's bandwidth (the same mixture over one parameter, another pairing
+    // over several).
     let mut order: Vec<usize> = (0..n).collect();
     order.sort_by(|&i, &j| mus[i].total_cmp(&mus[j]));
     let mut ends = Vec::with_capacity(n + 2);

@@ -23,6 +23,8 @@ fn fnv1a(s: &str) -> u64 {
 pub(crate) enum Stream {
     Random = 1,
     Tpe = 2,
+    /// The multivariate TPE's draws, all parameters from one generator.
+    TpeJoint = 3,
 }
 
 pub(crate) struct Rng {

@@ -1,9 +1,21 @@
-//! Optuna 4.x's default TPESampler (univariate, single objective): after
-//! `n_startup_trials` finished trials, each parameter on its own: split the
-//! finished trials into the best gamma(n) ("below") and the rest, fit a
-//! Parzen estimator l(x) to the below trials' values and g(x) to the
-//! others', draw `n_ei_candidates` from l and keep the one that maximises
+//! `bayes`: Optuna's TPESampler for one objective, in its two variants.
+//!
+//! Both: random (by [`RandomSampler`] with the same seed) until
+//! `n_startup_trials` trials are COMPLETE or PRUNED; then split the trials
+//! into the best gamma(n) ("below") and the rest, fit a Parzen estimator
+//! l(x) to the below trials' values and g(x) to the others', draw
+//! `n_ei_candidates` from l and keep the one that maximises
 //! log l(x) - log g(x).
+//!
+//! - [`TpeVariant::Multivariate`], Optuna 5's default (`multivariate=True,
+//!   constant_liar=True`): one estimator over all the sampled parameters
+//!   (kernel k is trial k's whole point, so what worked together is drawn
+//!   together), and the constant liar: RUNNING trials join the "above" set
+//!   as if they had the worst value, so parallel workers do not propose
+//!   what is already running. gamma counts finished trials only.
+//! - [`TpeVariant::Univariate`], Optuna 4.x's default (Optuna 5's
+//!   `TPESampler(multivariate=False, constant_liar=False)`): each parameter
+//!   on its own, from finished trials only.
 
 use super::parzen::{ParzenEstimator, ParzenParams};
 use super::random::RandomSampler;
@@ -19,30 +31,62 @@ pub fn default_gamma(n: usize) -> usize {
     n.div_ceil(10).min(25)
 }
 
+/// Which TPE `bayes` runs (the space's `bayes: {variant: ...}`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TpeVariant {
+    /// Optuna 5's default: multivariate with the constant liar.
+    #[default]
+    Multivariate,
+    /// Optuna 4.x's default: univariate, running trials ignored.
+    Univariate,
+}
+
+impl TpeVariant {
+    pub const NAMES: [&'static str; 2] = ["multivariate", "univariate"];
+
+    pub fn parse(name: &str) -> Option<TpeVariant> {
+        match name {
+            "multivariate" => Some(TpeVariant::Multivariate),
+            "univariate" => Some(TpeVariant::Univariate),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TpeVariant::Multivariate => "multivariate",
+            TpeVariant::Univariate => "univariate",
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct TpeSampler {
     seed: u64,
-    /// Trials drawn at random (by [`RandomSampler`] with the same seed)
-    /// until this many trials are COMPLETE or PRUNED.
+    pub variant: TpeVariant,
+    /// Trials drawn at random until this many trials are COMPLETE or PRUNED.
     pub n_startup_trials: usize,
-    /// Candidates drawn from l(x) per parameter.
+    /// Candidates drawn from l(x) per parameter (univariate) or per trial
+    /// (multivariate).
     pub n_ei_candidates: usize,
     pub parzen: ParzenParams,
 }
 
 impl TpeSampler {
-    /// Optuna's defaults: 10 startup trials, 24 candidates, prior weight 1,
-    /// magic clip on, endpoints off.
-    pub fn new(seed: u64) -> TpeSampler {
+    /// Optuna's defaults (the same in 4.x and 5.0): 10 startup trials, 24
+    /// candidates, prior weight 1, magic clip on, endpoints off.
+    pub fn new(seed: u64, variant: TpeVariant) -> TpeSampler {
         TpeSampler {
             seed,
+            variant,
             n_startup_trials: 10,
             n_ei_candidates: 24,
             parzen: ParzenParams::default(),
         }
     }
 
-    /// One parameter of trial `number` (Optuna's `sample_independent`).
+    /// One parameter of trial `number` by the univariate TPE (Optuna's
+    /// `sample_independent` without the constant liar).
     pub fn sample_param(
         &self,
         name: &str,
@@ -68,15 +112,84 @@ impl TpeSampler {
         let g = ParzenEstimator::new(d, &observations(&above), &self.parzen);
         let mut rng = Rng::new(self.seed, Stream::Tpe, number, name);
         let candidates = l.sample(&mut rng, self.n_ei_candidates.max(1));
-        let mut best = (candidates[0], f64::NEG_INFINITY);
-        for (i, &x) in candidates.iter().enumerate() {
-            let acq = l.log_pdf(x) - g.log_pdf(x);
-            // The first maximum, as numpy's argmax.
-            if i == 0 || acq > best.1 {
-                best = (x, acq);
+        let scores: Vec<f64> = candidates
+            .iter()
+            .map(|&x| l.log_pdf(x) - g.log_pdf(x))
+            .collect();
+        to_external(d, candidates[argmax(&scores)])
+    }
+
+    /// Every sampled parameter of trial `number` at once by the multivariate
+    /// TPE with the constant liar (Optuna's `sample_relative`). `trials` must
+    /// not hold trial `number` itself: every RUNNING one is a lie.
+    pub fn sample_joint(
+        &self,
+        space: &SearchSpace,
+        trials: &[Trial],
+        direction: Direction,
+        number: u64,
+    ) -> BTreeMap<String, ParamValue> {
+        let mut out = BTreeMap::new();
+        let mut joint: Vec<(&str, &Distribution)> = Vec::new();
+        for (name, d) in &space.params {
+            match single_value(d) {
+                Some(v) => {
+                    out.insert(name.clone(), v);
+                }
+                None => joint.push((name, d)),
             }
         }
-        to_external(d, best.0)
+        let finished = trials.iter().filter(|t| usable(t)).count();
+        if finished < self.n_startup_trials {
+            let random = RandomSampler::new(self.seed);
+            for (name, d) in joint {
+                out.insert(name.into(), random.sample_param(name, d, number));
+            }
+            return out;
+        }
+        if joint.is_empty() {
+            return out;
+        }
+        let (below, above) = split_with_liar(trials, direction, default_gamma(finished));
+        let l = self.joint_estimator(&joint, &below);
+        let g = self.joint_estimator(&joint, &above);
+        let mut rng = Rng::new(self.seed, Stream::TpeJoint, number, "");
+        let candidates = l.sample_joint(&mut rng, self.n_ei_candidates.max(1));
+        let scores: Vec<f64> = candidates
+            .iter()
+            .map(|x| l.log_pdf_joint(x) - g.log_pdf_joint(x))
+            .collect();
+        let best = &candidates[argmax(&scores)];
+        for ((name, d), &x) in joint.iter().zip(best) {
+            out.insert((*name).into(), to_external(d, x));
+        }
+        out
+    }
+
+    /// The joint estimator of these trials: only a trial with a value for
+    /// every parameter is an observation (Optuna's `_get_internal_repr`).
+    fn joint_estimator(
+        &self,
+        joint: &[(&str, &Distribution)],
+        trials: &[&Trial],
+    ) -> ParzenEstimator {
+        let mut columns: Vec<Vec<f64>> = vec![Vec::new(); joint.len()];
+        for t in trials {
+            let params = params_of(t);
+            let row: Option<Vec<f64>> = joint
+                .iter()
+                .map(|(name, d)| params.get(*name).and_then(|v| to_internal(d, v)))
+                .collect();
+            if let Some(row) = row {
+                columns.iter_mut().zip(row).for_each(|(c, x)| c.push(x));
+            }
+        }
+        let dims: Vec<(&Distribution, &[f64])> = joint
+            .iter()
+            .zip(&columns)
+            .map(|((_, d), c)| (*d, c.as_slice()))
+            .collect();
+        ParzenEstimator::joint(&dims, &self.parzen)
     }
 }
 
@@ -90,23 +203,90 @@ impl Sampler for TpeSampler {
     ) -> Result<BTreeMap<String, ParamValue>> {
         space.check()?;
         let mut out = space.fixed.clone();
-        for (name, d) in &space.params {
-            let v = self.sample_param(name, d, trials, direction, number);
-            out.insert(name.clone(), v);
+        match self.variant {
+            TpeVariant::Multivariate => {
+                out.extend(self.sample_joint(space, trials, direction, number));
+            }
+            TpeVariant::Univariate => {
+                for (name, d) in &space.params {
+                    let v = self.sample_param(name, d, trials, direction, number);
+                    out.insert(name.clone(), v);
+                }
+            }
         }
         Ok(out)
     }
 }
 
+/// The first maximum, as numpy's argmax.
+fn argmax(scores: &[f64]) -> usize {
+    let mut best = 0;
+    for (i, &s) in scores.iter().enumerate() {
+        if s > scores[best] {
+            best = i;
+        }
+    }
+    best
+}
+
+/// Optuna's system attribute under which a worker running the multivariate
+/// TPE shares a running trial's drawn values (JSON, in chunks `:0`, `:1`,
+/// ...) before it sets them as parameters one by one.
+const RELATIVE_PARAMS: &str = "tpe:relative_params";
+
+/// A trial's values for the estimators: its parameters, and for a running
+/// trial also what an Optuna worker drew for it and has not set yet
+/// (Optuna's `_get_params`; a chunked JSON that does not parse is ignored,
+/// as Optuna does).
+fn params_of(t: &Trial) -> std::borrow::Cow<'_, BTreeMap<String, ParamValue>> {
+    use std::borrow::Cow;
+    if t.state != TrialState::Running {
+        return Cow::Borrowed(&t.params);
+    }
+    let text: String = (0..)
+        .map_while(|i| {
+            t.system_attrs
+                .get(&format!("{RELATIVE_PARAMS}:{i}"))
+                .and_then(|v| v.as_str())
+        })
+        .collect();
+    let Ok(relative) = serde_json::from_str::<BTreeMap<String, serde_json::Value>>(&text) else {
+        return Cow::Borrowed(&t.params);
+    };
+    let mut params: BTreeMap<String, ParamValue> = relative
+        .iter()
+        .filter_map(|(k, v)| {
+            let choice = serde_json::from_value::<crate::trial::Choice>(v.clone()).ok()?;
+            Some((k.clone(), ParamValue::Choice(choice)))
+        })
+        .collect();
+    params.extend(t.params.clone());
+    Cow::Owned(params)
+}
+
 /// The trials TPE learns from: COMPLETE with a value, and PRUNED. Failed,
-/// running and waiting trials are left out (Optuna's default, without
-/// constant_liar).
+/// running and waiting trials are left out (running ones join as lies in
+/// [`split_with_liar`]).
 fn usable(t: &Trial) -> bool {
     match t.state {
         TrialState::Complete => t.value.is_some(),
         TrialState::Pruned => true,
         _ => false,
     }
+}
+
+/// [`split_trials`], then every RUNNING trial into "above" (the constant
+/// liar: a running trial counts as worse than any finished one), both halves
+/// in trial-number order.
+pub fn split_with_liar(
+    trials: &[Trial],
+    direction: Direction,
+    n_below: usize,
+) -> (Vec<&Trial>, Vec<&Trial>) {
+    let (below, mut above) = split_trials(trials, direction, n_below);
+    above.extend(trials.iter().filter(|t| t.state == TrialState::Running));
+    above.sort_by_key(|t| t.number);
+    (below, above)
 }
 
 /// Optuna's `_split_trials` for one objective: the `n_below` best COMPLETE
@@ -164,164 +344,4 @@ pub fn split_trials(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::trial::Choice;
-
-    fn trial(number: u64, state: TrialState, value: Option<f64>, x: f64) -> Trial {
-        Trial {
-            number,
-            state,
-            params: [("x".to_string(), ParamValue::Float(x))].into(),
-            distributions: BTreeMap::new(),
-            value,
-            intermediate: BTreeMap::new(),
-            user_attrs: BTreeMap::new(),
-            system_attrs: BTreeMap::new(),
-            datetime_start: None,
-            datetime_complete: None,
-            discarded: false,
-        }
-    }
-
-    fn x_dist() -> Distribution {
-        Distribution::Float {
-            low: -10.0,
-            high: 10.0,
-            log: false,
-            step: None,
-        }
-    }
-
-    #[test]
-    fn gamma_is_a_tenth_rounded_up_at_most_25() {
-        let got: Vec<usize> = [0, 1, 10, 11, 20, 21, 249, 250, 251, 1000]
-            .iter()
-            .map(|&n| default_gamma(n))
-            .collect();
-        assert_eq!(got, vec![0, 1, 1, 2, 2, 3, 25, 25, 25, 25]);
-    }
-
-    #[test]
-    fn random_until_ten_finished_trials() {
-        let tpe = TpeSampler::new(3);
-        let random = RandomSampler::new(3);
-        let d = x_dist();
-        // Nine finished, plus failed and running ones that do not count.
-        let mut trials: Vec<Trial> = (0..9)
-            .map(|i| trial(i, TrialState::Complete, Some(i as f64), i as f64 - 4.0))
-            .collect();
-        trials.push(trial(9, TrialState::Fail, None, 0.0));
-        trials.push(trial(10, TrialState::Running, None, 0.0));
-        let at = |ts: &[Trial]| tpe.sample_param("x", &d, ts, Direction::Minimize, 11);
-        assert_eq!(at(&trials), random.sample_param("x", &d, 11));
-        trials.push(trial(11, TrialState::Pruned, None, 1.0));
-        assert_ne!(at(&trials), random.sample_param("x", &d, 11));
-    }
-
-    #[test]
-    fn split_ranks_complete_then_pruned_by_progress() {
-        let mut trials = vec![
-            trial(0, TrialState::Complete, Some(3.0), 0.0),
-            trial(1, TrialState::Complete, Some(1.0), 0.0),
-            trial(2, TrialState::Pruned, None, 0.0),
-            trial(3, TrialState::Pruned, None, 0.0),
-            trial(4, TrialState::Pruned, None, 0.0),
-            trial(5, TrialState::Fail, None, 0.0),
-            trial(6, TrialState::Running, None, 0.0),
-            trial(7, TrialState::Complete, Some(2.0), 0.0),
-        ];
-        trials[2].intermediate = [(0, 0.1), (1, 0.5)].into();
-        trials[3].intermediate = [(0, 0.2), (1, 0.4)].into();
-        trials[4].intermediate = [(0, 0.0)].into();
-        let numbers = |v: Vec<&Trial>| v.iter().map(|t| t.number).collect::<Vec<_>>();
-        let (b, a) = split_trials(&trials, Direction::Minimize, 2);
-        assert_eq!((numbers(b), numbers(a)), (vec![1, 7], vec![0, 2, 3, 4]));
-        // Past the complete ones: the furthest pruned, the better value first.
-        let (b, a) = split_trials(&trials, Direction::Minimize, 4);
-        assert_eq!((numbers(b), numbers(a)), (vec![0, 1, 3, 7], vec![2, 4]));
-        let (b, a) = split_trials(&trials, Direction::Maximize, 5);
-        assert_eq!((numbers(b), numbers(a)), (vec![0, 1, 2, 3, 7], vec![4]));
-        // Failed and running trials are on neither side.
-        let (b, a) = split_trials(&trials, Direction::Maximize, 100);
-        assert_eq!((b.len(), a.len()), (6, 0));
-    }
-
-    #[test]
-    fn deterministic_and_drawn_towards_the_good_region() {
-        // Minimise (x - 3)²: values near 3 are "below".
-        let trials: Vec<Trial> = (0..40)
-            .map(|i| {
-                let x = -10.0 + 20.0 * (i as f64 * 0.618_034).fract();
-                trial(i, TrialState::Complete, Some((x - 3.0).powi(2)), x)
-            })
-            .collect();
-        let tpe = TpeSampler::new(0);
-        let space = SearchSpace {
-            params: vec![("x".into(), x_dist())],
-            fixed: BTreeMap::new(),
-        };
-        let mut near = 0;
-        for n in 40..90 {
-            let p = tpe.sample(&space, &trials, Direction::Minimize, n).unwrap();
-            assert_eq!(
-                p,
-                tpe.sample(&space, &trials, Direction::Minimize, n).unwrap()
-            );
-            let ParamValue::Float(x) = p["x"] else {
-                panic!("{p:?}")
-            };
-            near += usize::from((x - 3.0).abs() < 2.0);
-        }
-        // At random 4/20 of the range: TPE should do far better.
-        assert!(near >= 35, "{near} of 50 within 2 of the optimum");
-    }
-
-    #[test]
-    fn categorical_and_int_values_come_back_typed() {
-        let choices = vec![Choice::Str("a".into()), Choice::Str("b".into())];
-        let space = SearchSpace {
-            params: vec![
-                (
-                    "c".into(),
-                    Distribution::Categorical {
-                        choices: choices.clone(),
-                    },
-                ),
-                (
-                    "k".into(),
-                    Distribution::Int {
-                        low: 1,
-                        high: 64,
-                        log: true,
-                        step: 1,
-                    },
-                ),
-            ],
-            fixed: [("epochs".into(), ParamValue::Int(2))].into(),
-        };
-        let trials: Vec<Trial> = (0..12)
-            .map(|i| {
-                let mut t = trial(i, TrialState::Complete, Some(i as f64), 0.0);
-                t.params = [
-                    (
-                        "c".to_string(),
-                        ParamValue::Choice(choices[(i % 2) as usize].clone()),
-                    ),
-                    ("k".to_string(), ParamValue::Int(1 << (i % 7))),
-                ]
-                .into();
-                t
-            })
-            .collect();
-        let p = TpeSampler::new(1)
-            .sample(&space, &trials, Direction::Minimize, 12)
-            .unwrap();
-        assert!(matches!(&p["c"], ParamValue::Choice(Choice::Str(_))));
-        let ParamValue::Int(k) = p["k"] else {
-            panic!("{p:?}")
-        };
-        assert!((1..=64).contains(&k));
-        assert_eq!(p["epochs"], ParamValue::Int(2));
-    }
-}
+mod tests;

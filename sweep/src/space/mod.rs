@@ -7,7 +7,9 @@
 //! Accepted: `method` (grid | random | bayes), `metric` ({name, goal}; name a
 //! column of train's metrics.csv), `parameters` (config keys, dotted for
 //! nested ones, or W&B's nested `parameters:`), `run_cap`, and
-//! `early_terminate: {type: hyperband, ...}`. `name`, `description`,
+//! `early_terminate: {type: hyperband, ...}`; trainguard adds `bayes:
+//! {variant: multivariate|univariate}` (which TPE `method: bayes` runs;
+//! multivariate, Optuna 5's default, when absent). `name`, `description`,
 //! `entity` and `project` are W&B's and ignored. With `program` (W&B's
 //! meaning: each trial runs the user's program, by `command` and W&B's
 //! macros) the parameters are the program's own, not config keys, the
@@ -82,8 +84,9 @@ pub struct Parsed {
     pub warnings: Vec<String>,
 }
 
-const TOP_KEYS: [&str; 8] = [
+const TOP_KEYS: [&str; 9] = [
     "method",
+    "bayes",
     "metric",
     "parameters",
     "early_terminate",

@@ -120,7 +120,10 @@ fn wandb_extras_nested_parameters_and_early_terminate() {
          parameters:\n  architecture:\n    parameters:\n      embed_dim: {values: [64, 128]}\n      name: {value: cnn}\n  environment.PYTORCH_ALLOC_CONF: {value: 'expandable_segments:True'}\n",
     );
     let s = &p.space;
-    assert_eq!(s.method, Method::Bayes);
+    assert_eq!(
+        s.method,
+        Method::Bayes(crate::sampler::TpeVariant::Multivariate)
+    );
     assert_eq!(
         s.metric.goal,
         Direction::Minimize,
@@ -480,7 +483,7 @@ fn example_spaces_parse_against_the_demo_config() {
     for (file, method, keys) in [
         (
             "configs/sweeps/seed004.yaml",
-            Method::Bayes,
+            Method::Bayes(crate::sampler::TpeVariant::Multivariate),
             &["memory_optimized", "batch_size", "learning_rate", "dropout"][..],
         ),
         (
@@ -510,4 +513,50 @@ fn example_spaces_parse_against_the_demo_config() {
             Param::Sampled(Distribution::Float { log: true, .. })
         ));
     }
+}
+
+#[test]
+fn bayes_variant_is_read_and_bad_values_name_the_line_and_choices() {
+    use crate::sampler::TpeVariant;
+    let body = "metric: {name: val_loss}\nparameters:\n  learning_rate: {min: 0.0001, max: 0.01}\n";
+    let with = |head: &str| format!("{head}{body}");
+    let method = |text: &str| parse(text).space.method;
+    assert_eq!(
+        method(&with("method: bayes\n")),
+        Method::Bayes(TpeVariant::Multivariate),
+        "Optuna 5's default when the space names none"
+    );
+    assert_eq!(
+        method(&with("method: bayes\nbayes: {variant: univariate}\n")),
+        Method::Bayes(TpeVariant::Univariate)
+    );
+    assert_eq!(
+        method(&with("method: tpe\nbayes:\n  variant: multivariate\n")),
+        Method::Bayes(TpeVariant::Multivariate)
+    );
+    let e = err(&with("method: bayes\nbayes: {variant: independent}\n"));
+    assert!(
+        e.contains("space.yaml: line 2: `bayes.variant`: expected multivariate or univariate, found independent"),
+        "{e}"
+    );
+    let e = err(&with("method: bayes\nbayes: {varaint: univariate}\n"));
+    assert!(
+        e.contains("line 2") && e.contains("did you mean `variant`?"),
+        "{e}"
+    );
+    let e = err(&with("method: bayes\nbayes: univariate\n"));
+    assert!(
+        e.contains("line 2: `bayes`: expected {variant: multivariate}")
+            && e.contains("found univariate"),
+        "{e}"
+    );
+    let e = err(&with("method: bayes\nbayes: {}\n"));
+    assert!(e.contains("`variant` is missing"), "{e}");
+    let e = err(&with("method: random\nbayes: {variant: univariate}\n"));
+    assert!(
+        e.contains(
+            "line 2: `bayes`: applies to `method: bayes` only, and this space's method is random"
+        ),
+        "{e}"
+    );
 }

@@ -37,6 +37,7 @@ impl Reader<'_> {
                 }
             },
         };
+        let method = self.bayes(get("bayes"), method)?;
         let params = match get("parameters") {
             None => {
                 return Err(bad_input!(
@@ -78,6 +79,46 @@ impl Reader<'_> {
             early_terminate,
             program,
         })
+    }
+
+    /// trainguard's `bayes: {variant: multivariate|univariate}`: which TPE
+    /// `method: bayes` runs (absent: the method's default, multivariate).
+    fn bayes(&self, v: Option<&Value>, method: Method) -> anyhow::Result<Method> {
+        let Some(v) = v else {
+            return Ok(method);
+        };
+        let expected = "expected {variant: multivariate} (Optuna 5's default TPE: all parameters jointly, running trials avoided) or {variant: univariate} (Optuna 4's: each parameter on its own)";
+        if !matches!(method, Method::Bayes(_)) {
+            return Err(self.err(
+                "bayes",
+                format!(
+                    "applies to `method: bayes` only, and this space's method is {}; drop `bayes` or write `method: bayes`",
+                    method.as_str()
+                ),
+            ));
+        }
+        let Some(m) = v.as_mapping() else {
+            return Err(self.err("bayes", format!("{expected}, found {}", show(v))));
+        };
+        for (k, _) in self.entries(m, "bayes")? {
+            if k != "variant" {
+                return Err(self.unknown(&child("bayes", &k), &k, &["variant"]));
+            }
+        }
+        let Some(variant) = m.get("variant") else {
+            return Err(self.err("bayes", format!("`variant` is missing: {expected}")));
+        };
+        match variant.as_str().and_then(crate::sampler::TpeVariant::parse) {
+            Some(t) => Ok(Method::Bayes(t)),
+            None => Err(self.err(
+                "bayes.variant",
+                format!(
+                    "expected {}, found {}",
+                    crate::sampler::TpeVariant::NAMES.join(" or "),
+                    show(variant)
+                ),
+            )),
+        }
     }
 
     /// `parameters:` and W&B's nested `parameters:` inside a parameter,

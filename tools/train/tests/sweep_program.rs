@@ -680,3 +680,86 @@ for e in (1, 2, 3, 4):\n    print(f'Epoch {e}/4 | Train Loss: {lr} | Val Loss: {
         "stopped before its end: {last}"
     );
 }
+
+/// `bayes` runs Optuna 5's default TPE, recorded in sweep.yaml at the start
+/// and read back by `--resume`; `bayes:` on another method is refused with
+/// its line.
+#[test]
+fn a_bayes_sweep_records_its_tpe_variant_and_resume_reads_it() {
+    let p = project();
+    write(
+        p.path(),
+        "fast.py",
+        "import sys\nx = float([a for a in sys.argv if a.startswith('--x=')][0][4:])\nprint(f'loss {(x - 0.3) ** 2:.6f}')\n",
+    );
+    let space = "program: fast.py
+method: bayes
+run_cap: 3
+metric: {name: loss, goal: minimize, regex: 'loss ([0-9.]+)'}
+parameters:
+  x: {min: 0.0, max: 1.0}
+";
+    write(p.path(), "space.yaml", space);
+    let args = [
+        "--space",
+        "space.yaml",
+        "--out",
+        "s",
+        "--interpreter",
+        &py(),
+    ];
+    let out = sweep(p.path(), &args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let settings = p.path().join("s/sweep.yaml");
+    let text = std::fs::read_to_string(&settings).unwrap();
+    assert!(text.contains("bayes_variant: multivariate"), "{text}");
+    let trials = optuna_trials(&p.path().join("s"), "s");
+    assert_eq!(trials.as_array().map(Vec::len), Some(3), "{trials}");
+
+    // The record is what a resume goes by: a bad one is named, and without
+    // one (a sweep from before) it resumes.
+    std::fs::write(&settings, text.replace("multivariate", "both")).unwrap();
+    let out = sweep(p.path(), &["--resume", "s"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("`bayes_variant`: expected multivariate or univariate, found \"both\""),
+        "{stderr}"
+    );
+    std::fs::write(&settings, text.replace("bayes_variant: multivariate\n", "")).unwrap();
+    let out = sweep(p.path(), &["--resume", "s"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    write(
+        p.path(),
+        "random.yaml",
+        &space.replace(
+            "method: bayes\n",
+            "method: random\nbayes: {variant: univariate}\n",
+        ),
+    );
+    let out = sweep(
+        p.path(),
+        &[
+            "--space",
+            "random.yaml",
+            "--out",
+            "r",
+            "--interpreter",
+            &py(),
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("random.yaml: line 3: `bayes`: applies to `method: bayes` only"),
+        "{stderr}"
+    );
+    assert!(!p.path().join("r/journal.log").exists());
+}
