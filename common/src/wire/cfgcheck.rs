@@ -122,6 +122,14 @@ pub struct Skipped {
     pub reason: String,
 }
 
+/// The human formats' line: "skipped rule-a, rule-b: why".
+impl std::fmt::Display for Skipped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let rules: Vec<&str> = self.rules.iter().map(|r| r.as_str()).collect();
+        write!(f, "skipped {}: {}", rules.join(", "), self.reason)
+    }
+}
+
 /// The GPU the config was checked against.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TargetInfo {

@@ -32,6 +32,20 @@ impl Severity {
             _ => "ok",
         }
     }
+
+    /// The counts behind a verdict as the human formats print them: "2
+    /// error(s), 1 warning(s), 0 info".
+    pub fn tally(severities: impl IntoIterator<Item = Severity>) -> String {
+        let (mut e, mut w, mut i) = (0, 0, 0);
+        for s in severities {
+            match s {
+                Severity::Error => e += 1,
+                Severity::Warning => w += 1,
+                Severity::Info => i += 1,
+            }
+        }
+        format!("{e} error(s), {w} warning(s), {i} info")
+    }
 }
 
 /// A hazard's stable id.

@@ -33,17 +33,13 @@ pub fn write_scan(out: &ScanOutput, w: &mut dyn Write) -> anyhow::Result<()> {
         writeln!(w, "{}{at}: not parsed: {}", n.file, n.reason)?;
     }
     for s in &out.skipped {
-        let rules: Vec<&str> = s.rules.iter().map(|r| r.as_str()).collect();
-        writeln!(w, "skipped {}: {}", rules.join(", "), s.reason)?;
+        writeln!(w, "{s}")?;
     }
-    let counts = |s: Severity| out.findings.iter().filter(|f| f.severity == s).count();
+    let tally = Severity::tally(out.findings.iter().map(|f| f.severity));
     writeln!(
         w,
-        "verdict: {} ({} error(s), {} warning(s), {} info; {} cannot tell; {} file(s) scanned)",
+        "verdict: {} ({tally}; {} cannot tell; {} file(s) scanned)",
         out.verdict,
-        counts(Severity::Error),
-        counts(Severity::Warning),
-        counts(Severity::Info),
         out.cannot_tell.len(),
         out.files.scanned
     )?;
@@ -93,15 +89,7 @@ fn write_config(r: &ConfigResult, w: &mut dyn Write) -> anyhow::Result<()> {
             f.message
         )?;
     }
-    let counts = |s: Severity| r.findings.iter().filter(|f| f.severity == s).count();
-    writeln!(
-        w,
-        "verdict for {}: {} ({} error(s), {} warning(s), {} info)",
-        r.config,
-        r.verdict,
-        counts(Severity::Error),
-        counts(Severity::Warning),
-        counts(Severity::Info)
-    )?;
+    let tally = Severity::tally(r.findings.iter().map(|f| f.severity));
+    writeln!(w, "verdict for {}: {} ({tally})", r.config, r.verdict,)?;
     Ok(())
 }

@@ -93,22 +93,14 @@ fn write_result(r: &ConfigResult, w: &mut dyn Write) -> anyhow::Result<()> {
     }
     write_findings(r, w)?;
     for s in &r.skipped {
-        let rules: Vec<&str> = s.rules.iter().map(|r| r.as_str()).collect();
-        writeln!(w, "skipped {}: {}", rules.join(", "), s.reason)?;
+        writeln!(w, "{s}")?;
     }
     match &r.estimate {
         Some(e) => write_estimate(e, w)?,
         None => write_read_keys(r, w)?,
     }
-    let counts = |s: Severity| r.findings.iter().filter(|f| f.severity == s).count();
-    writeln!(
-        w,
-        "verdict: {} ({} error(s), {} warning(s), {} info)",
-        r.verdict,
-        counts(Severity::Error),
-        counts(Severity::Warning),
-        counts(Severity::Info)
-    )?;
+    let tally = Severity::tally(r.findings.iter().map(|f| f.severity));
+    writeln!(w, "verdict: {} ({tally})", r.verdict,)?;
     Ok(())
 }
 

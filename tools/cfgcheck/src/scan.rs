@@ -145,17 +145,13 @@ pub fn write_table(out: &Output, w: &mut dyn Write) -> anyhow::Result<()> {
         writeln!(w, "not parsed: {}{at}: {}", n.file, n.reason)?;
     }
     for s in &out.skipped {
-        let rules: Vec<&str> = s.rules.iter().map(|r| r.as_str()).collect();
-        writeln!(w, "skipped {}: {}", rules.join(", "), s.reason)?;
+        writeln!(w, "{s}")?;
     }
-    let counts = |s: Severity| out.findings.iter().filter(|f| f.severity == s).count();
+    let tally = Severity::tally(out.findings.iter().map(|f| f.severity));
     writeln!(
         w,
-        "verdict: {} ({} error(s), {} warning(s), {} info; {} cannot tell)",
+        "verdict: {} ({tally}; {} cannot tell)",
         out.verdict,
-        counts(Severity::Error),
-        counts(Severity::Warning),
-        counts(Severity::Info),
         out.cannot_tell.len()
     )?;
     Ok(())
