@@ -413,26 +413,7 @@ fn write_table(r: &SweepReport, w: &mut dyn Write) -> anyhow::Result<()> {
     ]);
     t.set_header(header);
     for row in &r.trials {
-        let state = match row.discarded {
-            true => format!("{} (discarded)", row.state),
-            false => row.state.clone(),
-        };
-        let mut cells = vec![row.number.to_string(), state];
-        cells.extend(names.iter().map(|n| cell(row.params.get(n))));
-        cells.extend([
-            row.value.map(|v| format!("{v:.6}")).unwrap_or_default(),
-            row.epochs.map(|e| e.to_string()).unwrap_or_default(),
-            row.seconds.map(|s| format!("{s:.1}")).unwrap_or_default(),
-            match (&row.error_class, row.retried_from) {
-                // A re-run: of an interrupted trial, a crowded one, a
-                // device-side assert run with CUDA_LAUNCH_BLOCKING=1, or
-                // one whose allocator broke.
-                (Some(c), Some(f)) => format!("{c} (a re-run of #{f})"),
-                (None, Some(f)) => format!("(a re-run of #{f})"),
-                (c, None) => c.clone().unwrap_or_default(),
-            },
-        ]);
-        t.add_row(cells);
+        t.add_row(trial_cells(row, &names));
     }
     writeln!(w, "{t}")?;
     let counts: Vec<String> = r.counts.iter().map(|(s, n)| format!("{s} {n}")).collect();
@@ -476,4 +457,28 @@ fn write_table(r: &SweepReport, w: &mut dyn Write) -> anyhow::Result<()> {
         )?;
     }
     Ok(())
+}
+
+/// One trial's row of the `--report` table, in the header's order.
+fn trial_cells(row: &Row, names: &[String]) -> Vec<String> {
+    let state = match row.discarded {
+        true => format!("{} (discarded)", row.state),
+        false => row.state.clone(),
+    };
+    let mut cells = vec![row.number.to_string(), state];
+    cells.extend(names.iter().map(|n| cell(row.params.get(n))));
+    cells.extend([
+        row.value.map(|v| format!("{v:.6}")).unwrap_or_default(),
+        row.epochs.map(|e| e.to_string()).unwrap_or_default(),
+        row.seconds.map(|s| format!("{s:.1}")).unwrap_or_default(),
+        match (&row.error_class, row.retried_from) {
+            // A re-run: of an interrupted trial, a crowded one, a
+            // device-side assert run with CUDA_LAUNCH_BLOCKING=1, or
+            // one whose allocator broke.
+            (Some(c), Some(f)) => format!("{c} (a re-run of #{f})"),
+            (None, Some(f)) => format!("(a re-run of #{f})"),
+            (c, None) => c.clone().unwrap_or_default(),
+        },
+    ]);
+    cells
 }
