@@ -133,7 +133,10 @@ pub fn start(space: &Space, settings: &Settings, l: &Launch) -> anyhow::Result<S
         log: dir.log(),
         own_metrics: Some(dir.own_metrics()),
         echo: false,
-        keeper: false,
+        // A driver or worker killed -9 leaves no trial behind holding the
+        // GPU: the keeper ends the trial's group (`--resume` then finds it
+        // gone, and runs the point again as an interrupted trial).
+        keeper: true,
         grace: l.grace,
     };
     let reader = Reader::new(

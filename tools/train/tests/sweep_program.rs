@@ -281,8 +281,9 @@ fn a_bad_program_space_exits_2_before_any_trial() {
 }
 
 /// The driver of a program sweep killed -9 while two trials run: its
-/// trials' processes are ended by `--resume`, the interrupted trials run
-/// again, and every trial number ends exactly once.
+/// trials' processes end with it (each trial's keeper ends its group, so
+/// none is left reparented to init), the interrupted trials run again on
+/// `--resume`, and every trial number ends exactly once.
 #[test]
 fn a_program_sweep_killed_minus_nine_resumes_with_each_trial_once() {
     let p = project();
@@ -330,17 +331,18 @@ parameters:
     let orphans = [pid_of("0000"), pid_of("0001")];
     driver.kill().unwrap();
     driver.wait().unwrap();
+    let gone = |pid: i32| {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        stat.is_empty() || stat.contains(") Z")
+    };
+    // Before any --resume: the keepers end both trials (SIGTERM at once).
+    testkit::wait_until("the killed driver's trials to end", 30, || {
+        orphans.iter().all(|&pid| gone(pid))
+    });
     let out = sweep(p.path(), &["--resume", "s"]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{err}");
-    assert!(err.contains("ending its process group"), "{err}");
-    for pid in orphans {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        assert!(
-            stat.is_empty() || stat.contains(") Z"),
-            "trial process {pid} outlived --resume"
-        );
-    }
+    assert!(!err.contains("ending its process group"), "{err}");
     let trials = optuna_trials(&s, "s");
     let trials = trials.as_array().unwrap();
     let numbers: Vec<u64> = trials
@@ -362,6 +364,67 @@ parameters:
         .filter(|t| attr(t, "error_class") == "interrupted")
         .count();
     assert_eq!(interrupted, 2, "{trials:?}");
+}
+
+/// Silent trials (no output to fail on once the driver's pipes close)
+/// outlive a driver killed -9 unless something ends them: each trial's
+/// keeper does, at once, with no `--resume` needed.
+#[test]
+fn silent_trials_end_with_a_driver_killed_minus_nine() {
+    let p = project();
+    write(p.path(), "quiet.py", "import time\ntime.sleep(120)\n");
+    write(
+        p.path(),
+        "space.yaml",
+        "program: quiet.py
+method: grid
+metric: {name: val_loss, goal: minimize}
+parameters:
+  lr: {values: [0.01, 0.02]}
+",
+    );
+    let mut driver = Command::new(BIN)
+        .args([
+            "sweep",
+            "--space",
+            "space.yaml",
+            "--out",
+            "s",
+            "--parallel",
+            "2",
+            "--interpreter",
+            &py(),
+        ])
+        .current_dir(p.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let s = p.path().join("s");
+    testkit::wait_until("two trials running", 60, || {
+        s.join("trials/0001/pid").exists()
+    });
+    let pids: Vec<i32> = ["0000", "0001"]
+        .iter()
+        .map(|n| {
+            std::fs::read_to_string(s.join("trials").join(n).join("pid"))
+                .unwrap()
+                .trim()
+                .parse()
+                .unwrap()
+        })
+        .collect();
+    driver.kill().unwrap();
+    driver.wait().unwrap();
+    let gone = |pid: i32| {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        stat.is_empty() || stat.contains(") Z")
+    };
+    testkit::wait_until(
+        "the silent trials to end after the driver's kill",
+        10,
+        || pids.iter().all(|&pid| gone(pid)),
+    );
 }
 
 /// `--parallel auto` for a program whose peak is known: each trial holds
