@@ -280,6 +280,48 @@ fn a_bad_program_space_exits_2_before_any_trial() {
     }
 }
 
+/// `train sweep --space space.yaml --out s --parallel 2` started in `cwd`
+/// and left running, once its first two trials have started; and `cwd/s`.
+fn driver_with_two_trials(cwd: &Path) -> (std::process::Child, std::path::PathBuf) {
+    let driver = Command::new(BIN)
+        .args([
+            "sweep",
+            "--space",
+            "space.yaml",
+            "--out",
+            "s",
+            "--parallel",
+            "2",
+            "--interpreter",
+            &py(),
+        ])
+        .current_dir(cwd)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let s = cwd.join("s");
+    testkit::wait_until("two trials running", 60, || {
+        s.join("trials/0001/pid").exists()
+    });
+    (driver, s)
+}
+
+/// The pid in trial `n`'s pid file.
+fn trial_pid(sweep: &Path, n: &str) -> i32 {
+    std::fs::read_to_string(sweep.join("trials").join(n).join("pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// Whether process `pid` has ended (gone, or a zombie not yet reaped).
+fn gone(pid: i32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    stat.is_empty() || stat.contains(") Z")
+}
+
 /// The driver of a program sweep killed -9 while two trials run: its
 /// trials' processes end with it (each trial's keeper ends its group, so
 /// none is left reparented to init), the interrupted trials run again on
@@ -299,42 +341,11 @@ parameters:
   epoch_seconds: {value: 1.0}
 ",
     );
-    let mut driver = Command::new(BIN)
-        .args([
-            "sweep",
-            "--space",
-            "space.yaml",
-            "--out",
-            "s",
-            "--parallel",
-            "2",
-            "--interpreter",
-            &py(),
-        ])
-        .current_dir(p.path())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let s = p.path().join("s");
-    testkit::wait_until("two trials running", 60, || {
-        s.join("trials/0001/pid").exists()
-    });
+    let (mut driver, s) = driver_with_two_trials(p.path());
     std::thread::sleep(std::time::Duration::from_millis(1500));
-    let pid_of = |n: &str| -> i32 {
-        std::fs::read_to_string(s.join("trials").join(n).join("pid"))
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap()
-    };
-    let orphans = [pid_of("0000"), pid_of("0001")];
+    let orphans = [trial_pid(&s, "0000"), trial_pid(&s, "0001")];
     driver.kill().unwrap();
     driver.wait().unwrap();
-    let gone = |pid: i32| {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        stat.is_empty() || stat.contains(") Z")
-    };
     // Before any --resume: the keepers end both trials (SIGTERM at once).
     testkit::wait_until("the killed driver's trials to end", 30, || {
         orphans.iter().all(|&pid| gone(pid))
@@ -383,43 +394,10 @@ parameters:
   lr: {values: [0.01, 0.02]}
 ",
     );
-    let mut driver = Command::new(BIN)
-        .args([
-            "sweep",
-            "--space",
-            "space.yaml",
-            "--out",
-            "s",
-            "--parallel",
-            "2",
-            "--interpreter",
-            &py(),
-        ])
-        .current_dir(p.path())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let s = p.path().join("s");
-    testkit::wait_until("two trials running", 60, || {
-        s.join("trials/0001/pid").exists()
-    });
-    let pids: Vec<i32> = ["0000", "0001"]
-        .iter()
-        .map(|n| {
-            std::fs::read_to_string(s.join("trials").join(n).join("pid"))
-                .unwrap()
-                .trim()
-                .parse()
-                .unwrap()
-        })
-        .collect();
+    let (mut driver, s) = driver_with_two_trials(p.path());
+    let pids = [trial_pid(&s, "0000"), trial_pid(&s, "0001")];
     driver.kill().unwrap();
     driver.wait().unwrap();
-    let gone = |pid: i32| {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        stat.is_empty() || stat.contains(") Z")
-    };
     testkit::wait_until(
         "the silent trials to end after the driver's kill",
         10,
