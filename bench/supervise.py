@@ -2,9 +2,12 @@
 peaks buys (issue 23), side by side in one run:
 
 1. per run: a command that exits at once (`python3 -c pass`), bare and under
-   `train run` (its start, the keeper, the sampler, the summary);
-2. per trial: a program sweep of trials that exit at once, against the same
-   number of bare runs of the program;
+   `train run` (its start, the keeper, the sampler, the summary), and
+   `train --version`, interleaved, medians of --runs;
+2. per trial: program sweeps of --few and of --trials trials that exit at
+   once, against the same numbers of bare runs of the program, --rounds
+   times interleaved: the slope between the sizes is the cost per trial,
+   the rest the driver's fixed cost;
 3. sampling: the CPU time `train run` itself spends while its command
    sleeps for --sample-seconds, with a tree of 1 and of 10 processes (the
    sampler reads /proc for the whole tree every 0.5 s);
@@ -66,6 +69,8 @@ def main():
     ap.add_argument("--train", default=os.path.join(ROOT, "target", "release", "train"))
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--trials", type=int, default=20)
+    ap.add_argument("--few", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--sample-seconds", type=float, default=60.0)
     ap.add_argument("--hold-mib", type=int, default=300)
     ap.add_argument("--hold-seconds", type=float, default=3.0)
@@ -76,35 +81,49 @@ def main():
     work = tempfile.mkdtemp(prefix="bench-supervise-")
     py = sys.executable
 
-    # 1. One run, bare and supervised.
-    bare = [wall([py, "-c", "pass"]) for _ in range(args.runs)]
-    sup = [wall([args.train, "run", "--quiet", "--out", os.path.join(work, f"r{i}"), "--", py, "-c", "pass"])
-           for i in range(args.runs)]
-    floor = statistics.median([wall([args.train, "--version"]) for _ in range(args.runs)])
-    b, s = statistics.median(bare), statistics.median(sup)
+    # 1. One run, bare and supervised (interleaved, medians).
+    bare, sup, floor = [], [], []
+    for i in range(args.runs):
+        bare.append(wall([py, "-c", "pass"]))
+        sup.append(wall([args.train, "run", "--quiet", "--out", os.path.join(work, f"r{i}"), "--", py, "-c", "pass"]))
+        floor.append(wall([args.train, "--version"]))
+    b, s, f = statistics.median(bare), statistics.median(sup), statistics.median(floor)
     rows.append(["a command that exits at once (python3 -c pass)", f"bare {b:.1f} ms",
-                 f"train run {s:.1f} ms", f"+{s - b:.1f} ms per run ({s / b:.2f}×), of which "
-                 f"{floor:.0f} ms is train's own start (`train --version`: it links libtorch)"])
+                 f"train run {s:.1f} ms", f"+{s - b:.1f} ms per run ({s / b:.2f}×); `train --version` "
+                 f"{f:.1f} ms (train's own start)"])
 
-    # 2. A sweep of instant trials against bare runs.
+    # 2. The cost per program trial: sweeps of `--few` and of `--trials`
+    # instant trials, the same programs run bare, `--rounds` times
+    # interleaved; the slope between the two sizes is the cost per trial
+    # (the driver's own start and end cancel out), the rest its fixed cost.
     with open(os.path.join(work, "quick.py"), "w") as f:
         f.write("print('Epoch 1/1 | Train Loss: 1.0 | Val Loss: 1.0 | LR: 0.1 | Time: 0.0s')\n")
-    with open(os.path.join(work, "space.yaml"), "w") as f:
-        f.write(f"program: quick.py\nmethod: grid\nmetric: {{name: val_loss}}\nparameters:\n"
-                f"  i: {{values: [{', '.join(str(i) for i in range(args.trials))}]}}\n")
-    t = time.perf_counter()
-    for _ in range(args.trials):
-        subprocess.run([py, "quick.py"], cwd=work, stdout=subprocess.DEVNULL, check=True)
-    bare_s = time.perf_counter() - t
-    t = time.perf_counter()
-    subprocess.run([args.train, "sweep", "--space", "space.yaml", "--out", "q", "--parallel", "1",
-                    "--interpreter", py], cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
-    sweep_s = time.perf_counter() - t
-    per_bare, per_sweep = bare_s / args.trials * 1000, sweep_s / args.trials * 1000
-    rows.append([f"a program sweep of {args.trials} instant trials, --parallel 1",
-                 f"bare {per_bare:.0f} ms per run", f"sweep {per_sweep:.0f} ms per trial",
-                 f"+{per_sweep - per_bare:.0f} ms per trial ({per_sweep / per_bare:.1f}×; the driver's start, "
-                 "the journal's fsyncs, the 0.2 s poll)"])
+    for n in (args.few, args.trials):
+        with open(os.path.join(work, f"space{n}.yaml"), "w") as f:
+            f.write(f"program: quick.py\nmethod: grid\nmetric: {{name: val_loss}}\nparameters:\n"
+                    f"  i: {{values: [{', '.join(str(i) for i in range(n))}]}}\n")
+    per = {n: {"bare": [], "sweep": []} for n in (args.few, args.trials)}
+    for r in range(args.rounds):
+        for n in (args.few, args.trials):
+            t = time.perf_counter()
+            for _ in range(n):
+                subprocess.run([py, "quick.py"], cwd=work, stdout=subprocess.DEVNULL, check=True)
+            per[n]["bare"].append(time.perf_counter() - t)
+            t = time.perf_counter()
+            subprocess.run([args.train, "sweep", "--space", f"space{n}.yaml", "--out", f"q{n}-{r}",
+                            "--parallel", "1", "--interpreter", py], cwd=work,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+            per[n]["sweep"].append(time.perf_counter() - t)
+    med = {n: {k: statistics.median(v) for k, v in d.items()} for n, d in per.items()}
+    span = args.trials - args.few
+    bare_ms = (med[args.trials]["bare"] - med[args.few]["bare"]) / span * 1000
+    sweep_ms = (med[args.trials]["sweep"] - med[args.few]["sweep"]) / span * 1000
+    fixed_ms = (med[args.few]["sweep"] - med[args.few]["bare"]) * 1000 - args.few * (sweep_ms - bare_ms)
+    rows.append([f"a program sweep of instant trials, --parallel 1 ({args.few} and {args.trials} trials, "
+                 f"median of {args.rounds} rounds)",
+                 f"bare {bare_ms:.1f} ms per run", f"sweep {sweep_ms:.1f} ms per trial",
+                 f"+{sweep_ms - bare_ms:.1f} ms per trial ({sweep_ms / bare_ms:.2f}×); the driver's fixed "
+                 f"cost (start, study, end) {fixed_ms:.0f} ms per sweep"])
 
     # 3. What sampling costs: train run's own CPU while its command sleeps.
     for n in (1, 10):
@@ -112,7 +131,7 @@ def main():
         secs, cpu = cpu_of([args.train, "run", "--quiet", "--out", os.path.join(work, f"s{n}"), "--", "sh", "-c", cmd])
         rows.append([f"sampling a tree of {n + 1} process(es) for {secs:.0f} s",
                      f"train run's CPU {cpu:.2f} s", f"{cpu / secs * 100:.2f}% of one core",
-                     f"{cpu / (secs / 0.5) * 1000:.2f} ms per sample (every 0.5 s, with the 0.1 s poll)"])
+                     f"{cpu / (secs / 0.5) * 1000:.2f} ms per sample (every 0.5 s)"])
 
     # 4. Trials per hour, memory-bound, inside a real memory cgroup.
     with open(os.path.join(work, "hold.py"), "w") as f:

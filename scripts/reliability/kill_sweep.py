@@ -83,7 +83,7 @@ def trial_pids(sweep_dir, train):
     for n in names:
         try:
             with open(os.path.join(tdir, n, "pid")) as f:
-                pid = int(f.read().strip())
+                pid = int(f.read().split()[0])  # "PID START_TIME"
             with open(f"/proc/{pid}/cmdline", "rb") as f:
                 cmdline = f.read().split(b"\0")
         except (OSError, ValueError):

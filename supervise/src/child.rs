@@ -1,27 +1,31 @@
-//! One supervised command: spawned in its own process group, its stdout and
-//! stderr read line by line as they come (kept in its log as written, fed
-//! to the readers, the last lines kept for the verdict), the rows it appends
-//! to its own metrics.csv read as they grow, and its process group signalled
-//! as a whole. Polled, never blocking: the sweep driver watches many at once.
+//! One supervised command, the only way a supervisor here runs one (a
+//! `train run` command, a program trial, a trial of our own model, the
+//! smoke run of verify-fixes): spawned in its own process group with a
+//! keeper (`group`), its stdout and stderr read line by line as they come
+//! (kept in its log as written, fed to its reader, the last lines kept for
+//! the verdict), the rows it appends to its own metrics.csv read as they
+//! grow, its exit reaped with the kernel's resource use (wait4).
 //!
-//! With a keeper (`train run`), a `sh` in a process group of its own holds
-//! the read end of a pipe whose write end only this process has: when this
-//! process dies in any way (kill -9 too) the pipe closes, and the keeper
-//! sends the command's group SIGTERM, then SIGKILL after the grace period,
-//! so no orphan keeps the GPU (Ray's users report exactly that: ray#23971).
-//! PR_SET_PDEATHSIG would reach only the direct child, not its workers.
+//! Driven by events: each output line and the exit ring the supervisor's
+//! bell (`events`). The exit is watched by a thread per child blocked in
+//! waitid(WNOWAIT), which wakes without reaping, so the reaping (and its
+//! rusage) stays here. A pidfd would need Linux 5.3 and the wheel promises
+//! manylinux_2_28 systems (RHEL 8, Linux 4.18); a SIGCHLD handler would be
+//! one process-wide owner of a signal that libraries also set.
 
+use crate::events::Bell;
+use crate::group::{self, Keeper};
 use crate::readers::{CsvRows, Reader, Report};
 use anyhow::Context;
 use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
-use std::os::unix::process::CommandExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
-use std::process::{ChildStdin, Command, ExitStatus, Stdio};
-use std::sync::mpsc::{self, Receiver, Sender};
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// How many of the last output lines are kept for the verdict.
@@ -29,6 +33,9 @@ pub const TAIL_LINES: usize = 200;
 /// A line is cut to this many bytes for the readers and the tail (the log
 /// keeps it whole).
 const MAX_LINE: usize = 64 * 1024;
+/// How long the output of an ended command is read for before the workers
+/// that still hold its pipes get SIGKILL.
+const DRAIN: Duration = Duration::from_secs(1);
 
 /// What to run and where its output goes.
 pub struct Spec {
@@ -43,28 +50,41 @@ pub struct Spec {
     pub own_metrics: Option<PathBuf>,
     /// Also pass its output to ours (stdout to stdout, stderr to stderr).
     pub echo: bool,
-    /// End its group if this process dies (see the module's comment).
-    pub keeper: bool,
     /// Between SIGTERM and SIGKILL, for the keeper.
     pub grace: Duration,
+    /// Rung on each output line and at the exit.
+    pub bell: Bell,
 }
 
 /// A running (or ended) supervised command.
 pub struct Child {
-    child: std::process::Child,
+    pid: u32,
+    /// The exit status, once reaped.
+    status: Option<ExitStatus>,
+    /// The largest resident set of the command (and the descendants it
+    /// waited for), from wait4, MiB.
+    max_rss_mib: Option<f64>,
+    /// Told to the exit watcher when we stop caring (it then reaps).
+    dropped: Arc<AtomicBool>,
     lines: Receiver<String>,
-    pumps: Vec<JoinHandle<()>>,
+    /// The pipes are read to their end.
+    drained: bool,
     tail: VecDeque<String>,
-    reader: Reader,
+    reader: Option<Reader>,
+    /// Reports read while draining, for the next `poll`.
+    pending: Vec<Report>,
     csv: Option<(PathBuf, u64, CsvRows)>,
-    keeper: Option<(std::process::Child, ChildStdin)>,
+    keeper: Option<Keeper>,
+    /// Asked to end: SIGKILL to its group at this time.
+    kill_at: Option<Instant>,
     pub started: Instant,
 }
 
 impl Child {
     /// Starts it. An argv whose program cannot be started is an error whose
-    /// message names it (the caller's exit code 2 or 4 decides).
-    pub fn spawn(spec: &Spec, reader: Reader) -> anyhow::Result<Child> {
+    /// message names it (the caller's exit code 2 or 4 decides). `reader`:
+    /// what reads reports from its lines (None: its lines are only logged).
+    pub fn spawn(spec: &Spec, reader: Option<Reader>) -> anyhow::Result<Child> {
         let Some((program, args)) = spec.argv.split_first() else {
             anyhow::bail!("the command is empty");
         };
@@ -89,58 +109,62 @@ impl Child {
         for (k, v) in &spec.env {
             cmd.env(k, v);
         }
-        first_for_the_oom_killer(&mut cmd);
+        group::first_for_the_oom_killer(&mut cmd);
         let mut child = cmd.spawn().map_err(|e| {
             common::bad_input!(
                 "cannot start {program:?}: {e} (the command is {:?})",
                 spec.argv
             )
         })?;
+        let pid = child.id();
+        // From here on the pid is ours to reap (wait4), not std's.
+        let keeper = match Keeper::start(pid, spec.grace) {
+            Ok(k) => k,
+            Err(e) => {
+                group::signal(pid, libc::SIGKILL);
+                let _ = child.wait();
+                return Err(e);
+            }
+        };
         let (tx, lines) = mpsc::channel();
-        let mut pumps = Vec::new();
         if let Some(out) = child.stdout.take() {
-            pumps.push(pump(
-                out,
-                log.clone(),
-                tx.clone(),
-                spec.echo.then_some(Echo::Out),
-            ));
+            let echo = spec.echo.then_some(Echo::Out);
+            pump(out, log.clone(), tx.clone(), spec.bell.clone(), echo);
         }
         if let Some(err) = child.stderr.take() {
-            pumps.push(pump(err, log, tx, spec.echo.then_some(Echo::Err)));
+            let echo = spec.echo.then_some(Echo::Err);
+            pump(err, log, tx, spec.bell.clone(), echo);
         }
-        let keeper = if spec.keeper {
-            Some(keeper(child.id(), spec.grace)?)
-        } else {
-            None
-        };
+        let dropped = Arc::new(AtomicBool::new(false));
+        watch_exit(pid, spec.bell.clone(), dropped.clone());
         Ok(Child {
-            child,
+            pid,
+            status: None,
+            max_rss_mib: None,
+            dropped,
             lines,
-            pumps,
+            drained: false,
             tail: VecDeque::new(),
             reader,
+            pending: Vec::new(),
             csv: spec.own_metrics.clone().map(|p| (p, 0, CsvRows::new())),
-            keeper,
+            keeper: Some(keeper),
+            kill_at: None,
             started: Instant::now(),
         })
     }
 
     /// Its pid, which is also its process group's id.
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        self.pid
     }
 
     /// The reports in the lines that came since the last call, and in the
     /// rows appended to its own metrics.csv.
     pub fn poll(&mut self) -> Vec<Report> {
-        let mut reports = Vec::new();
+        let mut reports = std::mem::take(&mut self.pending);
         while let Ok(line) = self.lines.try_recv() {
-            reports.extend(self.reader.line(&line));
-            if self.tail.len() == TAIL_LINES {
-                self.tail.pop_front();
-            }
-            self.tail.push_back(line);
+            reports.extend(self.take(line));
         }
         if let Some((path, offset, rows)) = &mut self.csv {
             if let Some(appended) = read_from(path, offset) {
@@ -150,45 +174,105 @@ impl Child {
         reports
     }
 
+    fn take(&mut self, line: String) -> Vec<Report> {
+        let reports = match &mut self.reader {
+            Some(r) => r.line(&line),
+            None => Vec::new(),
+        };
+        if self.tail.len() == TAIL_LINES {
+            self.tail.pop_front();
+        }
+        self.tail.push_back(line);
+        reports
+    }
+
     /// Sends a signal to its whole process group.
     pub fn signal(&self, sig: i32) {
-        // SAFETY: kill(2) on the group the child leads (process_group(0)
-        // made its pid the group's id); no memory is involved.
-        unsafe {
-            libc::kill(-(self.child.id() as i32), sig);
+        group::signal(self.pid, sig);
+    }
+
+    /// Ends it: SIGTERM to its group now, SIGKILL after `grace` (`try_wait`
+    /// sends it). A second call keeps the first deadline.
+    pub fn terminate(&mut self, grace: Duration) {
+        if self.kill_at.is_none() && self.status.is_none() {
+            self.signal(libc::SIGTERM);
+            self.kill_at = Some(Instant::now() + grace);
         }
     }
 
-    /// Whether its process group still has a member (its workers may
-    /// outlive it).
+    /// When the supervisor must look again though nothing rang: the end of
+    /// a grace period.
+    pub fn deadline(&self) -> Option<Instant> {
+        self.kill_at.filter(|_| self.status.is_none())
+    }
+
+    /// Whether its process group still has a member.
     pub fn group_alive(&self) -> bool {
-        // SAFETY: signal 0 only checks that the group exists.
-        unsafe { libc::kill(-(self.child.id() as i32), 0) == 0 }
+        group::alive(self.pid)
     }
 
-    /// Its exit status once it has ended. Then the output still in the
-    /// pipes is read to its end (its workers may hold them open: those get
-    /// SIGKILL after a second), so the last lines are in the tail.
+    /// Its exit status once it has ended (never blocks on a running
+    /// command). Then the output still in its pipes is read to the end: its
+    /// workers may hold them open, and get SIGKILL after a second.
     pub fn try_wait(&mut self) -> anyhow::Result<Option<ExitStatus>> {
-        let Some(status) = self.child.try_wait()? else {
-            return Ok(None);
-        };
-        let t = Instant::now();
-        while self.pumps.iter().any(|p| !p.is_finished()) {
-            if t.elapsed() > Duration::from_secs(1) {
-                self.signal(libc::SIGKILL);
+        if self.kill_at.is_some_and(|t| Instant::now() >= t) && self.status.is_none() {
+            self.signal(libc::SIGKILL);
+        }
+        if self.status.is_none() {
+            let mut raw = 0;
+            // SAFETY: a zeroed rusage is valid; wait4 only writes to the two
+            // out-parameters.
+            let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+            // SAFETY: as above; the pid is our child, reaped only here.
+            let got = unsafe { libc::wait4(self.pid as i32, &mut raw, libc::WNOHANG, &mut usage) };
+            if got == 0 {
+                return Ok(None);
             }
-            std::thread::sleep(Duration::from_millis(20));
+            if got < 0 {
+                let e = std::io::Error::last_os_error();
+                if e.kind() == std::io::ErrorKind::Interrupted {
+                    return Ok(None);
+                }
+                return Err(e).with_context(|| format!("waiting for pid {}", self.pid));
+            }
+            self.status = Some(ExitStatus::from_raw(raw));
+            // ru_maxrss is in KiB on Linux.
+            self.max_rss_mib = Some(usage.ru_maxrss as f64 / 1024.0);
         }
-        for p in self.pumps.drain(..) {
-            let _ = p.join();
+        self.drain();
+        Ok(self.status)
+    }
+
+    /// Reads the pipes to their end, waiting on the lines as they come.
+    fn drain(&mut self) {
+        let until = Instant::now() + DRAIN;
+        let mut killed = false;
+        while !self.drained {
+            let wait = until.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(wait.max(Duration::from_millis(1))) {
+                Ok(line) => {
+                    let r = self.take(line);
+                    self.pending.extend(r);
+                }
+                Err(RecvTimeoutError::Disconnected) => self.drained = true,
+                Err(RecvTimeoutError::Timeout) if !killed => {
+                    self.signal(libc::SIGKILL);
+                    killed = true;
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+            }
         }
-        Ok(Some(status))
+    }
+
+    /// The largest resident set the kernel saw (after the exit): a floor
+    /// under the sampled peak, which a short command may end before.
+    pub fn max_rss_mib(&self) -> Option<f64> {
+        self.max_rss_mib
     }
 
     /// Its line reader (the W&B run summary it kept).
-    pub fn reader(&self) -> &Reader {
-        &self.reader
+    pub fn reader(&self) -> Option<&Reader> {
+        self.reader.as_ref()
     }
 
     /// Its last output lines, oldest first (call `poll` first).
@@ -199,41 +283,51 @@ impl Child {
 
 impl Drop for Child {
     /// The keeper goes when the supervisor is done with the command: the
-    /// caller ends the group first (a dropped, still running command is
-    /// ended by the keeper's own rule, as if the supervisor had died).
+    /// caller ends the group first. A command dropped while its group still
+    /// runs is ended by the keeper's own rule, as if the supervisor had
+    /// died; the exit watcher reaps it.
     fn drop(&mut self) {
-        if let Some((mut keeper, stdin)) = self.keeper.take() {
-            if self.child.try_wait().ok().flatten().is_some() && !self.group_alive() {
-                let _ = keeper.kill();
+        // Only a child never reaped: its pid cannot be another's yet.
+        if self.status.is_none() {
+            self.dropped.store(true, Ordering::SeqCst);
+        }
+        if let Some(k) = self.keeper.take() {
+            if self.status.is_some() && !self.group_alive() {
+                k.release();
             }
-            drop(stdin);
-            let _ = keeper.wait();
         }
     }
 }
 
-/// The score the kernel's OOM killer adds to a supervised command (and its
-/// children, which inherit it): when memory runs out under a shared limit
-/// (a cgroup, the host), the command goes before its supervisor, which
-/// then records why, rather than the supervisor (whose libtorch makes it
-/// the larger process at first) and every trial with it.
-pub const OOM_SCORE_ADJ: &[u8] = b"500";
-
-/// Makes `cmd`'s process the OOM killer's first choice over ours (any
-/// process may raise its own score; lowering needs privileges).
-pub fn first_for_the_oom_killer(cmd: &mut Command) {
-    // SAFETY: between fork and exec only async-signal-safe calls: open,
-    // write and close on a constant path, no allocation.
-    unsafe {
-        cmd.pre_exec(|| {
-            let fd = libc::open(c"/proc/self/oom_score_adj".as_ptr(), libc::O_WRONLY);
-            if fd >= 0 {
-                libc::write(fd, OOM_SCORE_ADJ.as_ptr().cast(), OOM_SCORE_ADJ.len());
-                libc::close(fd);
+/// A thread that blocks until `pid` has exited, without reaping it (the
+/// `Child` reaps, with its rusage), and rings the bell. A `Child` dropped
+/// before the exit is reaped here, so it leaves no zombie.
+fn watch_exit(pid: u32, bell: Bell, dropped: Arc<AtomicBool>) {
+    std::thread::spawn(move || {
+        loop {
+            // SAFETY: a zeroed siginfo is valid; waitid writes only to it.
+            let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+            // SAFETY: as above, on our own child.
+            let r = unsafe {
+                libc::waitid(
+                    libc::P_PID,
+                    pid as libc::id_t,
+                    &mut info,
+                    libc::WEXITED | libc::WNOWAIT,
+                )
+            };
+            if r == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+                break;
             }
-            Ok(())
-        });
-    }
+        }
+        if dropped.load(Ordering::SeqCst) {
+            // SAFETY: reaping our own ended child; no memory is involved.
+            unsafe {
+                libc::waitpid(pid as i32, std::ptr::null_mut(), libc::WNOHANG);
+            }
+        }
+        bell.ring();
+    });
 }
 
 #[derive(Clone, Copy)]
@@ -248,15 +342,22 @@ fn pump(
     mut from: impl Read + Send + 'static,
     log: Arc<Mutex<File>>,
     tx: Sender<String>,
+    bell: Bell,
     echo: Option<Echo>,
-) -> JoinHandle<()> {
+) {
     std::thread::spawn(move || {
         let mut reader = BufReader::new(&mut from);
         let mut buf = Vec::new();
         loop {
             buf.clear();
             match reader.read_until(b'\n', &mut buf) {
-                Ok(0) | Err(_) => return,
+                // The sender goes with the thread: the last one closes the
+                // lines, which `drain` waits for; the bell says so.
+                Ok(0) | Err(_) => {
+                    drop(tx);
+                    bell.ring();
+                    return;
+                }
                 Ok(_) => {}
             }
             if let Ok(mut f) = log.lock() {
@@ -276,8 +377,9 @@ fn pump(
             if tx.send(String::from_utf8_lossy(cut).into_owned()).is_err() {
                 return;
             }
+            bell.ring();
         }
-    })
+    });
 }
 
 /// The bytes appended to `path` since `offset` (None: not there yet, or
@@ -297,25 +399,4 @@ fn read_from(path: &PathBuf, offset: &mut u64) -> Option<Vec<u8>> {
     f.take(len - *offset).read_to_end(&mut bytes).ok()?;
     *offset += bytes.len() as u64;
     Some(bytes)
-}
-
-/// The keeper of process group `pgid` (see the module's comment): its
-/// stdin is a pipe only we write to; at its end it ends the group.
-fn keeper(pgid: u32, grace: Duration) -> anyhow::Result<(std::process::Child, ChildStdin)> {
-    let script = format!(
-        "while read -r _; do :; done; kill -TERM -{pgid} 2>/dev/null || exit 0; \
-         i=0; while [ $i -lt {} ] && kill -0 -{pgid} 2>/dev/null; do sleep 0.1; i=$((i+1)); done; \
-         kill -KILL -{pgid} 2>/dev/null; exit 0",
-        (grace.as_secs_f64() * 10.0).ceil() as u64
-    );
-    let mut keeper = Command::new("/bin/sh")
-        .args(["-c", &script])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .process_group(0)
-        .spawn()
-        .context("starting the keeper (/bin/sh) that ends the command if train dies")?;
-    let stdin = keeper.stdin.take().context("the keeper's stdin")?;
-    Ok((keeper, stdin))
 }

@@ -2,7 +2,8 @@
 //! (`memory`), the reports written to the run's metrics.csv as they are
 //! read, the objective's best and last values, and its end said in words
 //! (`verdict`). `train run` runs one leg per config of its chain; a program
-//! sweep runs one per trial. Polled, never blocking.
+//! sweep runs one per trial. Never blocking: its caller waits on the bell
+//! given in the spec, and looks again at `deadline` at the latest.
 
 use crate::child::{Child, Spec};
 use crate::memory::{self, Sampler};
@@ -43,7 +44,7 @@ pub struct Leg {
     non_finite: Option<String>,
     /// Seconds since the start and step of each report of the objective.
     marks: Vec<(f64, u64)>,
-    stop: Option<(Stop, Instant)>,
+    stop: Option<Stop>,
     grace: Duration,
 }
 
@@ -69,7 +70,7 @@ impl Leg {
         objective: Objective,
         config: Option<String>,
     ) -> anyhow::Result<Leg> {
-        let child = Child::spawn(spec, reader)?;
+        let child = Child::spawn(spec, Some(reader))?;
         let memory_csv = records.memory_csv_of(number);
         let (sampler, sampler_note) = match Sampler::start(child.pid(), &memory_csv, SAMPLE_EVERY) {
             Ok(s) => (Some(s), None),
@@ -107,6 +108,11 @@ impl Leg {
 
     pub fn pid(&self) -> u32 {
         self.child.pid()
+    }
+
+    /// When its command started.
+    pub fn started(&self) -> Instant {
+        self.child.started
     }
 
     pub fn seconds(&self) -> f64 {
@@ -168,10 +174,21 @@ impl Leg {
     /// Ends the command for `why`: SIGTERM to its group now, SIGKILL after
     /// the grace period (`tick`). The first reason is the one recorded.
     pub fn stop(&mut self, why: Stop) {
+        self.stop_within(why, self.grace);
+    }
+
+    /// `stop` with its own grace period.
+    pub fn stop_within(&mut self, why: Stop, grace: Duration) {
         if self.stop.is_none() {
-            self.child.signal(libc::SIGTERM);
-            self.stop = Some((why, Instant::now()));
+            self.child.terminate(grace);
+            self.stop = Some(why);
         }
+    }
+
+    /// When its caller must look again though the bell did not ring (a
+    /// grace period's end).
+    pub fn deadline(&self) -> Option<Instant> {
+        self.child.deadline()
     }
 
     /// A signal to its process group (SIGKILL past a caller's own grace).
@@ -180,17 +197,12 @@ impl Leg {
     }
 
     pub fn stopping(&self) -> Option<&Stop> {
-        self.stop.as_ref().map(|(s, _)| s)
+        self.stop.as_ref()
     }
 
     /// Escalates a stop past its grace, and returns the exit status once
     /// the command has ended.
     pub fn tick(&mut self) -> anyhow::Result<Option<ExitStatus>> {
-        if let Some((_, since)) = &self.stop {
-            if since.elapsed() > self.grace {
-                self.child.signal(libc::SIGKILL);
-            }
-        }
         self.child.try_wait()
     }
 
@@ -215,19 +227,23 @@ impl Leg {
         let verdict = verdict::judge(&End {
             code: status.code(),
             signal: status.signal(),
-            stop: self.stop.as_ref().map(|(s, _)| s),
+            stop: self.stop.as_ref(),
             tail: &tail,
             non_finite: self.non_finite.as_deref(),
             reports: self.reports as usize,
         });
+        // The kernel's largest resident set is a floor under the sampled
+        // one (a short command may end between samples).
+        let floor = self.child.max_rss_mib().unwrap_or(0.0);
         let peak = match &peaks {
             Some(p) => ProgramPeak {
-                host_pss_mib: Some(round1(p.host_pss_mib)),
-                host_rss_mib: Some(round1(p.host_rss_mib)),
+                host_pss_mib: (p.samples > 0).then(|| round1(p.host_pss_mib)),
+                host_rss_mib: Some(round1(p.host_rss_mib.max(floor))),
                 gpu_mib: p.gpu_mib.map(round1),
                 gpu_note: p.gpu_note.clone(),
             },
             None => ProgramPeak {
+                host_rss_mib: self.child.max_rss_mib().map(round1),
                 gpu_note: self.sampler_note.clone(),
                 ..ProgramPeak::default()
             },
@@ -246,7 +262,10 @@ impl Leg {
             peak,
         };
         Ended {
-            wandb_summary: self.child.reader().wandb_summary(&self.objective.metric),
+            wandb_summary: self
+                .child
+                .reader()
+                .and_then(|r| r.wandb_summary(&self.objective.metric)),
             leg,
             verdict,
             best: self.best.take(),

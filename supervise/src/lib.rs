@@ -1,12 +1,16 @@
 //! trainguard's supervisor of any training command (issue 23). Pure parts:
 //! the metric reports read from a program's output and its metrics.csv
 //! (`readers`), W&B's sweep command macros (`command`), the environment
-//! fixes (`env`). The process side: `child` spawns a command in its own
-//! process group and reads its output as it comes.
+//! fixes (`env`). The process side: `child` is the one way a command is
+//! run (its own process group, its keeper from `group`, its output read as
+//! it comes), `leg` a command with its memory and verdict, and `events`
+//! what wakes a supervisor's loop (a bell, the stop request).
 
 pub mod child;
 pub mod command;
 pub mod env;
+pub mod events;
+pub mod group;
 pub mod leg;
 pub mod memory;
 pub mod readers;

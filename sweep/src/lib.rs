@@ -23,35 +23,42 @@
 //! - `outcome`: a trial's end (its summary, metric values, the driver's
 //!   reason for ending it, exit status) -> the journal's state and error
 //!   class (pure, tested as a table);
-//! - `process`: a trial's process group, signals, pid file and log tail;
+//! - `storage`: what the driver asks of the sweep's truth (the journal
+//!   implements it; a database may);
 //! - `program`: a program trial's files, command line and environment (the
 //!   space names `program`; supervised by the supervise crate);
-//! - `running`: the running trials (train or program): their values into
-//!   the journal and the pruner, timeouts, their ends recorded;
-//! - `driver`: spawns `train` per trial, reads its summary.yaml and
-//!   metrics.csv, writes the journal (the only I/O loop); `--resume`,
-//!   `--worker`;
+//! - the driver, in parts that take each other as arguments: `context`
+//!   (the sweep's facts), `slots` (where trials run), `launch` (claim and
+//!   start a trial), `trials` (the running trials: their values into the
+//!   storage and the pruner, timeouts, their ends recorded), `recover`
+//!   (`--resume`), `banner` (the block before each trial), and `driver`
+//!   (setup and the one event-driven loop; `--worker`, `--slurm`);
 //! - `owner`: which worker runs a trial, and whether it still does;
 //! - `slurm`: sbatch scripts of workers, MaxArraySize, squeue;
 //! - `report`: journal -> table, csv, json, yaml, best config, plot.
 
+mod banner;
 pub mod cli;
+mod context;
 pub mod driver;
 pub mod history;
 pub mod journal;
+pub(crate) mod launch;
 pub mod layout;
 pub mod measured;
 pub mod outcome;
 pub mod owner;
 pub mod placement;
 mod plot;
-pub mod process;
 pub mod program;
 pub mod pruner;
+pub mod recover;
 pub mod report;
-pub(crate) mod running;
 pub mod sampler;
+mod slots;
 pub mod slurm;
 pub mod space;
 pub mod start;
+pub mod storage;
 pub mod trial;
+pub(crate) mod trials;

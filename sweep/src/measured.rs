@@ -4,9 +4,9 @@
 //! `placement::measured` with the largest peak so far, revised as peaks
 //! come in (the decision printed with its numbers each time it changes).
 
-use crate::driver::Driver;
 use crate::journal::Study;
 use crate::placement::{self, Gpu, Measured, Plan, Slot};
+use crate::slots::Slots;
 
 fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
@@ -55,68 +55,71 @@ pub fn available_mib() -> f64 {
         .map_or(0.0, |kb| kb / 1024.0)
 }
 
-impl Driver {
-    /// Revises the slots from the peaks measured so far (the finished
-    /// trials' in the journal, the running ones' now). Only the CPU side is
-    /// revised as trials run; on GPUs the first plan's devices stay.
-    pub(crate) fn replan(&mut self, study: &Study) {
-        let recorded = study.trials.iter().filter_map(|t| {
-            t.user_attrs
-                .get("peak_host_pss_mib")
-                .and_then(|v| v.as_f64())
-        });
-        let running: Vec<f64> = self
-            .running
-            .iter()
-            .filter_map(|r| r.host_peak_mib())
-            .collect();
-        let peak = recorded
-            .chain(running.iter().copied())
-            .chain(self.peak_mib)
-            .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))));
-        // Nothing finished yet: the first trial runs alone until it ends.
-        let finished = study.trials.iter().any(|t| t.state.is_finished());
-        if peak.is_none() || !finished || self.slots.iter().any(|s| s.gpu.is_some()) {
-            return;
+/// What a revision of the slots reads: the peaks the storage recorded,
+/// the running trials' peaks now, the largest peak so far.
+pub(crate) struct Peaks<'a> {
+    pub study: &'a Study,
+    pub running: &'a [f64],
+    /// The running trials' slots.
+    pub busy: &'a [usize],
+    pub memory_budget_mib: Option<f64>,
+}
+
+/// Revises the slots from the peaks measured so far (the finished trials'
+/// and the running ones' now); `largest` keeps the largest peak seen. Only
+/// the CPU side is revised as trials run; on GPUs the first plan's devices
+/// stay.
+pub(crate) fn replan(slots: &mut Slots, largest: &mut Option<f64>, p: &Peaks) {
+    let recorded = p.study.trials.iter().filter_map(|t| {
+        t.user_attrs
+            .get("peak_host_pss_mib")
+            .and_then(|v| v.as_f64())
+    });
+    let peak = recorded
+        .chain(p.running.iter().copied())
+        .chain(*largest)
+        .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))));
+    // Nothing finished yet: the first trial runs alone until it ends.
+    let finished = p.study.trials.iter().any(|t| t.state.is_finished());
+    if peak.is_none() || !finished || slots.slots.iter().any(|s| s.gpu.is_some()) {
+        return;
+    }
+    *largest = peak;
+    let ours: f64 = p.running.iter().sum();
+    let host = p
+        .memory_budget_mib
+        .unwrap_or_else(|| available_mib() + ours);
+    let plan = placement::measured(&Measured {
+        peak_mib: peak,
+        host_mib: host,
+        cores: cores(),
+        gpus: Vec::new(),
+    });
+    let open = slots.closed.iter().filter(|c| !**c).count();
+    // A slot taken away for crowding stays away.
+    let want = plan.slots.len().saturating_sub(slots.crowded).max(1);
+    if want == open {
+        return;
+    }
+    for w in &plan.why {
+        common::say!("train sweep: placement: {w}");
+    }
+    if want > open {
+        let threads = plan.slots[0].threads;
+        for s in &mut slots.slots {
+            s.threads = threads;
         }
-        self.peak_mib = peak;
-        let ours: f64 = running.iter().sum();
-        let host = self
-            .settings
-            .memory_budget_mib
-            .unwrap_or_else(|| available_mib() + ours);
-        let plan = placement::measured(&Measured {
-            peak_mib: peak,
-            host_mib: host,
-            cores: cores(),
-            gpus: Vec::new(),
-        });
-        let open = self.closed.iter().filter(|c| !**c).count();
-        // A slot taken away for crowding stays away.
-        let want = plan.slots.len().saturating_sub(self.crowded).max(1);
-        if want == open {
-            return;
+        for _ in open..want {
+            slots.slots.push(Slot { gpu: None, threads });
+            slots.closed.push(false);
         }
-        for w in &plan.why {
-            common::say!("train sweep: placement: {w}");
-        }
-        if want > open {
-            let threads = plan.slots[0].threads;
-            for s in &mut self.slots {
-                s.threads = threads;
-            }
-            for _ in open..want {
-                self.slots.push(Slot { gpu: None, threads });
-                self.closed.push(false);
-            }
-        } else {
-            // Close free slots first; a busy one closes when its trial ends.
-            let mut extra = open - want;
-            for i in (0..self.slots.len()).rev() {
-                if extra > 0 && !self.closed[i] && self.running.iter().all(|r| r.slot != i) {
-                    self.closed[i] = true;
-                    extra -= 1;
-                }
+    } else {
+        // Close free slots first; a busy one closes when its trial ends.
+        let mut extra = open - want;
+        for i in (0..slots.slots.len()).rev() {
+            if extra > 0 && !slots.closed[i] && !p.busy.contains(&i) {
+                slots.closed[i] = true;
+                extra -= 1;
             }
         }
     }

@@ -2,16 +2,11 @@
 //! parameters as JSON and as W&B's agent writes them, `${args_json_file}`,
 //! `${config}`), its command line from the space's `command` and W&B's
 //! macros, its environment, and its supervised leg (the supervise crate).
-//! The driver owns the loop; this starts one trial.
+//! The driver owns the loop; `launch` starts the trial with this.
 
-use crate::driver::Driver;
-use crate::journal::{Outcome, TrialRef};
-use crate::outcome::MESSAGE_CHARS;
-use crate::running::{Proc, Running};
 use crate::space::{Program, Space};
 use crate::trial::ParamValue;
 use anyhow::Context;
-use common::wire::failure::Class;
 use common::wire::run_dir::TrialDir;
 use common::wire::sweep::Settings;
 use serde_json::Value;
@@ -35,6 +30,8 @@ pub struct Launch<'a> {
     /// The interpreter's torch, asked once per sweep.
     pub torch: TorchVersion,
     pub grace: std::time::Duration,
+    /// Rung on its output and its exit.
+    pub bell: &'a supervise::events::Bell,
 }
 
 /// A started program trial.
@@ -133,11 +130,8 @@ pub fn start(space: &Space, settings: &Settings, l: &Launch) -> anyhow::Result<S
         log: dir.log(),
         own_metrics: Some(dir.own_metrics()),
         echo: false,
-        // A driver or worker killed -9 leaves no trial behind holding the
-        // GPU: the keeper ends the trial's group (`--resume` then finds it
-        // gone, and runs the point again as an interrupted trial).
-        keeper: true,
         grace: l.grace,
+        bell: l.bell.clone(),
     };
     let reader = Reader::new(
         &space.metric.name.to_string(),
@@ -148,7 +142,7 @@ pub fn start(space: &Space, settings: &Settings, l: &Launch) -> anyhow::Result<S
         maximize: space.metric.goal == crate::trial::Direction::Maximize,
     };
     let leg = Leg::start(&spec, reader, &run, 1, objective, config)?;
-    common::files::write_atomic(&dir.pid(), format!("{}\n", leg.pid()).as_bytes())?;
+    supervise::group::write_pid_file(&dir.pid(), leg.pid())?;
     Ok(Started {
         leg,
         cwd,
@@ -258,74 +252,6 @@ pub fn wandb_config(params: &[(String, Value)]) -> String {
     }
     let body = serde_yaml::to_string(&map).unwrap_or_default();
     format!("wandb_version: 1\n\n{body}")
-}
-
-impl Driver {
-    /// Starts a program trial in `slot`: its block, its files, its command.
-    /// A command that cannot start fails the trial (not the sweep).
-    pub(crate) fn start_program(
-        &mut self,
-        slot: usize,
-        made: TrialRef,
-        values: BTreeMap<String, ParamValue>,
-        retried_from: Option<u64>,
-        launch_blocking: bool,
-    ) -> anyhow::Result<()> {
-        let dir = self.trial_dir(made.number);
-        std::fs::create_dir_all(dir.path())?;
-        let s = &self.slots[slot];
-        let gpu = match (s.gpu, self.inherit_gpus) {
-            (Some(g), _) => Some(g.to_string()),
-            _ => None,
-        };
-        let launch = Launch {
-            number: made.number,
-            dir: &dir,
-            values: &values,
-            gpu,
-            threads: s.threads.map(|t| t.max(1) as usize),
-            launch_blocking,
-            torch: self.torch,
-            grace: crate::process::GRACE,
-        };
-        let crowd = self.crowd(slot) + 1;
-        let started = match start(&self.space, &self.settings, &launch) {
-            Ok(s) => s,
-            Err(e) => {
-                let message: String = format!("{e:#}").chars().take(MESSAGE_CHARS).collect();
-                common::say!("train sweep: trial {}: {message}", made.number);
-                self.journal.set_user_attr(
-                    made.id,
-                    "error_class",
-                    &Value::from(Class::Other.as_str()),
-                )?;
-                self.journal
-                    .set_user_attr(made.id, "error_message", &Value::from(message))?;
-                return self.journal.finish_trial(made.id, Outcome::Fail);
-            }
-        };
-        crate::process::print_program_block(
-            made.number,
-            &values,
-            retried_from,
-            &started.argv,
-            &self.runs_on(slot),
-            launch_blocking,
-        );
-        self.running.push(Running {
-            number: made.number,
-            id: made.id,
-            proc: Proc::Program(Box::new(started)),
-            slot,
-            dir,
-            started: std::time::Instant::now(),
-            reported: BTreeMap::new(),
-            ending: None,
-            crowd,
-            launch_blocking,
-        });
-        Ok(())
-    }
 }
 
 #[cfg(test)]

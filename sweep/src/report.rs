@@ -202,7 +202,7 @@ fn write_running(
     let progress = last.map_or("no epoch yet".to_string(), |(e, v)| {
         format!("epoch {e}: {} {v:.6}", space.metric.name)
     });
-    let train_pid = crate::process::live_trial_pid(&SweepDir::new(dir).trial(t.number));
+    let train_pid = crate::recover::live_trial_pid(&SweepDir::new(dir).trial(t.number));
     match crate::owner::liveness(t, queue) {
         Liveness::Live(where_) => {
             let pid = train_pid.map_or(String::new(), |p| format!(", train pid {p}"));

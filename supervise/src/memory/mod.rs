@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
 use std::io::Write;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -38,24 +38,30 @@ pub struct Peaks {
 /// The sampling thread of one process tree.
 pub struct Sampler {
     peaks: Arc<Mutex<Peaks>>,
-    stop: Arc<AtomicBool>,
+    /// Dropped (or sent to) to end the thread after one last sample.
+    stop: Option<Sender<()>>,
     thread: Option<JoinHandle<()>>,
 }
 
+/// When the first samples are taken (from the start): a command that lives
+/// a tenth of a second still has a peak; then every period.
+const FIRST_SAMPLES_MS: [u64; 4] = [5, 30, 100, 250];
+
 impl Sampler {
     /// Starts sampling the tree rooted at `pid` (and process group `pid`)
-    /// every `period`, writing rows to `csv` (created with its header).
+    /// every `period` after a few early samples, writing rows to `csv`
+    /// (created with its header).
     pub fn start(pid: u32, csv: &Path, period: Duration) -> anyhow::Result<Sampler> {
         let mut file =
             File::create(csv).map_err(|e| anyhow::anyhow!("creating {}: {e}", csv.display()))?;
         file.write_all(HEADER.as_bytes())?;
         let peaks = Arc::new(Mutex::new(Peaks::default()));
-        let stop = Arc::new(AtomicBool::new(false));
-        let (p, s) = (peaks.clone(), stop.clone());
-        let thread = std::thread::spawn(move || run(pid, file, period, &p, &s));
+        let (tx, rx) = mpsc::channel();
+        let p = peaks.clone();
+        let thread = std::thread::spawn(move || run(pid, file, period, &p, &rx));
         Ok(Sampler {
             peaks,
-            stop,
+            stop: Some(tx),
             thread: Some(thread),
         })
     }
@@ -67,7 +73,7 @@ impl Sampler {
 
     /// Stops the thread (after its last sample) and returns the peaks.
     pub fn finish(mut self) -> Peaks {
-        self.stop.store(true, Ordering::SeqCst);
+        self.stop = None;
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -75,27 +81,12 @@ impl Sampler {
     }
 }
 
-impl Drop for Sampler {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-    }
-}
-
-fn run(pid: u32, mut csv: File, period: Duration, peaks: &Mutex<Peaks>, stop: &AtomicBool) {
+fn run(pid: u32, mut csv: File, period: Duration, peaks: &Mutex<Peaks>, stop: &Receiver<()>) {
     let started = Instant::now();
-    let (nvml, note) = match Nvml::init() {
-        Ok(n) => (Some(n), None),
-        Err(e) => (
-            None,
-            Some(format!("not available: NVML cannot be used ({e})")),
-        ),
-    };
-    if let Ok(mut p) = peaks.lock() {
-        p.gpu_note = note;
-    }
-    loop {
-        // The last sample is taken after the stop was asked.
-        let last = stop.load(Ordering::SeqCst);
+    // NVML loads after the first sample: its start must not delay it.
+    let mut nvml: Option<Option<Nvml>> = None;
+    let mut last = false;
+    for n in 0usize.. {
         let pids = tree(pid);
         let (mut pss, mut rss) = (0u64, 0u64);
         let mut seen = 0u32;
@@ -106,7 +97,9 @@ fn run(pid: u32, mut csv: File, period: Duration, peaks: &Mutex<Peaks>, stop: &A
                 seen += 1;
             }
         }
-        let gpu = nvml.as_ref().map(|n| gpu_mib(n, &pids));
+        let gpu = nvml
+            .as_ref()
+            .and_then(|n| n.as_ref().map(|n| gpu_mib(n, &pids)));
         if seen > 0 {
             let (pss, rss) = (pss as f64 / 1024.0, rss as f64 / 1024.0);
             let gpu_cell = match &gpu {
@@ -115,7 +108,7 @@ fn run(pid: u32, mut csv: File, period: Duration, peaks: &Mutex<Peaks>, stop: &A
             };
             let _ = writeln!(
                 csv,
-                "{:.1},{pss:.1},{rss:.1},{seen},{gpu_cell}",
+                "{:.3},{pss:.1},{rss:.1},{seen},{gpu_cell}",
                 started.elapsed().as_secs_f64()
             );
             if let Ok(mut p) = peaks.lock() {
@@ -130,13 +123,33 @@ fn run(pid: u32, mut csv: File, period: Duration, peaks: &Mutex<Peaks>, stop: &A
                 }
             }
         }
+        if nvml.is_none() {
+            nvml = Some(start_nvml(peaks));
+        }
         if last {
             return;
         }
-        // Sleep in short steps, so a stop is not kept waiting a period.
-        let until = Instant::now() + period;
-        while Instant::now() < until && !stop.load(Ordering::SeqCst) {
-            std::thread::sleep(Duration::from_millis(20).min(period));
+        let next = match FIRST_SAMPLES_MS.get(n) {
+            Some(ms) => started + Duration::from_millis(*ms),
+            None => Instant::now() + period,
+        };
+        // A stop (or the sampler dropped) wakes the wait: one last sample.
+        match stop.recv_timeout(next.saturating_duration_since(Instant::now())) {
+            Err(RecvTimeoutError::Timeout) => {}
+            _ => last = true,
+        }
+    }
+}
+
+/// NVML, or None with why in the peaks' note.
+fn start_nvml(peaks: &Mutex<Peaks>) -> Option<Nvml> {
+    match Nvml::init() {
+        Ok(n) => Some(n),
+        Err(e) => {
+            if let Ok(mut p) = peaks.lock() {
+                p.gpu_note = Some(format!("not available: NVML cannot be used ({e})"));
+            }
+            None
         }
     }
 }

@@ -77,9 +77,10 @@ impl Journal {
         *self.cache.lock().unwrap_or_else(|e| e.into_inner()) = Some(cache);
     }
 
-    /// Under the lock: cuts a torn tail, replays, asks `decide` for the line
-    /// to write (None: nothing to write), writes and fsyncs it, and hands
-    /// the state with that line applied to `result`.
+    /// Under the lock: cuts a torn tail, replays, asks `decide` for the
+    /// lines to write (one or more, joined by newlines; None: nothing to
+    /// write), writes them in one write() and fsyncs, and hands the state
+    /// with them applied to `result`.
     pub(super) fn append<R>(
         &self,
         decide: impl FnOnce(&Replay) -> Result<Option<String>>,

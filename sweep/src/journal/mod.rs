@@ -13,9 +13,11 @@
 //! stay, flagged `discarded`, which nothing but the report reads.
 //!
 //! Writing: every append takes the lock, replays the file (another worker
-//! may have written since), checks the record against that state, writes it
-//! as one whole line with a single `write()` and fsyncs before the lock is
-//! let go, so a record is on disk before the caller goes on. A finished
+//! may have written since), checks the records against that state, writes
+//! them as whole lines with a single `write()` and fsyncs before the lock is
+//! let go, so a record is on disk before the caller goes on. The records of
+//! one moment go together (a trial's last attributes and its end; the
+//! values read in one look), under one lock and one fsync. A finished
 //! trial is one CREATE_TRIAL record, so a crash never leaves half of it.
 //! Nothing non-finite is ever written: Optuna would write `NaN`, which is not
 //! JSON; a trial whose objective is not finite is the caller's FAIL.
@@ -354,6 +356,50 @@ impl Journal {
 
     /// Ends a running trial now (one SET_TRIAL_STATE_VALUES record).
     pub fn finish_trial(&self, trial: TrialId, outcome: Outcome) -> Result<()> {
+        self.finish_with(trial, &[], outcome)
+    }
+
+    /// Reports the metric at several steps of a running trial: the records
+    /// of one moment, under one lock, in one write and one fsync.
+    pub fn set_intermediates(&self, trial: TrialId, values: &[(u64, f64)]) -> Result<()> {
+        for (step, v) in values {
+            finite(*v, &format!("the intermediate value at step {step}"))?;
+        }
+        if values.is_empty() {
+            return Ok(());
+        }
+        self.append(
+            |state| {
+                state.running_trial(trial, &self.path)?;
+                let lines = values
+                    .iter()
+                    .map(|(step, v)| {
+                        self.line(
+                            SET_TRIAL_INTERMEDIATE_VALUE,
+                            Intermediate {
+                                trial_id: trial.0,
+                                step: *step,
+                                intermediate_value: *v,
+                            },
+                        )
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                Ok(Some(lines.join("\n")))
+            },
+            |_| Ok(()),
+        )
+    }
+
+    /// Ends a running trial now with its last user attributes: one
+    /// SET_TRIAL_USER_ATTR record per attribute (as Optuna writes them), then
+    /// SET_TRIAL_STATE_VALUES, all in one write and one fsync under one
+    /// lock, so the trial is never seen finished without its attributes.
+    pub fn finish_with(
+        &self,
+        trial: TrialId,
+        attrs: &[(String, Value)],
+        outcome: Outcome,
+    ) -> Result<()> {
         if let Outcome::Complete(v) = outcome {
             finite(v, "the objective")?;
         }
@@ -365,7 +411,19 @@ impl Journal {
                     Outcome::Pruned => pruned_value(&t.trial.intermediate),
                     Outcome::Fail => None,
                 };
-                self.line(
+                let mut lines = attrs
+                    .iter()
+                    .map(|(k, v)| {
+                        self.line(
+                            SET_TRIAL_USER_ATTR,
+                            TrialAttr {
+                                trial_id: trial.0,
+                                user_attr: [(k.as_str(), v)].into(),
+                            },
+                        )
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                lines.push(self.line(
                     SET_TRIAL_STATE_VALUES,
                     StateValues {
                         trial_id: trial.0,
@@ -373,8 +431,8 @@ impl Journal {
                         values: value.map(|v| [v]),
                         datetime_complete: iso_utc(SystemTime::now())?,
                     },
-                )
-                .map(Some)
+                )?);
+                Ok(Some(lines.join("\n")))
             },
             |_| Ok(()),
         )

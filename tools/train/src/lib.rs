@@ -134,8 +134,16 @@ pub fn main() -> ExitCode {
         };
         match (&cli.command, &cli.resume, &cli.config) {
             (Some(Command::Info(args)), _, _) => commands::info::run(args),
-            (Some(Command::Sweep(args)), _, _) => sweep::driver::run(args, &me()?, LIBTORCH),
-            (Some(Command::Run(args)), _, _) => guard::run(args),
+            // The one signal handler of this process: the request it sets
+            // is handed to what must stop (the trainer has its own).
+            (Some(Command::Sweep(args)), _, _) => {
+                let stop = supervise::events::Interrupter::install(STOPPED_TWICE);
+                sweep::driver::run(args, &me()?, LIBTORCH, &stop)
+            }
+            (Some(Command::Run(args)), _, _) => {
+                let stop = supervise::events::Interrupter::install(STOPPED_TWICE);
+                guard::run(args, &stop)
+            }
             #[cfg(feature = "libtorch")]
             (Some(Command::Bench(args)), _, _) => commands::bench::run(args),
             #[cfg(feature = "libtorch")]
@@ -174,6 +182,9 @@ pub fn main() -> ExitCode {
         }
     })
 }
+
+/// The exit code when a second Ctrl-C or SIGTERM ends train at once.
+const STOPPED_TWICE: i32 = common::exit::STOPPED as i32;
 
 /// Whether this build links libtorch (the feature of the same name): what
 /// the sweep needs to know before it starts a trial of the seeds' model.

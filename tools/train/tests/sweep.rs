@@ -233,8 +233,30 @@ fn a_driver_killed_mid_sweep_resumes_and_every_trial_ends_once() {
         );
         out.join("trials/0003/pid").exists()
     });
+    let trial_pid = |n: &str| -> u32 {
+        let text = std::fs::read_to_string(out.join("trials").join(n).join("pid")).unwrap();
+        text.split_whitespace().next().unwrap().parse().unwrap()
+    };
+    let pids = [trial_pid("0002"), trial_pid("0003")];
     driver.kill().unwrap();
     driver.wait().unwrap();
+    // No trial outlives its driver: each trial's keeper sends its group
+    // SIGTERM at once, and train stops between two steps, saying so.
+    testkit::wait_until("the trials to end after the driver's kill", 10, || {
+        pids.iter().all(|p| {
+            // Gone, or a zombie whose new parent has not reaped it yet.
+            let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default();
+            stat.is_empty() || stat.contains(") Z")
+        })
+    });
+    // Ended, not finished: stopped between two steps, or before train's
+    // handler was set (no summary then).
+    for n in ["0002", "0003"] {
+        let summary = out.join("trials").join(n).join("run/summary.yaml");
+        if let Ok(text) = std::fs::read_to_string(summary) {
+            assert!(text.contains("status: stopped"), "{text}");
+        }
+    }
     // --status says what still runs, or that nothing does any more.
     let status = sweep(&["--status", out.to_str().unwrap()]);
     let said = String::from_utf8_lossy(&status.stdout).to_string();
@@ -488,7 +510,7 @@ fn two_workers_share_a_sweep_and_resume_reruns_only_the_dead_workers_trial() {
         (0..12).any(|n| {
             std::fs::read_to_string(out.join(format!("trials/{n:04}/pid")))
                 .ok()
-                .and_then(|p| p.trim().parse().ok())
+                .and_then(|p| p.split_whitespace().next()?.parse().ok())
                 .and_then(parent_of)
                 == Some(a.id())
         })

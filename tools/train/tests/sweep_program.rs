@@ -311,7 +311,9 @@ fn driver_with_two_trials(cwd: &Path) -> (std::process::Child, std::path::PathBu
 fn trial_pid(sweep: &Path, n: &str) -> i32 {
     std::fs::read_to_string(sweep.join("trials").join(n).join("pid"))
         .unwrap()
-        .trim()
+        .split_whitespace()
+        .next()
+        .unwrap()
         .parse()
         .unwrap()
 }

@@ -14,8 +14,6 @@ use supervise::leg::{Ended, Leg, Objective};
 use supervise::readers::{Reader, Report, Source};
 use supervise::verdict::Stop;
 
-/// How often the loop looks again.
-const POLL: Duration = Duration::from_millis(100);
 /// Between SIGTERM to the command's group and SIGKILL.
 const GRACE: Duration = Duration::from_secs(5);
 
@@ -124,6 +122,7 @@ impl Tally {
 /// Runs the smoke. An error: the command could not be started (its message
 /// names the program), or its records could not be written.
 pub fn run(p: &Plan) -> anyhow::Result<Ran> {
+    let (bell, wait) = supervise::events::bell();
     let spec = Spec {
         argv: p.argv.to_vec(),
         cwd: None,
@@ -131,8 +130,8 @@ pub fn run(p: &Plan) -> anyhow::Result<Ran> {
         log: p.dir.output_log(),
         own_metrics: Some(p.dir.own_metrics()),
         echo: false,
-        keeper: true,
         grace: GRACE,
+        bell,
     };
     let reader = Reader::new(p.expect.unwrap_or("val_loss"), p.regex)?;
     let objective = Objective {
@@ -177,7 +176,13 @@ pub fn run(p: &Plan) -> anyhow::Result<Ran> {
         if let Some(status) = leg.tick()? {
             break status;
         }
-        std::thread::sleep(POLL);
+        // Its next line or its exit wakes this; the time limit at the latest.
+        let limit = leg.started() + Duration::from_secs_f64(p.seconds);
+        wait.until(if stopped.is_some() {
+            leg.deadline()
+        } else {
+            Some(limit)
+        });
     };
     // The lines still in the pipes when it ended (`tick` read them to the
     // end), before `end` takes them.

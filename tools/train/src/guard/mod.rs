@@ -12,21 +12,16 @@ use common::wire::program::{ProgramLeg, ProgramStatus, ProgramSummary};
 use common::wire::run_dir::RunDir;
 use common::wire::Versioned;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use supervise::child::Spec;
 use supervise::command::shell_words;
+use supervise::events::{self, Bell, Interrupter, Waiter};
 use supervise::leg::{Ended, Leg, Objective};
 use supervise::readers::Reader;
 use supervise::verdict::Stop;
 
 /// The word replaced by the current config's path.
 const CONFIG_WORD: &str = "{config}";
-/// How often the loop looks again.
-const POLL: Duration = Duration::from_millis(100);
-
-/// Set by Ctrl-C or SIGTERM: end the command, record why.
-static STOP: AtomicBool = AtomicBool::new(false);
 
 #[derive(Parser, Debug)]
 #[command(
@@ -72,7 +67,8 @@ pub struct Args {
     pub command: Vec<String>,
 }
 
-pub fn run(args: &Args) -> anyhow::Result<u8> {
+/// `train run`: `stop` is the process's stop request (Ctrl-C, SIGTERM).
+pub fn run(args: &Args, stop: &Interrupter) -> anyhow::Result<u8> {
     let configs = configs_of(args)?;
     // The regex is checked before anything runs.
     Reader::new(&args.metric, args.metric_regex.as_deref())?;
@@ -84,7 +80,13 @@ pub fn run(args: &Args) -> anyhow::Result<u8> {
     std::fs::create_dir_all(dir.path())
         .map_err(|e| bad_input!("{}: cannot create: {e}", dir.path().display()))?;
     let cwd = std::env::current_dir().context("the current directory")?;
-    let _ = ctrlc::set_handler(|| STOP.store(true, Ordering::SeqCst));
+    let (bell, wait) = events::bell();
+    stop.wake(&bell);
+    let watch = Watch {
+        stop,
+        bell: &bell,
+        wait: &wait,
+    };
     let started = Instant::now();
     let mut summary = ProgramSummary {
         schema: ProgramSummary::SCHEMA.into(),
@@ -104,7 +106,7 @@ pub fn run(args: &Args) -> anyhow::Result<u8> {
         let argv = with_config(&args.command, config.as_deref());
         let env = fixes(&argv, &mut summary);
         let number = i as u32 + 1;
-        let ended = run_leg(args, &dir, number, argv, env, config.clone())?;
+        let ended = run_leg(args, &watch, &dir, number, argv, env, config.clone())?;
         let l = ended.leg;
         code = exit_code(&l);
         summary.status = l.status;
@@ -137,6 +139,7 @@ pub fn run(args: &Args) -> anyhow::Result<u8> {
 /// start to end (its output appended to output.log).
 fn run_leg(
     args: &Args,
+    watch: &Watch,
     dir: &RunDir,
     number: u32,
     argv: Vec<String>,
@@ -151,8 +154,8 @@ fn run_leg(
         log: dir.output_log(),
         own_metrics: Some(dir.own_metrics()),
         echo: !args.quiet,
-        keeper: true,
         grace: args.grace,
+        bell: watch.bell.clone(),
     };
     let reader = Reader::new(&args.metric, args.metric_regex.as_deref())?;
     let objective = Objective {
@@ -172,7 +175,7 @@ fn run_leg(
         leg.pid(),
         dir.output_log().display()
     );
-    let status = watch(&mut leg, args)?;
+    let status = watch.until_end(&mut leg, args)?;
     Ok(leg.end(status))
 }
 
@@ -253,19 +256,31 @@ fn fixes(argv: &[String], summary: &mut ProgramSummary) -> Vec<(String, String)>
     f.set
 }
 
-/// Polls the leg until its command ends: Ctrl-C and the timeout stop it.
-fn watch(leg: &mut Leg, args: &Args) -> anyhow::Result<std::process::ExitStatus> {
-    loop {
-        leg.poll();
-        if leg.stopping().is_none() {
-            if STOP.load(Ordering::SeqCst) {
-                common::say!(
-                    "train run: stopping the command: SIGTERM to its process group, SIGKILL after {}",
-                    humantime::format_duration(args.grace)
-                );
-                leg.stop(Stop::Interrupted("train run got Ctrl-C or SIGTERM".into()));
-            } else if let Some(limit) = args.timeout {
-                if leg.seconds() > limit.as_secs_f64() {
+/// What a leg's loop waits on: the stop request and the bell its
+/// command's lines and exit ring.
+struct Watch<'a> {
+    stop: &'a Interrupter,
+    bell: &'a Bell,
+    wait: &'a Waiter,
+}
+
+impl Watch<'_> {
+    /// Watches the leg until its command ends, waking on its output, its
+    /// exit, Ctrl-C and the timeout: Ctrl-C and the timeout stop it.
+    fn until_end(&self, leg: &mut Leg, args: &Args) -> anyhow::Result<std::process::ExitStatus> {
+        let timeout_at = args.timeout.map(|t| leg.started() + t);
+        loop {
+            leg.poll();
+            if leg.stopping().is_none() {
+                if self.stop.should_stop() {
+                    common::say!(
+                        "train run: stopping the command: SIGTERM to its process group, SIGKILL after {}",
+                        humantime::format_duration(args.grace)
+                    );
+                    leg.stop(Stop::Interrupted("train run got Ctrl-C or SIGTERM".into()));
+                } else if let Some(limit) =
+                    args.timeout.filter(|_| timeout_at <= Some(Instant::now()))
+                {
                     common::say!(
                         "train run: past --timeout {}: ending the command",
                         humantime::format_duration(limit)
@@ -275,11 +290,15 @@ fn watch(leg: &mut Leg, args: &Args) -> anyhow::Result<std::process::ExitStatus>
                     });
                 }
             }
+            if let Some(status) = leg.tick()? {
+                return Ok(status);
+            }
+            let next = match leg.stopping() {
+                Some(_) => leg.deadline(),
+                None => timeout_at,
+            };
+            self.wait.until(next);
         }
-        if let Some(status) = leg.tick()? {
-            return Ok(status);
-        }
-        std::thread::sleep(POLL);
     }
 }
 

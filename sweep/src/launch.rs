@@ -1,0 +1,279 @@
+//! Starting trials: a free slot, a trial claimed from the storage under
+//! its lock (an interrupted trial again before a new draw), its files, its
+//! block, and its process through supervise's child module: a `train` of
+//! our model, or the space's program. A trial that cannot start fails
+//! alone, recorded with why; the sweep goes on.
+
+use crate::banner::{print_block, print_program_block};
+use crate::context::Sweep;
+use crate::history::{drawn, interrupted_roots, rerun_reason};
+use crate::journal::{Outcome, Study, TrialRecord, TrialRef};
+use crate::outcome::{self, MESSAGE_CHARS};
+use crate::owner;
+use crate::program::{self, Launch};
+use crate::sampler::Sampler;
+use crate::slots::Slots;
+use crate::space::Param;
+use crate::storage::Storage;
+use crate::trial::ParamValue;
+use crate::trials::{Proc, Running, GRACE};
+use common::bad_input;
+use common::wire::failure::Class;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::time::Instant;
+use supervise::child::{Child, Spec};
+use supervise::events::Bell;
+
+/// A trial to run: its values, and the trial it runs again (if it does).
+type Next = (BTreeMap<String, ParamValue>, Option<u64>);
+
+/// What starting trials needs: the sweep, its storage, the sampler, the
+/// slots and the bell the trials ring.
+pub(crate) struct Starter<'a> {
+    pub sweep: &'a Sweep,
+    pub storage: &'a dyn Storage,
+    pub sampler: &'a dyn Sampler,
+    pub slots: &'a Slots,
+    pub bell: &'a Bell,
+}
+
+impl Starter<'_> {
+    /// Starts trials in free slots, each claimed from the storage (other
+    /// workers may share it). True: nothing is left to claim.
+    pub fn launch(&self, trials: &mut Vec<Running>, cap: u64) -> anyhow::Result<bool> {
+        loop {
+            let busy: Vec<usize> = trials.iter().map(|t| t.slot).collect();
+            let Some(slot) = self.slots.free(&busy) else {
+                return Ok(false);
+            };
+            let mut chosen = None;
+            let made = self
+                .storage
+                .claim_trial(self.sweep.study_id, &mut |study| {
+                    let Some((values, from)) = self.next_trial(study, cap)? else {
+                        return Ok(None);
+                    };
+                    let mut record = self.record(&values, from);
+                    // Under the lock the next number is the study's length.
+                    let run = self.sweep.trial_dir(study.trials.len() as u64).run();
+                    record.user_attrs.insert(
+                        "run_dir".into(),
+                        Value::from(run.path().display().to_string()),
+                    );
+                    // A device-side assert runs again to name its kernel.
+                    let blocking =
+                        from.and_then(|r| rerun_reason(study, r)) == Some(outcome::RERUN_BLOCKING);
+                    chosen = Some((values, from, blocking));
+                    Ok(Some(record))
+                })?;
+            let (Some(made), Some((values, retried_from, blocking))) = (made, chosen) else {
+                return Ok(true);
+            };
+            let crowd = self.slots.crowd(slot, &busy) + 1;
+            let trial = Claimed {
+                made,
+                slot,
+                values,
+                retried_from,
+                blocking,
+                crowd,
+            };
+            let started = if self.sweep.space.program.is_some() {
+                self.start_program(trial)?
+            } else {
+                self.start_train(trial)?
+            };
+            trials.extend(started);
+        }
+    }
+
+    /// What to run next, decided on the study as it stands under the lock:
+    /// a trial whose every run was interrupted runs again (its parameters,
+    /// `retried_from` its first number), else the sampler's next draw while
+    /// the sweep has trials left. None: nothing left to claim.
+    fn next_trial(&self, study: &Study, cap: u64) -> anyhow::Result<Option<Next>> {
+        let sweep = self.sweep;
+        if let Some(root) = interrupted_roots(study).first() {
+            // The journal holds the sampled values; the fixed ones are the
+            // space's.
+            let mut values = sweep.search.fixed.clone();
+            values.extend(study.trials[*root as usize].params.clone());
+            return Ok(Some((values, Some(*root))));
+        }
+        let index = drawn(study);
+        if index >= cap {
+            return Ok(None);
+        }
+        let values = self
+            .sampler
+            .sample(&sweep.search, &study.trials, sweep.space.metric.goal, index)
+            .map_err(|e| bad_input!("{}: {e:#}", sweep.settings.space_name))?;
+        Ok(Some((values, None)))
+    }
+
+    /// The storage's record of a trial with these values.
+    fn record(
+        &self,
+        values: &BTreeMap<String, ParamValue>,
+        retried_from: Option<u64>,
+    ) -> TrialRecord {
+        let params = &self.sweep.space.params;
+        let sampled = |n: &str| {
+            params
+                .iter()
+                .any(|(m, p)| m == n && matches!(p, Param::Sampled(_)))
+        };
+        let mut record = TrialRecord {
+            distributions: params
+                .iter()
+                .filter_map(|(n, p)| match p {
+                    Param::Sampled(d) if values.contains_key(n) => Some((n.clone(), d.clone())),
+                    _ => None,
+                })
+                .collect(),
+            params: values
+                .iter()
+                .filter(|(n, _)| sampled(n))
+                .map(|(n, v)| (n.clone(), v.clone()))
+                .collect(),
+            ..TrialRecord::default()
+        };
+        record
+            .user_attrs
+            .insert(owner::ATTR.into(), self.sweep.owner.clone());
+        if let Some(from) = retried_from {
+            record
+                .user_attrs
+                .insert("retried_from".into(), Value::from(from));
+        }
+        record
+    }
+
+    /// A trial of our model: its config from the space's values, then a
+    /// `train --config` in its own process group with a keeper.
+    fn start_train(&self, t: Claimed) -> anyhow::Result<Option<Running>> {
+        let sweep = self.sweep;
+        let dir = sweep.trial_dir(t.made.number);
+        std::fs::create_dir_all(dir.path())?;
+        // A combination the schema refuses is a failed trial, not a crash.
+        let config = match sweep.space.apply(&sweep.settings.base, &t.values) {
+            Ok(c) => c,
+            Err(e) => return self.fail(&t.made, "config", &format!("{e:#}")),
+        };
+        let cfg_path = dir.config();
+        common::files::write_atomic(&cfg_path, config.to_yaml().as_bytes())?;
+        print_block(
+            t.made.number,
+            &config,
+            &t.values,
+            t.retried_from,
+            &self.slots.runs_on(t.slot),
+        );
+        let mut argv = vec![
+            sweep.train.display().to_string(),
+            "--config".into(),
+            cfg_path.display().to_string(),
+            "--out".into(),
+            dir.run().path().display().to_string(),
+        ];
+        let s = &self.slots.slots[t.slot];
+        if let Some(n) = s.threads {
+            argv.extend(["--threads".into(), n.to_string()]);
+        }
+        let mut env = Vec::new();
+        match s.gpu {
+            Some(g) => env.push(("CUDA_VISIBLE_DEVICES".into(), g.to_string())),
+            None if self.slots.inherit_gpus => {}
+            None if self.slots.all_cpu() => argv.extend(["--device".into(), "cpu".into()]),
+            None => {}
+        }
+        let spec = Spec {
+            argv,
+            cwd: None,
+            env,
+            log: dir.log(),
+            own_metrics: None,
+            echo: false,
+            grace: GRACE,
+            bell: self.bell.clone(),
+        };
+        // train's own output is only logged: it writes its metrics.csv.
+        let child = Child::spawn(&spec, None)?;
+        supervise::group::write_pid_file(&dir.pid(), child.pid())?;
+        Ok(Some(t.running(Proc::Train(Box::new(child)), dir)))
+    }
+
+    /// A program trial: its files, its block, its command (`program`).
+    fn start_program(&self, t: Claimed) -> anyhow::Result<Option<Running>> {
+        let sweep = self.sweep;
+        let dir = sweep.trial_dir(t.made.number);
+        std::fs::create_dir_all(dir.path())?;
+        let s = &self.slots.slots[t.slot];
+        let launch = Launch {
+            number: t.made.number,
+            dir: &dir,
+            values: &t.values,
+            gpu: s.gpu.map(|g| g.to_string()),
+            threads: s.threads.map(|t| t.max(1) as usize),
+            launch_blocking: t.blocking,
+            torch: sweep.torch,
+            grace: GRACE,
+            bell: self.bell,
+        };
+        let started = match program::start(&sweep.space, &sweep.settings, &launch) {
+            Ok(s) => s,
+            Err(e) => return self.fail(&t.made, Class::Other.as_str(), &format!("{e:#}")),
+        };
+        print_program_block(
+            t.made.number,
+            &t.values,
+            t.retried_from,
+            &started.argv,
+            &self.slots.runs_on(t.slot),
+            t.blocking,
+        );
+        Ok(Some(t.running(Proc::Program(Box::new(started)), dir)))
+    }
+
+    /// A trial that could not start: failed with its class and message.
+    fn fail(&self, made: &TrialRef, class: &str, message: &str) -> anyhow::Result<Option<Running>> {
+        let message: String = message.chars().take(MESSAGE_CHARS).collect();
+        common::say!("train sweep: trial {}: {message}", made.number);
+        let attrs = [
+            ("error_class".to_string(), Value::from(class)),
+            ("error_message".to_string(), Value::from(message)),
+        ];
+        self.storage.finish(made.id, &attrs, Outcome::Fail)?;
+        Ok(None)
+    }
+}
+
+/// A trial claimed for a slot, before its process starts.
+struct Claimed {
+    made: TrialRef,
+    slot: usize,
+    values: BTreeMap<String, ParamValue>,
+    retried_from: Option<u64>,
+    /// A rerun with CUDA_LAUNCH_BLOCKING=1.
+    blocking: bool,
+    /// Trials on its slot's device, itself included.
+    crowd: usize,
+}
+
+impl Claimed {
+    fn running(self, proc: Proc, dir: common::wire::run_dir::TrialDir) -> Running {
+        Running {
+            number: self.made.number,
+            id: self.made.id,
+            proc,
+            slot: self.slot,
+            dir,
+            started: Instant::now(),
+            reported: BTreeMap::new(),
+            ending: None,
+            crowd: self.crowd,
+            launch_blocking: self.blocking,
+        }
+    }
+}

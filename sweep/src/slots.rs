@@ -1,0 +1,103 @@
+//! Where trials run: the slots placement gave (a GPU, or the CPU with a
+//! thread count), the ones closed since (a trial ran out of memory while
+//! it shared its device, or the measured peaks allow fewer), and whether
+//! Slurm chose this worker's GPUs. `busy` is the slots of the running
+//! trials, given by the caller, so that this knows nothing of trials.
+
+use crate::placement::Slot;
+
+pub(crate) struct Slots {
+    pub slots: Vec<Slot>,
+    pub closed: Vec<bool>,
+    /// Slots taken away for crowding (they stay away).
+    pub crowded: usize,
+    /// Slurm chose this worker's GPUs: trials inherit CUDA_VISIBLE_DEVICES.
+    pub inherit_gpus: bool,
+}
+
+impl Slots {
+    pub fn new(slots: Vec<Slot>, inherit_gpus: bool) -> Slots {
+        Slots {
+            closed: vec![false; slots.len()],
+            slots,
+            crowded: 0,
+            inherit_gpus,
+        }
+    }
+
+    /// An open slot no running trial holds.
+    pub fn free(&self, busy: &[usize]) -> Option<usize> {
+        (0..self.slots.len()).find(|i| !self.closed[*i] && !busy.contains(i))
+    }
+
+    /// Trials on the device of `slot` (its GPU, or the CPU) among `busy`.
+    pub fn crowd(&self, slot: usize, busy: &[usize]) -> usize {
+        let gpu = self.slots[slot].gpu;
+        busy.iter().filter(|b| self.slots[**b].gpu == gpu).count()
+    }
+
+    /// One trial fewer on the device of `slot` (a trial there ran out of
+    /// memory while it shared it): `slot` closes, if another stays open.
+    pub fn close(&mut self, slot: usize) {
+        let gpu = self.slots[slot].gpu;
+        let open = (0..self.slots.len())
+            .filter(|i| !self.closed[*i] && self.slots[*i].gpu == gpu)
+            .count();
+        if open > 1 {
+            self.closed[slot] = true;
+            self.crowded += 1;
+            common::say!(
+                "train sweep: placement: {} trial(s) at once on {} from now on (a trial ran out of memory while it shared it)",
+                open - 1,
+                self.runs_on(slot)
+            );
+        }
+    }
+
+    /// Where a slot's trial runs, for its block.
+    pub fn runs_on(&self, slot: usize) -> String {
+        match (self.slots[slot].gpu, self.inherit_gpus) {
+            (Some(g), _) => format!("GPU {g}"),
+            (None, true) => format!(
+                "the GPUs Slurm gave this task (CUDA_VISIBLE_DEVICES={})",
+                std::env::var("CUDA_VISIBLE_DEVICES").unwrap_or_default()
+            ),
+            (None, false) => "the CPU".into(),
+        }
+    }
+
+    /// Whether every slot is on the CPU (a train trial is told `--device cpu`).
+    pub fn all_cpu(&self) -> bool {
+        self.slots.iter().all(|s| s.gpu.is_none())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cpu(n: usize) -> Slots {
+        Slots::new(
+            (0..n)
+                .map(|_| Slot {
+                    gpu: None,
+                    threads: Some(1),
+                })
+                .collect(),
+            false,
+        )
+    }
+
+    #[test]
+    fn a_closed_or_busy_slot_is_not_free_and_the_last_open_one_stays() {
+        let mut s = cpu(2);
+        assert_eq!(s.free(&[]), Some(0));
+        assert_eq!(s.free(&[0]), Some(1));
+        assert_eq!(s.crowd(0, &[0, 1]), 2);
+        s.close(1);
+        assert_eq!(s.free(&[0]), None);
+        s.close(0);
+        assert!(!s.closed[0], "the last open slot stays open");
+        assert_eq!(s.crowded, 1);
+    }
+}

@@ -1,0 +1,384 @@
+//! The driver's running trials: a child `train` (a trial of our model) or
+//! a program trial's supervised leg, both run by supervise's one child
+//! module (own process group, keeper, output read as it comes). Each look
+//! reads their new metric values into the storage (and the pruner), ends
+//! those past their time, and records how each one that is gone ended
+//! (`outcome` decides). The steps take the driver's parts as arguments.
+
+use crate::context::Sweep;
+use crate::history::reruns_for;
+use crate::journal::{Study, TrialId};
+use crate::layout::full_disk;
+use crate::outcome::{self, Ended, Ending, ProgramEnd};
+use crate::pruner::{Decision, Pruner};
+use crate::slots::Slots;
+use crate::storage::Storage;
+use crate::trial::Trial;
+use common::wire::program::{ProgramLeg, ProgramStatus, ProgramSummary};
+use common::wire::run_dir::{self, TrialDir};
+use common::wire::train::{EpochRow, TrainSummary};
+use common::wire::Versioned;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+use std::process::ExitStatus;
+use std::time::{Duration, Instant};
+use supervise::child::Child;
+use supervise::verdict::Stop;
+
+/// How long a trial's process group gets between SIGTERM and SIGKILL.
+pub const GRACE: Duration = Duration::from_secs(20);
+/// How long a stopped trial gets to write its summary before SIGKILL (a
+/// step on a GPU can take seconds); one past its timeout has had its time.
+const TIMEOUT_GRACE: Duration = Duration::from_secs(5);
+
+/// What runs a trial.
+pub(crate) enum Proc {
+    Train(Box<Child>),
+    Program(Box<crate::program::Started>),
+}
+
+pub(crate) struct Running {
+    pub number: u64,
+    pub id: TrialId,
+    pub proc: Proc,
+    pub slot: usize,
+    pub dir: TrialDir,
+    pub started: Instant,
+    pub reported: BTreeMap<u64, f64>,
+    pub ending: Option<Ending>,
+    /// Trials sharing its slot's device (itself included) when it started.
+    pub crowd: usize,
+    /// It runs with CUDA_LAUNCH_BLOCKING=1 (a device-side assert's rerun).
+    pub launch_blocking: bool,
+}
+
+impl Running {
+    /// Ends it for `why` (the first reason is the one recorded): SIGTERM to
+    /// its process group now, SIGKILL after the grace.
+    pub fn stop(&mut self, why: Ending) {
+        if self.ending.is_some() {
+            return;
+        }
+        let grace = if why == Ending::Timeout {
+            TIMEOUT_GRACE
+        } else {
+            GRACE
+        };
+        match &mut self.proc {
+            Proc::Train(c) => c.terminate(grace),
+            Proc::Program(p) => p.leg.stop_within(
+                match &why {
+                    Ending::Pruned(w) => Stop::Pruned(w.clone()),
+                    Ending::Timeout => Stop::Timeout {
+                        limit_s: self.started.elapsed().as_secs_f64(),
+                    },
+                    Ending::Interrupted => Stop::Interrupted("the sweep was stopped".into()),
+                },
+                grace,
+            ),
+        }
+        self.ending = Some(why);
+    }
+
+    /// Its exit status once it has ended (SIGKILL past its grace).
+    fn tick(&mut self) -> anyhow::Result<Option<ExitStatus>> {
+        match &mut self.proc {
+            Proc::Train(c) => c.try_wait(),
+            Proc::Program(p) => p.leg.tick(),
+        }
+    }
+
+    /// When the driver must look at it though nothing rang: its grace's
+    /// end, or its timeout.
+    pub fn deadline(&self, timeout_s: Option<f64>) -> Option<Instant> {
+        let grace = match &self.proc {
+            Proc::Train(c) => c.deadline(),
+            Proc::Program(p) => p.leg.deadline(),
+        };
+        let timeout = timeout_s
+            .filter(|_| self.ending.is_none())
+            .map(|s| self.started + Duration::from_secs_f64(s));
+        grace.into_iter().chain(timeout).min()
+    }
+
+    /// Its process tree's host memory peak so far (a program trial's).
+    pub fn host_peak_mib(&self) -> Option<f64> {
+        match &self.proc {
+            Proc::Train(_) => None,
+            Proc::Program(p) => p.leg.host_peak_mib(),
+        }
+    }
+
+    /// The objective's new values by step: train's metrics.csv, or what the
+    /// program's leg read since the last look.
+    fn new_values(&mut self, metric: &common::wire::metric::Metric) -> Vec<(u64, f64)> {
+        match &mut self.proc {
+            Proc::Train(c) => {
+                // Its lines are only logged; they wake the driver.
+                c.poll();
+                let path = self.dir.run().metrics();
+                let Ok(text) = std::fs::read_to_string(&path) else {
+                    return Vec::new();
+                };
+                let Ok(rows) = EpochRow::read_all(&path.display().to_string(), &text) else {
+                    return Vec::new();
+                };
+                rows.iter()
+                    .filter_map(|row| metric.value_in(row).map(|v| (u64::from(row.epoch), v)))
+                    .collect()
+            }
+            Proc::Program(p) => {
+                let name = metric.to_string();
+                p.leg
+                    .poll()
+                    .into_iter()
+                    .filter(|r| r.metric.to_string() == name)
+                    .map(|r| (r.step, r.value))
+                    .collect()
+            }
+        }
+    }
+}
+
+/// What `watch` needs besides the trials: the sweep, its storage, the
+/// pruner, the slots (closed for crowding).
+pub(crate) struct Look<'a> {
+    pub sweep: &'a Sweep,
+    pub storage: &'a dyn Storage,
+    pub pruner: Option<&'a dyn Pruner>,
+    pub slots: &'a mut Slots,
+}
+
+impl Look<'_> {
+    /// One look at each running trial: new values into the storage (and
+    /// the pruner), the timeout, and its end. Returns why the sweep must
+    /// stop for its disk, if a trial failed on a full one.
+    pub fn watch(
+        &mut self,
+        trials: &mut Vec<Running>,
+        study: &Study,
+    ) -> anyhow::Result<Option<String>> {
+        let mut disk_full = None;
+        let mut i = 0;
+        while i < trials.len() {
+            self.report_values(&mut trials[i], study)?;
+            let r = &mut trials[i];
+            if let (None, Some(limit)) = (&r.ending, self.sweep.settings.trial_timeout_s) {
+                if r.started.elapsed().as_secs_f64() > limit {
+                    r.stop(Ending::Timeout);
+                }
+            }
+            match r.tick()? {
+                None => i += 1,
+                Some(status) => {
+                    let r = trials.remove(i);
+                    let busy: Vec<usize> = trials.iter().map(|t| t.slot).collect();
+                    let reruns = reruns_for(study, r.number, outcome::RERUN_ALLOCATOR);
+                    if let Some(why) = self.finish(r, status, reruns, &busy)? {
+                        disk_full = Some(why);
+                    }
+                }
+            }
+        }
+        Ok(disk_full)
+    }
+
+    fn report_values(&self, r: &mut Running, study: &Study) -> anyhow::Result<()> {
+        let metric = &self.sweep.space.metric;
+        let new: Vec<(u64, f64)> = r
+            .new_values(&metric.name)
+            .into_iter()
+            .filter(|(step, v)| v.is_finite() && r.reported.get(step) != Some(v))
+            .collect();
+        if new.is_empty() {
+            return Ok(());
+        }
+        // The values of one look: one write, one fsync.
+        self.storage.report(r.id, &new)?;
+        r.reported.extend(new);
+        if let (None, Some(p)) = (&r.ending, self.pruner) {
+            let others: Vec<Trial> = study
+                .trials
+                .iter()
+                .filter(|t| t.number != r.number)
+                .cloned()
+                .collect();
+            if let Decision::Prune(why) = p.decide(&r.reported, &others, metric.goal) {
+                common::say!("train sweep: trial {} pruned: {why}", r.number);
+                r.stop(Ending::Pruned(why));
+            }
+        }
+        Ok(())
+    }
+
+    /// Records how a trial ended: reads what it left, has `outcome` judge
+    /// (`allocator_reruns`: its earlier runs re-run for a broken allocator),
+    /// and records it, its attributes and its end in one write. `busy`: the
+    /// slots of the trials still running. Returns the full disk's reason
+    /// when the failure was the disk's.
+    fn finish(
+        &mut self,
+        r: Running,
+        status: ExitStatus,
+        allocator_reruns: usize,
+        busy: &[usize],
+    ) -> anyhow::Result<Option<String>> {
+        let seconds = (r.started.elapsed().as_secs_f64() * 10.0).round() / 10.0;
+        let sweep = self.sweep;
+        let full = full_disk(&sweep.dir);
+        let name = sweep.space.metric.name.to_string();
+        let (verdict, mut attrs) = match r.proc {
+            Proc::Train(_) => judge_train(
+                sweep,
+                &r.dir,
+                r.ending.as_ref(),
+                status,
+                full.as_deref(),
+                allocator_reruns,
+            ),
+            Proc::Program(p) => {
+                let ended = p.leg.end(status);
+                let summary = program_summary(&p.cwd, &p.env_said, &ended, seconds);
+                let _ = common::files::write_yaml(&r.dir.run().summary(), &summary);
+                let verdict = outcome::judge_program(&ProgramEnd {
+                    summary: &summary,
+                    summary_last: sweep.space.metric.summary_last,
+                    wandb_value: ended.wandb_summary,
+                    metric: &name,
+                    // Shared while it ran: at its start or at its end.
+                    crowd: r.crowd.max(self.slots.crowd(r.slot, busy) + 1),
+                    launch_blocking: r.launch_blocking,
+                    disk_full: full.as_deref(),
+                    allocator_reruns,
+                });
+                (verdict, leg_attrs(&ended.leg, r.reported.len()))
+            }
+        };
+        attrs.push(("seconds", Value::from(seconds)));
+        let crowded = verdict.attrs.iter().any(|(k, v)| {
+            *k == "rerun"
+                && v.as_str()
+                    .is_some_and(|w| w.starts_with(outcome::RERUN_CROWDED))
+        });
+        if crowded {
+            self.slots.close(r.slot);
+        }
+        attrs.extend(verdict.attrs.iter().cloned());
+        let attrs: Vec<(String, Value)> = attrs.into_iter().map(|(k, v)| (k.into(), v)).collect();
+        common::say!("train sweep: trial {} {}", r.number, verdict.word(&name));
+        self.storage.finish(r.id, &attrs, verdict.outcome)?;
+        Ok(if verdict.for_the_disk { full } else { None })
+    }
+}
+
+/// A `train` trial: its summary.yaml and metrics.csv.
+fn judge_train(
+    sweep: &Sweep,
+    dir: &TrialDir,
+    ending: Option<&Ending>,
+    status: ExitStatus,
+    full: Option<&str>,
+    allocator_reruns: usize,
+) -> (outcome::Verdict, Vec<(&'static str, Value)>) {
+    let run = dir.run();
+    let summary = std::fs::read_to_string(run.summary())
+        .ok()
+        .and_then(|t| common::wire::parse::<TrainSummary>(run_dir::SUMMARY, &t).ok());
+    let rows = std::fs::read_to_string(run.metrics())
+        .ok()
+        .and_then(|t| EpochRow::read_all(run_dir::METRICS, &t).ok())
+        .unwrap_or_default();
+    let metric = &sweep.space.metric;
+    let mut attrs: Vec<(&str, Value)> = vec![("epochs", Value::from(rows.len() as u64))];
+    if let Some(peak) = summary.as_ref().and_then(|s| s.peak_memory.allocated_mib) {
+        attrs.push(("peak_memory_mib", Value::from(peak.round())));
+    }
+    let values: Vec<f64> = rows
+        .iter()
+        .filter_map(|row| metric.name.value_in(row))
+        .collect();
+    let name = metric.name.to_string();
+    let (tail, task) = (log_tail(&dir.log()), crate::slurm::task_from_env());
+    let verdict = outcome::judge(&Ended {
+        summary: summary.as_ref(),
+        values: &values,
+        metric: &name,
+        goal: metric.goal,
+        ending,
+        signal: status.signal(),
+        code: status.code(),
+        log_tail: &tail,
+        trial_timeout_s: sweep.settings.trial_timeout_s,
+        slurm_task: task.as_deref(),
+        disk_full: full,
+        allocator_reruns,
+    });
+    (verdict, attrs)
+}
+
+/// The last lines of a trial's log, for a trial that left no summary.
+fn log_tail(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    let tail = &lines[lines.len().saturating_sub(3)..];
+    if tail.is_empty() {
+        "its log is empty".into()
+    } else {
+        format!("last lines of {}: {}", run_dir::TRIAL_LOG, tail.join(" | "))
+    }
+}
+
+/// A program trial's summary.yaml, from its one leg.
+fn program_summary(
+    cwd: &std::path::Path,
+    env_said: &[String],
+    ended: &supervise::leg::Ended,
+    seconds: f64,
+) -> ProgramSummary {
+    ProgramSummary {
+        schema: ProgramSummary::SCHEMA.into(),
+        status: ended.leg.status,
+        class: ended.leg.class,
+        evidence: ended.leg.evidence.clone(),
+        advice: ended.leg.advice.clone(),
+        cwd: cwd.display().to_string(),
+        env_set: env_said.to_vec(),
+        best: ended.best.clone(),
+        last: ended.last.clone(),
+        seconds,
+        legs: vec![ended.leg.clone()],
+    }
+}
+
+/// The journal attributes of a program trial's leg: its reports, peaks,
+/// advice and exit.
+fn leg_attrs(leg: &ProgramLeg, epochs: usize) -> Vec<(&'static str, Value)> {
+    let mut attrs: Vec<(&str, Value)> = vec![
+        ("epochs", Value::from(epochs as u64)),
+        ("reports", Value::from(leg.reports)),
+    ];
+    if let Some(m) = leg.peak.host_pss_mib {
+        attrs.push(("peak_host_pss_mib", Value::from(m)));
+    }
+    if let Some(m) = leg.peak.gpu_mib {
+        attrs.push(("peak_gpu_mib", Value::from(m)));
+    }
+    if let Some(a) = &leg.advice {
+        attrs.push(("advice", Value::from(a.clone())));
+    }
+    if leg.status == ProgramStatus::Failed {
+        attrs.push(("exit", Value::from(exit_words(leg))));
+    }
+    attrs
+}
+
+/// "exit 1", "signal 9".
+fn exit_words(leg: &ProgramLeg) -> String {
+    match (leg.exit_code, leg.signal) {
+        (Some(c), _) => format!("exit {c}"),
+        (None, Some(s)) => format!("signal {s}"),
+        _ => "unknown".into(),
+    }
+}
