@@ -24,7 +24,9 @@ COMPLETE or FAIL with an error class; every grid point is finished by
 exactly one trial that is not `interrupted`; every interrupted trial was
 run again (a later trial of the same parameters, not interrupted, whose
 user attribute `retried_from` names the point's first trial); the only
-failures are our kills (`killed`); no panic on any driver's stderr.
+failures are our kills (`killed`); no panic on any driver's stderr; after
+each driver kill, the trial processes it ran end within --orphan-wait
+seconds (their keepers' SIGTERM; none is left for --resume to find).
 """
 
 import argparse
@@ -104,6 +106,8 @@ def main():
     ap.add_argument("--trial-kill-p", type=float, default=0.4)
     ap.add_argument("--parallel", type=int, default=2)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--orphan-wait", type=float, default=25.0,
+                    help="seconds a killed driver's trials get to end (the keeper's grace is 20 s)")
     ap.add_argument("--max-drivers", type=int, default=200, help="drivers per sweep before giving up")
     ap.add_argument("--base", default=os.path.join(rc.ROOT, "configs", "reliability", "kill_sweep_base.yaml"))
     ap.add_argument("--space", default=os.path.join(rc.ROOT, "configs", "reliability", "kill_sweep_space.yaml"))
@@ -116,7 +120,8 @@ def main():
     points = grid_points(args.space)
     key = lambda p: json.dumps(p, sort_keys=True)  # noqa: E731
 
-    kills = trial_kills = torn_after_kill = drivers = sweeps = panics = 0
+    kills = trial_kills = torn_after_kill = drivers = sweeps = panics = orphans = 0
+    slowest_end = 0.0
     interrupted_total = retried_total = 0
     t = rc.Timer()
     while kills < args.kills:
@@ -165,12 +170,19 @@ def main():
                 try:
                     p.wait(timeout=delay)
                 except subprocess.TimeoutExpired:
+                    left = rc.live_trials(d)
                     p.send_signal(signal.SIGKILL)
                     killed = True
                 stop.set()
                 if th:
                     th.join()
             code = p.wait()
+            if killed:
+                # No trial outlives its driver: each one's keeper ends it.
+                still, took = rc.orphans_after_kill(d, left, args.orphan_wait)
+                orphans += len(still)
+                slowest_end = max(slowest_end, took if left else 0.0)
+                checks.check(not still, f"sweep {sweeps}: trials {still} outlived their killed driver by {took:.0f} s")
             trial_kills += len(landed)
             if killed and code == -signal.SIGKILL:
                 kills += 1
@@ -241,6 +253,8 @@ def main():
         "interrupted_trials": interrupted_total,
         "retries_finished": retried_total,
         "torn_journal_lines_after_kill": torn_after_kill,
+        "orphaned_trial_processes": orphans,
+        "slowest_trial_end_after_a_kill_s": round(slowest_end, 2),
         "panics": panics,
         "seconds": round(t.s(), 1),
     }

@@ -72,29 +72,6 @@ def journal_ok(journal):
     return bad, torn
 
 
-def trial_processes(sweep_dir):
-    """Pids whose environment names a trial directory of this sweep."""
-    root = os.path.realpath(os.path.join(sweep_dir, "trials"))
-    found = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/environ", "rb") as f:
-                env = f.read().split(b"\0")
-            with open(f"/proc/{pid}/stat") as f:
-                if f.read().rsplit(") ", 1)[1].startswith("Z"):
-                    continue
-        except OSError:
-            continue
-        for kv in env:
-            if kv.startswith(b"TRAINGUARD_TRIAL_DIR="):
-                d = os.path.realpath(kv.split(b"=", 1)[1].decode())
-                if d.startswith(root):
-                    found.append(int(pid))
-    return found
-
-
 def kill_mode(args, checks, figures):
     rng = random.Random(args.seed)
     project = tempfile.mkdtemp(prefix="program-kill-", dir=args.out)
@@ -103,6 +80,7 @@ def kill_mode(args, checks, figures):
                 "  lr: {values: [0.01, 0.02, 0.03, 0.04, 0.05, 0.06, 0.07, 0.08]}\n"
                 "  epochs: {value: 3}\n  epoch_seconds: {value: 0.4}\n")
     kills = sweeps = torn_total = orphans = 0
+    ended_after = 0.0
     while kills < args.kills:
         sweeps += 1
         sweep = os.path.join(project, f"s{sweeps}")
@@ -110,7 +88,6 @@ def kill_mode(args, checks, figures):
         while True:
             cmd = [args.train, "sweep", "--space", "space.yaml", "--out", sweep, "--parallel", "2",
                    "--interpreter", interpreter()] if first else [args.train, "sweep", "--resume", sweep]
-            left_before = trial_processes(sweep) if not first else []
             log = open(os.path.join(project, f"driver-{sweeps}.log"), "a")
             p = subprocess.Popen(cmd, cwd=project, stdout=log, stderr=log)
             first = False
@@ -118,21 +95,21 @@ def kill_mode(args, checks, figures):
                 try:
                     code = p.wait(timeout=rng.uniform(0, args.max_delay))
                 except subprocess.TimeoutExpired:
+                    left = rc.live_trials(sweep)
                     p.send_signal(signal.SIGKILL)
                     p.wait()
                     kills += 1
+                    # No trial outlives its driver: each one's keeper ends it.
+                    still, took = rc.orphans_after_kill(sweep, left, args.orphan_wait)
+                    orphans += len(still)
+                    ended_after = max(ended_after, took if left else 0.0)
+                    checks.check(not still, f"sweep {sweeps}: trials {still} outlived their killed driver by {took:.0f} s")
                     bad, torn = journal_ok(os.path.join(sweep, "journal.log"))
                     torn_total += torn
                     checks.check(not bad, f"sweep {sweeps}: journal lines {bad} are not JSON after a kill")
                     continue
             else:
                 code = p.wait()
-            # This driver ran to its end (a --resume included): the trials
-            # the killed drivers left must be gone.
-            still = [pid for pid in left_before if os.path.exists(f"/proc/{pid}")
-                     and pid in trial_processes(sweep)]
-            orphans += len(still)
-            checks.check(not still, f"sweep {sweeps}: trial processes {still} outlived --resume")
             checks.check(code == 0, f"sweep {sweeps}: the last driver exited {code}")
             break
         try:
@@ -151,7 +128,8 @@ def kill_mode(args, checks, figures):
         checks.check(not other, f"sweep {sweeps}: failures not ours: {other[:3]}")
         print(f"program_sweep kill: sweep {sweeps} done, {kills}/{args.kills} kills", file=sys.stderr, flush=True)
     figures.update({"driver_kills": kills, "sweeps": sweeps, "torn_tails_after_kill": torn_total,
-                    "orphaned_trial_processes": orphans})
+                    "orphaned_trial_processes": orphans,
+                    "slowest_trial_end_after_a_kill_s": round(ended_after, 2)})
 
 
 def soak_mode(args, checks, figures):
@@ -197,6 +175,8 @@ def main():
     ap.add_argument("--max-delay", type=float, default=5.0)
     ap.add_argument("--trials", type=int, default=300)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--orphan-wait", type=float, default=25.0,
+                    help="kill: seconds a killed driver's trials get to end (the keeper's grace is 20 s)")
     ap.add_argument("--trial-timeout", type=float, default=8.0, help="soak: a hang ends after this")
     args = ap.parse_args()
     args.train = os.path.abspath(args.train)

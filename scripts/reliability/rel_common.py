@@ -219,3 +219,50 @@ class Timer:
 
     def s(self):
         return time.monotonic() - self.t0
+
+
+def _start_time(pid):
+    """/proc's start time of a live (not zombie) pid, else None."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            after = f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return None if after[0] == "Z" else int(after[19])
+
+
+def live_trials(sweep_dir):
+    """{trial: pid} of the sweep's trials whose process still lives: the pid
+    file's pid with the start time written beside it (so a forked preloaded
+    trial, whose /proc environ and cmdline are its server's, is found too,
+    and a reused pid is not)."""
+    out = {}
+    tdir = os.path.join(sweep_dir, "trials")
+    try:
+        names = os.listdir(tdir)
+    except FileNotFoundError:
+        return out
+    for n in names:
+        try:
+            with open(os.path.join(tdir, n, "pid")) as f:
+                words = f.read().split()
+            pid, start = int(words[0]), int(words[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        if _start_time(pid) == start:
+            out[n] = pid
+    return out
+
+
+def orphans_after_kill(sweep_dir, left, wait_s):
+    """After the driver that ran `left` ({trial: pid}) was killed: waits up
+    to wait_s for those processes to end (their keepers' SIGTERM, then
+    SIGKILL after the grace); returns (the ones still alive, seconds the
+    last one took)."""
+    t = time.monotonic()
+    still = dict(left)
+    while still and time.monotonic() - t < wait_s:
+        time.sleep(0.05)
+        alive = live_trials(sweep_dir)
+        still = {n: p for n, p in still.items() if alive.get(n) == p}
+    return still, time.monotonic() - t
