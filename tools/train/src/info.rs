@@ -53,8 +53,10 @@ fn from_model(model: &Path) -> anyhow::Result<TrainInfo> {
         .output()
         .with_context(|| format!("cannot start {}", model.display()))?;
     if !out.status.success() {
+        // Most often the loader's: the torch libraries train-model was
+        // built against are not where its rpath says.
         anyhow::bail!(
-            "{} info failed ({}): {}",
+            "{} (train's libtorch half) could not report ({}): {}",
             model.display(),
             out.status,
             String::from_utf8_lossy(&out.stderr).trim()
