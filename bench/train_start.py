@@ -7,6 +7,10 @@ links libtorch (the source build before issue 32, `--before`) against the
   train run --out DIR -- true          a guarded command that does nothing
   train sweep --status DIR             a sweep's status (a finished program
                                        sweep of one trial, made first)
+  train --config trial_tiny.yaml       a trial of the seeds' model
+                                       (bench/trial_tiny.yaml, one step): it
+                                       loads libtorch either way, and after
+                                       the split pays one exec more
 
 Each command runs --rounds times per binary, the two binaries alternating
 within a round so slow phases of a shared machine hit both. Reported: the
@@ -31,6 +35,7 @@ parameters:
   lr: {value: 0.1}
 """
 TRIAL = "print('epoch 1: val_loss 0.5')\n"
+TINY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "trial_tiny.yaml")
 
 
 def commands(train, tmp, status_dir, round_no, tag):
@@ -40,6 +45,7 @@ def commands(train, tmp, status_dir, round_no, tag):
         ("train --version", [train, "--version"]),
         ("train run -- true", [train, "run", "--out", out, "--", "true"]),
         ("train sweep --status DIR", [train, "sweep", "--status", status_dir]),
+        ("train --config trial_tiny.yaml", [train, "--config", TINY, "--out", out + "-tiny", "--device", "cpu"]),
     ]
 
 
