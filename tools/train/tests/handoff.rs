@@ -1,7 +1,8 @@
-//! `train` without a `train-model` beside it (the pip wheel's shape, here
-//! the source build's own `train` copied alone into a directory): what needs
-//! libtorch exits 5 with one message, before anything is written; what does
-//! not works as in the full build.
+//! How `train` hands the seeds' model to `train-model`: with one beside it,
+//! by becoming it (same pid, same arguments); without one (the pip wheel's
+//! shape, here the source build's own `train` linked alone into a
+//! directory), what needs libtorch exits 5 with one message before anything
+//! is written, and what does not works as in the full build.
 
 use std::path::{Path, PathBuf};
 use testkit::UCommand;
@@ -77,4 +78,41 @@ fn info_says_not_in_this_build_and_run_works() {
     assert!(run.join("summary.yaml").exists());
     // Usage errors are still train's own, exit 2, without train-model.
     UCommand::new(&train).args(["--config"]).run().code_is(2);
+}
+
+/// The source build: `train --config` becomes `train-model` in the same
+/// process, with the same arguments, so a sweep's pid file and its reading
+/// of /proc/PID/cmdline (a trial's directory) still find the trial.
+#[cfg(feature = "libtorch")]
+#[test]
+fn train_becomes_train_model_in_the_same_process() {
+    use std::process::{Command, Stdio};
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("run");
+    let train = env!("CARGO_BIN_EXE_train");
+    let mut child = Command::new(train)
+        .arg("--config")
+        .arg(testkit::repo_path("configs/demo_cpu.yaml"))
+        .arg("--out")
+        .arg(&out)
+        .args(["--device", "cpu"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    testkit::wait_until("train's pid running train-model", 60, || {
+        std::fs::read_link(format!("/proc/{pid}/exe"))
+            .is_ok_and(|exe| exe.file_name().is_some_and(|n| n == "train-model"))
+    });
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
+    let args: Vec<String> = cmdline
+        .split(|b| *b == 0)
+        .filter(|a| !a.is_empty())
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(args[0], train, "argv[0] is still train's: {args:?}");
+    assert!(args.contains(&out.display().to_string()), "{args:?}");
 }
