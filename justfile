@@ -105,7 +105,7 @@ setup:
     # A CPU-only torch has no use for the CUDA headers.
     cuda_torch() { "$py" -c 'import torch, sys; sys.exit(torch.version.cuda is None)' 2>/dev/null; }
     # The CUDA runtime's headers (cuda_runtime_api.h, and crt/ from
-    # nvidia-cuda-crt), where tools/train/build.rs looks for them for train's
+    # nvidia-cuda-crt), where tools/train/model/build.rs looks for them for train's
     # allocator view (its C++ shim): TRAINGUARD_CUDA_INCLUDE, else beside torch.
     crt() {
         if [ -n "${TRAINGUARD_CUDA_INCLUDE:-}" ]; then
@@ -135,11 +135,11 @@ setup:
         echo "setup: $env_dir has torch {{ torch_version }} but not the CUDA runtime headers train's allocator view needs; installing $crt_pkg into it" >&2
         if "$py" -m pip install --quiet "$crt_pkg" && crt; then
             # train's build script looked for them before: make it look again.
-            cargo clean --quiet -p train 2>/dev/null || true
-            cargo clean --quiet --release -p train 2>/dev/null || true
+            cargo clean --quiet -p train-model 2>/dev/null || true
+            cargo clean --quiet --release -p train-model 2>/dev/null || true
             return 0
         fi
-        echo "setup: could not install $crt_pkg into $env_dir: train will be built without its allocator view (train info: allocator_view: false): on a GPU it reports no peak memory (metrics.csv, train bench), and just gpu-verify refuses to pack it. Fix: $py -m pip install $crt_pkg, or set TRAINGUARD_CUDA_INCLUDE to a CUDA 13 include directory holding crt/host_defines.h; then rebuild (cargo clean -p train --release; just build)" >&2
+        echo "setup: could not install $crt_pkg into $env_dir: train will be built without its allocator view (train info: allocator_view: false): on a GPU it reports no peak memory (metrics.csv, train bench), and just gpu-verify refuses to pack it. Fix: $py -m pip install $crt_pkg, or set TRAINGUARD_CUDA_INCLUDE to a CUDA 13 include directory holding crt/host_defines.h; then rebuild (cargo clean -p train-model --release; just build)" >&2
     }
     # Optuna and Rustuna, real clients for the sweep's tests (their journals,
     # TPE, pruners).

@@ -8,7 +8,7 @@ For each of checkpointing off and on, in fresh processes:
   train, glibc malloc defaults
            the same with GLIBC_TUNABLES=glibc.malloc.perturb=0, which makes
            train leave glibc's malloc thresholds alone: what train's own
-           setting (a heap kept between steps, tools/train/src/system/malloc.rs)
+           setting (a heap kept between steps, tools/train/model/src/system/malloc.rs)
            adds to the peak
   PyTorch  the same steps on the same weights and batch (train_vs_pytorch.py's
            reference side, eager NCHW as users run it, torch.utils.checkpoint

@@ -62,7 +62,7 @@ from reference_model import Model, loss_of  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DTYPES = {"F32": torch.float32, "I64": torch.int64}
-# train's malloc setting (tools/train/src/system/malloc.rs), for PyTorch's process.
+# train's malloc setting (tools/train/model/src/system/malloc.rs), for PyTorch's process.
 MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": str(256 << 20), "MALLOC_TRIM_THRESHOLD_": str(1 << 30)}
 # PyTorch's variants: (name, channels-last, malloc environment, compile mode).
 VARIANTS = {

@@ -28,14 +28,14 @@ if ! grep -q '^cuda_build: true' <<<"$info"; then
 fi
 if ! grep -q '^allocator_view: true' <<<"$info"; then
     echo "gpu-verify: refusing to pack: $release/train was built without the CUDA runtime headers (train info: allocator_view: false), so on the GPU it would report no memory figures (no peak allocated/reserved memory in metrics.csv, train bench or the estimate matrix)." >&2
-    echo "gpu-verify: fix: install $crt_pkg into the torch env (just setup does it, TORCH_ENV included; or <env>/bin/python -m pip install $crt_pkg), or set TRAINGUARD_CUDA_INCLUDE to a CUDA 13 include directory holding crt/host_defines.h; then rebuild train so its build script looks again: cargo clean --release -p train && just gpu-verify" >&2
+    echo "gpu-verify: fix: install $crt_pkg into the torch env (just setup does it, TORCH_ENV included; or <env>/bin/python -m pip install $crt_pkg), or set TRAINGUARD_CUDA_INCLUDE to a CUDA 13 include directory holding crt/host_defines.h; then rebuild train so its build script looks again: cargo clean --release -p train-model && just gpu-verify" >&2
     exit 1
 fi
 
 stage=target/gpu-pack/trainguard-gpu
 rm -rf "$stage"
 mkdir -p "$stage/bin" "$stage/bench/gpu"
-for tool in memdiag cfgcheck verify-fixes train; do
+for tool in memdiag cfgcheck verify-fixes train train-model; do
     cp "$release/$tool" "$stage/bin/"
     strip --strip-debug "$stage/bin/$tool" 2>/dev/null || true
 done

@@ -171,7 +171,7 @@ pub const KNOWN: &[Known] = &[
         needles: &["Cannot initialize CUDA without ATen_cuda library"],
         title: "libtorch's CUDA library is not loaded",
         cause: "The binary was linked with --as-needed, which drops libtorch_cuda because nothing refers to it by symbol, so libtorch runs CPU-only and fails at the first CUDA call.",
-        fix: "link libtorch_cuda explicitly (-Wl,--no-as-needed -ltorch_cuda), as train's build.rs does; check with `ldd train | grep torch_cuda`",
+        fix: "link libtorch_cuda explicitly (-Wl,--no-as-needed -ltorch_cuda), as train's build.rs does for train-model; check with `ldd train-model | grep torch_cuda`",
         program_fix: "a torch build with CUDA (pip's CUDA wheels), and `python -c \"import torch; print(torch.cuda.is_available())\"`",
         rule: None,
     },

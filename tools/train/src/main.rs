@@ -1,5 +1,6 @@
 //! The `train` binary: everything is in the library (lib.rs), which the pip
-//! wheel's `train` (built without libtorch) calls too (packaging/wheel).
+//! wheel's `train` calls too (packaging/wheel): the same code, without the
+//! `train-model` binary beside it.
 
 fn main() -> std::process::ExitCode {
     train::main()

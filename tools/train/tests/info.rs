@@ -1,9 +1,12 @@
-//! `train info` and the link fixes it depends on, checked on the real binary.
+//! `train info` and the link fixes it depends on, checked on the real
+//! binaries: `train-model` links libtorch (and keeps libtorch_cuda), `train`
+//! links none of it.
 
 use assert_cmd::Command;
 use std::path::Path;
 
 const BIN: &str = env!("CARGO_BIN_EXE_train");
+const MODEL: &str = env!("CARGO_BIN_EXE_train-model");
 
 /// Runs `train info` the way a user does: without the LD_LIBRARY_PATH that
 /// cargo adds for tests, so the rpath alone must find libtorch.
@@ -69,7 +72,7 @@ fn libtorch_cuda_survives_as_needed() {
     let cuda_lib = Path::new(dir).join("libtorch_cuda.so").exists();
     assert_eq!(v["cuda_build"].as_bool(), Some(cuda_lib));
     let ldd = std::process::Command::new("ldd")
-        .arg(BIN)
+        .arg(MODEL)
         .env_remove("LD_LIBRARY_PATH")
         .output()
         .unwrap();
@@ -85,6 +88,37 @@ fn libtorch_cuda_survives_as_needed() {
             "libtorch_cuda must be NEEDED:\n{ldd}"
         );
     }
+}
+
+#[test]
+fn train_itself_links_no_libtorch() {
+    // What the dynamic loader maps before main: libtorch's would cost
+    // `train --version`, `train run` and every sweep command about half a
+    // second (issue 32).
+    let needed = |bin: &str| {
+        let out = std::process::Command::new("readelf")
+            .args(["-d", bin])
+            .output()
+            .expect("readelf (binutils) runs");
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|l| l.contains("(NEEDED)"))
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    let train = needed(BIN);
+    assert!(!train.is_empty(), "readelf read {BIN}");
+    assert!(
+        !train
+            .iter()
+            .any(|l| l.contains("torch") || l.contains("c10")),
+        "train must not link libtorch:\n{}",
+        train.join("\n")
+    );
+    assert!(
+        needed(MODEL).iter().any(|l| l.contains("libtorch_cpu.so")),
+        "train-model links it"
+    );
 }
 
 #[test]

@@ -230,7 +230,7 @@ impl Context<'_> {
             (true, false) => FORM.row("runtime", Status::Fail, format!("torch {torch}; CUDA available but not cuDNN"), Some("install the cuDNN that torch expects (PyPI's nvidia-cudnn)".into())),
             (false, _) if live_gpu => FORM.row("runtime", Status::Fail,
                 format!("torch {torch} loads but does not see the GPU NVML reports: {}", info.notes.join("; ")),
-                Some("check `ldd train | grep torch_cuda` and the driver's CUDA version (`train info`)".into()),
+                Some("check `ldd train-model | grep torch_cuda` (beside train) and the driver's CUDA version (`train info`)".into()),
             ),
             (false, _) => self.machine.no_gpu(FORM, "runtime", format!("torch {torch} loads; no GPU to check CUDA and cuDNN on ({})", info.notes.join("; "))),
         }

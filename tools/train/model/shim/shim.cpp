@@ -1,8 +1,8 @@
 // What tch does not expose, as a small C ABI: the CUDA caching allocator's
 // statistics (allocated / reserved, current and peak, retries, OOMs), emptying
 // its cache, resetting peaks, and autocast with a chosen dtype (tch's
-// autocast takes none). Built by tools/train/build.rs against the headers of
-// the libtorch train links. TG_WITH_CUDA is defined only when the CUDA
+// autocast takes none). Built by tools/train/model/build.rs against the headers
+// of the libtorch train-model links. TG_WITH_CUDA is defined only when the CUDA
 // headers were found; without it every CUDA call answers "not available".
 
 #include <ATen/autocast_mode.h>

@@ -6,8 +6,8 @@ use common::wire::run_dir::RunDir;
 use std::cell::RefCell;
 use std::rc::Rc;
 use tch::Device;
-use train::training::events::{Event, Listener, Listeners, Skip};
-use train::training::{Checkpointer, Faults, Interrupter, Stop, Trainer};
+use train_model::training::events::{Event, Listener, Listeners, Skip};
+use train_model::training::{Checkpointer, Faults, Interrupter, Stop, Trainer};
 
 /// Writes down each event it receives, one word (and numbers) per event.
 struct Record(Rc<RefCell<Vec<String>>>);

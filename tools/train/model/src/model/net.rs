@@ -302,7 +302,7 @@ mod tests {
     #[test]
     fn tensors_are_the_estimates_for_every_shipped_config() {
         let _rng = crate::TORCH_RNG.lock().unwrap_or_else(|e| e.into_inner());
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs");
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../configs");
         let mut checked = 0;
         for entry in std::fs::read_dir(dir).unwrap() {
             let path = entry.unwrap().path();

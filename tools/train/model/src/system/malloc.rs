@@ -1,5 +1,5 @@
 //! glibc malloc's thresholds for a training process, set once at the start
-//! of `train`'s main, before libtorch allocates its first tensor.
+//! of `train-model`'s main, before libtorch allocates its first tensor.
 //!
 //! Why: with glibc's defaults (a dynamic mmap threshold of at most 32 MiB
 //! and a trim threshold of twice it), every step's large activations are

@@ -9,7 +9,7 @@ mod chain;
 pub mod listeners;
 pub mod setup;
 
-use crate::device::{device_name, DeviceChoice};
+use crate::device::{self, device_name};
 use crate::training::events::{End, Event, Listeners, Start};
 use crate::training::{Checkpointer, Faults, Interrupter, Stop, Trainer};
 use chain::{LegStart, Next, Outcome};
@@ -24,6 +24,7 @@ use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime};
 use tch::Device;
+use train_cli::DeviceChoice;
 
 pub struct Options {
     pub device: DeviceChoice,
@@ -145,7 +146,7 @@ fn go_chain(chain: ChainState, run: RunDir, opts: &Options) -> anyhow::Result<u8
     if let Some(n) = opts.threads {
         tch::set_num_threads(n);
     }
-    let device = opts.device.pick()?;
+    let device = device::pick(opts.device)?;
     let mut driver = Driver {
         chain,
         run,

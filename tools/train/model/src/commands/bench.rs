@@ -13,38 +13,10 @@ use common::config::Config;
 use common::wire::train::TrainBench;
 use common::wire::Versioned;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Instant;
 use tch::{nn, Device, Tensor};
-
-#[derive(clap::Args)]
-pub struct Args {
-    #[arg(long, value_name = "CFG")]
-    config: PathBuf,
-    /// Timed steps (the median is reported).
-    #[arg(long, default_value_t = 20)]
-    steps: usize,
-    /// Untimed steps first.
-    #[arg(long, default_value_t = 3)]
-    warmup: usize,
-    /// Override the config's gradient_checkpointing.
-    #[arg(long, value_parser = ["on", "off"])]
-    checkpointing: Option<String>,
-    /// Where to save the initial weights and the batch.
-    #[arg(long, value_name = "FILE")]
-    save: PathBuf,
-    #[arg(long)]
-    threads: Option<i32>,
-    /// Where to run (the GPU recipe passes cuda).
-    #[arg(long, value_enum, default_value = "cpu")]
-    device: crate::device::DeviceChoice,
-    /// Override the config's mixed_precision.
-    #[arg(long, value_parser = ["off", "bf16", "fp16"])]
-    precision: Option<String>,
-    /// Override the config's channels_last (the encoder's layout).
-    #[arg(long, value_parser = ["auto", "on", "off"])]
-    channels_last: Option<String>,
-}
+use train_cli::BenchArgs as Args;
 
 pub fn run(args: &Args) -> anyhow::Result<u8> {
     let mut config = Config::load(&common::input::read(&args.config)?)?.config;
@@ -57,7 +29,7 @@ pub fn run(args: &Args) -> anyhow::Result<u8> {
     if let Some(l) = &args.channels_last {
         config.channels_last = serde_yaml::from_str(l)?;
     }
-    let device = args.device.pick()?;
+    let device = crate::device::pick(args.device)?;
     if let Some(n) = args.threads {
         tch::set_num_threads(n);
     }

@@ -9,13 +9,7 @@ use common::config::Config;
 use common::wire::train::TrainData;
 use common::wire::Versioned;
 use std::io::Write;
-use std::path::PathBuf;
-
-#[derive(clap::Args)]
-pub struct Args {
-    #[arg(long, value_name = "CFG")]
-    config: PathBuf,
-}
+use train_cli::CheckDataArgs as Args;
 
 pub fn run(args: &Args) -> anyhow::Result<u8> {
     let config = Config::load(&common::input::read(&args.config)?)?.config;
