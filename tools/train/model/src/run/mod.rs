@@ -133,13 +133,7 @@ fn go_chain(chain: ChainState, run: RunDir, opts: &Options) -> anyhow::Result<u8
     let started = Instant::now();
     // SIGINT and SIGTERM stop the loop between steps; a second one ends the
     // process at once (the last checkpoint is whole either way).
-    let interrupter = Interrupter::new();
-    let handler = interrupter.clone();
-    let _ = ctrlc::set_handler(move || {
-        if handler.stop() {
-            std::process::exit(i32::from(exit::STOPPED));
-        }
-    });
+    let interrupter = Interrupter::install(i32::from(exit::STOPPED));
     // Before anything touches CUDA: the first config's environment.
     let env_notes = apply_environment(&chain.configs[chain.current].config, opts.sync_errors);
     let faults = Faults::from_env()?;

@@ -7,7 +7,6 @@
 pub(crate) mod checkpoint;
 pub mod events;
 pub(crate) mod fault;
-mod interrupter;
 pub(crate) mod metrics;
 mod progress;
 pub(crate) mod step;
@@ -17,5 +16,10 @@ mod validation;
 
 pub use checkpoint::Checkpointer;
 pub use fault::Faults;
-pub use interrupter::Interrupter;
+/// The stop request (burn-train's `TrainingInterrupter`): the one signal
+/// handler sets it, the loop reads it before each step, and a test can set
+/// it in-process. The loop stops before its next step, so the run ends
+/// with its summary and a checkpoint of its last whole epoch. It is
+/// supervise's, the one every loop of the workspace stops by.
+pub use supervise::events::Interrupter;
 pub use trainer::{Stop, Trainer};
