@@ -101,16 +101,18 @@ fn train_becomes_train_model_in_the_same_process() {
         .spawn()
         .unwrap();
     let pid = child.id();
+    // Its exe and its command line read together, while it lives.
+    let mut args: Vec<String> = Vec::new();
     testkit::wait_until("train's pid running train-model", 60, || {
-        std::fs::read_link(format!("/proc/{pid}/exe"))
-            .is_ok_and(|exe| exe.file_name().is_some_and(|n| n == "train-model"))
+        let exe = std::fs::read_link(format!("/proc/{pid}/exe"));
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        args = cmdline
+            .split(|b| *b == 0)
+            .filter(|a| !a.is_empty())
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        !args.is_empty() && exe.is_ok_and(|exe| exe.file_name().is_some_and(|n| n == "train-model"))
     });
-    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
-    let args: Vec<String> = cmdline
-        .split(|b| *b == 0)
-        .filter(|a| !a.is_empty())
-        .map(|a| String::from_utf8_lossy(a).into_owned())
-        .collect();
     let _ = child.kill();
     let _ = child.wait();
     assert_eq!(args[0], train, "argv[0] is still train's: {args:?}");
