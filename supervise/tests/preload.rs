@@ -335,3 +335,48 @@ fn a_module_that_does_not_import_is_named() {
         "{msg}"
     );
 }
+
+#[test]
+fn a_trial_holds_no_other_trials_pipes() {
+    let server = torch_server();
+    let dir = TempDir::new().unwrap();
+    let s = script(dir.path(), "waits.py", "import time\ntime.sleep(60)\n");
+    let mut spawn = || {
+        let (out, out_w) = pipe();
+        let (_, err_w) = pipe();
+        let forked = server
+            .spawn(Trial {
+                argv: python_argv(&s, &[]),
+                env: with_ours(&[]),
+                cwd: dir.path().to_path_buf(),
+                stdout: out_w,
+                stderr: err_w,
+            })
+            .unwrap();
+        (forked, out)
+    };
+    let (a, mut a_out) = spawn();
+    let (b, _b_out) = spawn();
+    let (tx, eof) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = a_out.read_to_string(&mut s);
+        let _ = tx.send(());
+    });
+    // SAFETY: kill(2) on the trials' own groups.
+    unsafe { libc::kill(-(a.pid as i32), libc::SIGKILL) };
+    let ended = eof.recv_timeout(std::time::Duration::from_secs(20));
+    unsafe { libc::kill(-(b.pid as i32), libc::SIGKILL) };
+    assert!(
+        ended.is_ok(),
+        "the first trial's stdout stayed open while the second ran"
+    );
+    assert_eq!(
+        ExitStatus::from_raw(a.exit.recv().unwrap()).signal(),
+        Some(libc::SIGKILL)
+    );
+    assert_eq!(
+        ExitStatus::from_raw(b.exit.recv().unwrap()).signal(),
+        Some(libc::SIGKILL)
+    );
+}

@@ -72,7 +72,11 @@ def main():
                     send(sock, {"id": req["id"], "error": "the request came without its stdout and stderr"})
                     continue
                 try:
-                    pid = fork_trial(req, out, err, sock, signals, server_pythonpath, trials)
+                    # The child closes the server's other descriptors: the
+                    # socket, the pidfds, later requests' pipes (else their
+                    # readers would wait for this trial's end too).
+                    others = fds + [p for _, p in trials.values() if p is not None]
+                    pid = fork_trial(req, out, err, sock, signals, server_pythonpath, others)
                 except OSError as e:
                     send(sock, {"id": req["id"], "error": f"fork: {e}"})
                     continue
@@ -100,7 +104,7 @@ def pythonpath(env):
     return [os.path.abspath(p) for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
 
 
-def fork_trial(req, out, err, sock, signals, server_pythonpath, trials):
+def fork_trial(req, out, err, sock, signals, server_pythonpath, others):
     sys.stdout.flush()
     sys.stderr.flush()
     pid = os.fork()
@@ -109,7 +113,8 @@ def fork_trial(req, out, err, sock, signals, server_pythonpath, trials):
     code = 1
     try:
         keep = {out, err}
-        for fd in [sock.fileno()] + [p for _, p in trials.values() if p is not None]:
+        os.close(sock.detach())
+        for fd in others:
             os.close(fd)
         code = trial(req, out, err, signals, server_pythonpath, keep)
     except BaseException:  # noqa: BLE001 - a trial never returns into the server's loop
