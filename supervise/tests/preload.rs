@@ -341,7 +341,7 @@ fn a_trial_holds_no_other_trials_pipes() {
     let server = torch_server();
     let dir = TempDir::new().unwrap();
     let s = script(dir.path(), "waits.py", "import time\ntime.sleep(60)\n");
-    let mut spawn = || {
+    let spawn = || {
         let (out, out_w) = pipe();
         let (_, err_w) = pipe();
         let forked = server
