@@ -14,8 +14,9 @@ trials (a tiny BertConfig model, synthetic data, 4 steps, an evaluation; no
 download) fresh and forked from a server that imported torch and
 transformers.trainer. Each way runs whole (its interpreter or server start
 included, as a sweep pays it once) once per round, the ways alternating;
-reported: the median over rounds of the wall time, as trials per hour, and
-ratios. The forked trials go through the real client and server (the
+reported: the medians over rounds of the wall time and of a trial's time
+once the interpreter, server or study has started (a long sweep's steady
+rate), as trials per hour, and ratios. The forked trials go through the real client and server (the
 preload_trials example: pipes, SCM_RIGHTS, fork, exit status). Results:
 bench/results/preload.md.
 """
@@ -64,9 +65,16 @@ import optuna
 sys.path.insert(0, sys.argv[1])
 from torch_step import step
 optuna.logging.set_verbosity(optuna.logging.WARNING)
+import json, time
+times = []
+def objective(trial):
+    t = time.perf_counter()
+    loss = step(trial.suggest_float("lr", 1e-4, 1e-1, log=True), trial.number)
+    times.append(time.perf_counter() - t)
+    return loss
 study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
-study.optimize(lambda t: step(t.suggest_float("lr", 1e-4, 1e-1, log=True), t.number), n_trials=int(sys.argv[2]))
-print(f"loss={study.best_value:.6f}")
+study.optimize(objective, n_trials=int(sys.argv[2]))
+print(json.dumps(times))
 '''
 
 HF_TRIAL = '''"""One Hugging Face Trainer trial: a tiny BERT, synthetic data, 4 steps."""
@@ -124,6 +132,10 @@ def timed(cmd, cwd):
     return s, r.stdout
 
 
+# Each way returns (wall seconds of all N trials, start included; the median
+# trial's seconds once started: the steady rate of a long sweep).
+
+
 def fresh(py, script, n, cwd):
     def run():
         total = 0.0
@@ -131,7 +143,7 @@ def fresh(py, script, n, cwd):
             s, out = timed([py, script, "--lr", str(0.001 * (i + 1)), "--seed", str(i)], cwd)
             assert "loss=" in out, out
             total += s
-        return total
+        return total, total / n
 
     return run
 
@@ -143,8 +155,9 @@ def forked(example, py, modules, script, n, cwd):
             cmd += ["--preload", m]
         cmd += ["--", py, script, "--lr", "0.00{i}1", "--seed", "{i}"]
         s, out = timed(cmd, cwd)
-        json.loads(out)  # the example's own figures: it ran every trial
-        return s
+        said = json.loads(out)  # the example's own figures: it ran every trial
+        assert all("loss=" in line for line in said["last_lines"]), said
+        return s, statistics.median(said["trials_s"])
 
     return run
 
@@ -152,8 +165,7 @@ def forked(example, py, modules, script, n, cwd):
 def optuna_side(py, n, cwd):
     def run():
         s, out = timed([py, "-c", OPTUNA_SIDE, cwd, str(n)], cwd)
-        assert "loss=" in out, out
-        return s
+        return s, statistics.median(json.loads(out))
 
     return run
 
@@ -165,18 +177,23 @@ def measure(ways, rounds):
         order = ways if r % 2 == 0 else ways[::-1]
         for name, run in order:
             times[name].append(run())
-            print(f"  round {r + 1}: {name}: {times[name][-1]:.1f} s", file=sys.stderr)
-    return {name: statistics.median(t) for name, t in times.items()}
+            wall, each = times[name][-1]
+            print(f"  round {r + 1}: {name}: {wall:.1f} s, {each:.2f} s a trial", file=sys.stderr)
+    return {name: tuple(statistics.median(x) for x in zip(*t)) for name, t in times.items()}
 
 
 def table(title, medians, n, base, extra=None):
-    lines = [f"**{title}** ({n} trials a way; median of the rounds)", "",
-             "| way | wall time | trials/hour | vs fresh |" + (f" vs {extra} |" if extra else ""),
-             "|---|---|---|---|" + ("---|" if extra else "")]
-    for name, s in medians.items():
-        row = f"| {name} | {s:.1f} s | {n / s * 3600:.0f} | {medians[base] / s:.2f}× |"
+    vs = f" vs {extra} |" if extra else ""
+    lines = [f"**{title}** ({n} trials a way, its start included; then a trial once started, as in a long sweep; medians of the rounds)", "",
+             "| way | wall time | trials/hour | vs fresh |" + vs + " a trial once started | trials/hour | vs fresh |" + vs,
+             "|---|---|---|---|" + ("---|" if extra else "") + "---|---|---|" + ("---|" if extra else "")]
+    for name, (wall, each) in medians.items():
+        row = f"| {name} | {wall:.1f} s | {n / wall * 3600:.0f} | {medians[base][0] / wall:.2f}× |"
         if extra:
-            row += f" {medians[extra] / s:.2f}× |"
+            row += f" {medians[extra][0] / wall:.2f}× |"
+        row += f" {each:.2f} s | {3600 / each:.0f} | {medians[base][1] / each:.2f}× |"
+        if extra:
+            row += f" {medians[extra][1] / each:.2f}× |"
         lines.append(row)
     return "\n".join(lines)
 
@@ -186,7 +203,7 @@ def main():
     ap.add_argument("--example", required=True, help="the preload_trials example binary")
     ap.add_argument("--python", default=os.path.join(os.environ.get("VIRTUAL_ENV", ""), "bin", "python"))
     ap.add_argument("--trials", type=int, default=8, help="trials a way and round (a)")
-    ap.add_argument("--hf-trials", type=int, default=4, help="trials a way and round (b)")
+    ap.add_argument("--hf-trials", type=int, default=6, help="trials a way and round (b)")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--hf", action="store_true", help="also (b), Hugging Face Trainer trials")
     a = ap.parse_args()

@@ -168,7 +168,7 @@ fn a_module_and_options_as_python_runs_them() {
     script(
         dir.path(),
         "mod_trial.py",
-        "import sys, os\nprint(sys.argv[0], sys.argv[1:], sys.path[0] == os.getcwd(), sys.stdout.write_through, sys.dont_write_bytecode)\n",
+        "import sys, os\nprint(sys.argv[0], sys.argv[1:], sys.path[0] == os.getcwd(), sys.path[1], sys.stdout.write_through, sys.dont_write_bytecode, os.environ['EXTRA'])\n",
     );
     let argv = vec![
         "/usr/bin/env".to_string(),
@@ -181,12 +181,12 @@ fn a_module_and_options_as_python_runs_them() {
         "a".into(),
     ];
     assert_eq!(server.fits(&argv), Ok(()));
-    let r = run(server, &argv, dir.path(), &[]);
+    let r = run(server, &argv, dir.path(), &[("PYTHONPATH", "/trial/lib")]);
     assert_eq!(r.status.code(), Some(0), "{}", r.stderr);
     let file = dir.path().canonicalize().unwrap().join("mod_trial.py");
     assert_eq!(
         r.stdout,
-        format!("{} ['a'] True True True\n", file.display())
+        format!("{} ['a'] True /trial/lib True True 1\n", file.display())
     );
 }
 
@@ -291,10 +291,18 @@ fn fits_refuses_what_it_cannot_fork() {
         why.contains("/bin/sh is not the preloaded interpreter"),
         "{why}"
     );
-    let why = server
-        .fits(&words(&["/bin/python-other", "t.py"]))
-        .unwrap_err();
+    // The venv's python is a link to its base python: the same file, another
+    // interpreter (its own sys.prefix, no torch).
+    let base = std::fs::canonicalize(testkit::python()).unwrap();
+    assert_ne!(base, testkit::python());
+    let base = base.display().to_string();
+    let why = server.fits(&words(&[&base, "t.py"])).unwrap_err();
     assert!(why.contains("not the preloaded interpreter"), "{why}");
+    let python3 = testkit::python().with_file_name("python3");
+    assert_eq!(
+        server.fits(&words(&[&python3.display().to_string(), "t.py"])),
+        Ok(())
+    );
     let why = server.fits(&words(&[&py, "-O", "t.py"])).unwrap_err();
     assert!(why.contains("-O"), "{why}");
 }

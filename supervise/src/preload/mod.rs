@@ -3,6 +3,17 @@
 //! each trial is a fork of it that runs the program as `__main__`, as a
 //! fresh `python script.py args..` would.
 //!
+//! Use: `Server::start(python, modules, env)` once (it returns when the
+//! imports are done); for each trial `fits(argv)` (else run it fresh, and
+//! say why once), then `spawn(Trial {argv, env, cwd, stdout, stderr})`
+//! gives a `Forked {pid, exit}`: signal the group `-pid`, read
+//! `/proc/pid`, and take the raw wait status from `exit` (the server, not
+//! the caller, is the trial's parent). `fits` takes `[(env
+//! (NAME=VALUE)*)?, python, (-u|-B)*, script, args..]` and `-m module` in
+//! place of the script, where python is the server's interpreter (the same
+//! path, or a name in its directory for the same file; a bare name is
+//! looked up in our PATH).
+//!
 //! What a forked trial gets as a fresh process would: its own session and
 //! process group (`setsid`: signal `-pid`), the signal handlers a fresh
 //! python has (SIGINT raises KeyboardInterrupt, SIGPIPE ignored, the rest
@@ -22,7 +33,8 @@
 //!   RNG (a fresh process starts it at the same fixed seed, so no change
 //!   unless an import drew from it), numpy's global RNG (a fresh process
 //!   seeds it from the OS: forked trials all start from the server's same
-//!   state), Python's hash seed (`PYTHONHASHSEED`: one for all trials).
+//!   state), Python's hash seed (`PYTHONHASHSEED`: one for all trials),
+//!   the warnings filters and logging handlers the imports set.
 //!   Nothing is reseeded: a trial that wants its own randomness seeds it.
 //!   Python's `random` reseeds itself in a fork (its own at-fork hook).
 //! - what is read only when python or a library starts: `-O`, `-X`, `-E`
@@ -32,6 +44,8 @@
 //! - `/proc/PID/environ` and `/proc/PID/cmdline` keep the server's (the
 //!   trial's `os.environ` is set inside the process): find a trial by its
 //!   pid, not by what it was started with.
+//! - a module of the program's own directory whose name an import already
+//!   took (`sys.modules`) is the imported one.
 //! - memory: its pages are the server's until written (copy on write): its
 //!   RSS counts the shared ones, as a fresh process counts its own copy.
 //!
@@ -231,6 +245,14 @@ impl Server {
         let target = self
             .target(&t.argv)
             .map_err(|why| anyhow::anyhow!("cannot run {:?} forked: {why}", t.argv))?;
+        if !t.cwd.is_dir() {
+            // As Command::spawn: refused here, not a traceback in the trial.
+            anyhow::bail!(
+                "cannot run {:?} in {}: not a directory",
+                t.argv,
+                t.cwd.display()
+            );
+        }
         let mut env: serde_json::Map<String, Value> =
             t.env.iter().map(|(k, v)| (k.clone(), json!(v))).collect();
         for (k, v) in &target.env {
