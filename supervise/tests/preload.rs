@@ -247,6 +247,10 @@ fn a_missing_script_fails_as_python_says() {
     assert_eq!(r.status.code(), Some(2));
     assert!(r.stderr.contains("can't open file"), "{}", r.stderr);
     assert!(r.stderr.contains("nope.py': [Errno 2]"), "{}", r.stderr);
+    let py = testkit::python().display().to_string();
+    let r = run(server, &words(&[&py, "-m", "no_such_mod"]), dir.path(), &[]);
+    assert_eq!(r.status.code(), Some(1));
+    assert_eq!(r.stderr, format!("{py}: No module named no_such_mod\n"));
 }
 
 #[test]
@@ -387,4 +391,37 @@ fn a_trial_holds_no_other_trials_pipes() {
         ExitStatus::from_raw(b.exit.recv().unwrap()).signal(),
         Some(libc::SIGKILL)
     );
+}
+
+/// Threads joined, atexit handlers and weakref finalizers run, in the order
+/// a fresh python runs them (compared with one).
+#[test]
+fn a_trial_ends_as_a_fresh_python_does() {
+    let server = torch_server();
+    let dir = TempDir::new().unwrap();
+    let s = script(
+        dir.path(),
+        "ends.py",
+        r#"import atexit, threading, time, weakref, torch
+class Thing: pass
+thing = Thing()
+weakref.finalize(thing, print, "finalized")
+import pickle; assert pickle.loads(pickle.dumps(thing)).__class__.__name__ == "Thing"
+atexit.register(print, "atexit ran")
+threading.Thread(target=lambda: (time.sleep(0.3), print("thread done"))).start()
+print("main end")
+"#,
+    );
+    let forked = run(server, &python_argv(&s, &[]), dir.path(), &[]);
+    let fresh = std::process::Command::new(testkit::python())
+        .arg(&s)
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(forked.status.code(), Some(0), "{}", forked.stderr);
+    assert_eq!(
+        forked.stdout,
+        "main end\nthread done\natexit ran\nfinalized\n"
+    );
+    assert_eq!(forked.stdout, String::from_utf8_lossy(&fresh.stdout));
 }

@@ -34,20 +34,10 @@ impl Target {
 /// interpreter; else why not, in words for the user.
 pub fn classify(argv: &[String], is_interpreter: &dyn Fn(&str) -> bool) -> Result<Target, String> {
     let mut words = argv.iter().peekable();
-    let mut env = Vec::new();
     let first = words.next().ok_or("the command is empty")?;
+    let mut env = Vec::new();
     let interp = if base_name(first) == "env" && !is_interpreter(first) {
-        while let Some((k, v)) = words.peek().and_then(|w| assignment(w)) {
-            env.push((k, v));
-            words.next();
-        }
-        match words.next() {
-            Some(w) if w.starts_with('-') => {
-                return Err(format!("it runs env with option {w}"));
-            }
-            Some(w) => w,
-            None => return Err("env runs no program".into()),
-        }
+        after_env(&mut words, &mut env)?
     } else {
         first
     };
@@ -112,6 +102,22 @@ pub fn classify(argv: &[String], is_interpreter: &dyn Fn(&str) -> bool) -> Resul
         no_bytecode,
         env,
     })
+}
+
+/// The program env(1) runs, its `NAME=VALUE` words put in `env`.
+fn after_env<'a>(
+    words: &mut std::iter::Peekable<std::slice::Iter<'a, String>>,
+    env: &mut Vec<(String, String)>,
+) -> Result<&'a String, String> {
+    while let Some(kv) = words.peek().and_then(|w| assignment(w)) {
+        env.push(kv);
+        words.next();
+    }
+    match words.next() {
+        Some(w) if w.starts_with('-') => Err(format!("it runs env with option {w}")),
+        Some(w) => Ok(w),
+        None => Err("env runs no program".into()),
+    }
 }
 
 /// A module name as Python imports it: dotted identifiers

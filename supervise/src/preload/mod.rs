@@ -27,6 +27,12 @@
 //! It exits as python does: `SystemExit`'s code, an uncaught exception's
 //! traceback and 1, killed by SIGINT after an uncaught KeyboardInterrupt;
 //! non-daemon threads joined, atexit run, stdio flushed, then `os._exit`.
+//! The program runs in a new `__main__` module (kept to the end, as
+//! python keeps it: pickling its classes and its finalizers work); `-m`
+//! and a directory or zip run by runpy's `_run_module_as_main`, as python
+//! runs them. The imports' own weakref finalizers (torch's operator
+//! libraries, 25 ms a trial) are not run at a trial's exit: they only undo
+//! in-process registrations.
 //!
 //! What it shares with the server, unlike a fresh process:
 //! - the imported modules' state as the imports left it: torch's default

@@ -46,6 +46,11 @@ def main():
     if why is not None:
         send(sock, {"failed": why})
         return 1
+    # The imports' weakref finalizers (torch: one per operator library, 25 ms
+    # in all at exit) only undo registrations inside the process, which a
+    # trial's os._exit discards anyway: its exit skips them.
+    for info in getattr(weakref.finalize, "_registry", {}).values():
+        info.atexit = False
     gc.collect()
     gc.freeze()  # the imported objects stay out of the trials' collections: pages stay shared
     send(sock, {"ready": {"pid": os.getpid(), "python": sys.version.split()[0]}})
@@ -161,28 +166,40 @@ def trial(req, out, err, signals, server_pythonpath, keep):
         faulthandler.enable()
     threads(env)
     target = req["target"]
+    # A script as python runs one, a directory or zip by its __main__.py.
+    runs_main = not req["module"] and (os.path.isdir(target) or zipfile.is_zipfile(target))
     if req["module"]:
         path0 = os.getcwd()
+    elif runs_main:
+        path0 = target
     else:
         path0 = os.path.dirname(os.path.realpath(target))
     rest = [p for p in sys.path[1:] if p not in server_pythonpath]
     sys.path[:] = [path0] + pythonpath(env) + rest
     importlib.invalidate_caches()
     sys.argv = list(req["argv"])
+    # The program's own __main__, kept until os._exit as python keeps it
+    # (its objects' finalizers and atexit handlers see it).
+    main = types.ModuleType("__main__")
+    main.__builtins__ = builtins
+    sys.modules["__main__"] = main
     try:
-        if req["module"]:
-            if importlib.util.find_spec(target) is None:
-                print(f"{sys.executable}: No module named {target}", file=sys.stderr)
-                return finish(1)
-            runpy.run_module(target, run_name="__main__", alter_sys=True)
+        if req["module"] or runs_main:
+            # What python -m runs (its own message and exit 1 for a module
+            # that is not there).
+            runpy._run_module_as_main("__main__" if runs_main else target, alter_argv=not runs_main)
         else:
             try:
-                open(target, "rb").close()
+                with open(target, "rb") as f:
+                    source = f.read()
             except OSError as e:
                 path = os.path.abspath(target)
                 print(f"{sys.executable}: can't open file {path!r}: [Errno {e.errno}] {e.strerror}", file=sys.stderr)
                 return finish(2)
-            runpy.run_path(target, run_name="__main__")
+            main.__file__ = target
+            main.__cached__ = None
+            main.__loader__ = importlib.machinery.SourceFileLoader("__main__", target)
+            exec(compile(source, target, "exec", dont_inherit=True), main.__dict__)
     except SystemExit as e:
         return finish(exit_code(e.code))
     except BaseException as e:  # noqa: BLE001 - as python prints an uncaught exception
@@ -269,9 +286,10 @@ def threads(env):
 
 if __name__ == "__main__":
     import atexit
+    import builtins
     import gc
     import importlib
-    import importlib.util
+    import importlib.machinery
     import io
     import json
     import runpy
@@ -280,5 +298,8 @@ if __name__ == "__main__":
     import socket
     import threading
     import traceback
+    import types
+    import weakref
+    import zipfile
 
     sys.exit(main())
