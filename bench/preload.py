@@ -191,9 +191,9 @@ def table(title, medians, n, base, extra=None):
         row = f"| {name} | {wall:.1f} s | {n / wall * 3600:.0f} | {medians[base][0] / wall:.2f}× |"
         if extra:
             row += f" {medians[extra][0] / wall:.2f}× |"
-        row += f" {each:.2f} s | {3600 / each:.0f} | {medians[base][1] / each:.2f}× |"
+        row += f" {each * 1000:.0f} ms | {3600 / each:.0f} | {medians[base][1] / each:.1f}× |"
         if extra:
-            row += f" {medians[extra][1] / each:.2f}× |"
+            row += f" {medians[extra][1] / each:.3f}× |"
         lines.append(row)
     return "\n".join(lines)
 

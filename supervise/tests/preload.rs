@@ -341,11 +341,10 @@ fn a_module_that_does_not_import_is_named() {
         .err()
         .expect("an error");
     let msg = format!("{err:#}");
-    assert!(msg.contains("could not import no_such_module_xyz"), "{msg}");
-    assert!(
-        msg.contains("No module named 'no_such_module_xyz'"),
-        "{msg}"
-    );
+    let want = format!("preload: {}: cannot import no_such_module_xyz: ModuleNotFoundError: No module named 'no_such_module_xyz'", testkit::python().display());
+    assert_eq!(msg, want);
+    let code = err.downcast_ref::<common::exit::Failure>().map(|f| f.code);
+    assert_eq!(code, Some(common::exit::BAD_INPUT));
 }
 
 #[test]

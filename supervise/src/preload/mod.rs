@@ -207,11 +207,14 @@ impl Server {
             let _ = process.wait();
             let why = match said.get("failed").and_then(Value::as_str) {
                 Some(why) => why.to_string(),
-                None => format!("it ended: {}", last_lines(&stderr)),
+                None => format!(
+                    "it ended while importing {}: {}",
+                    modules.join(", "),
+                    last_lines(&stderr)
+                ),
             };
-            let modules = modules.join(", ");
             return Err(common::bad_input!(
-                "preload: {} could not import {modules}: {why}",
+                "preload: {}: {why}",
                 interpreter.display()
             ));
         }

@@ -6,6 +6,7 @@
 import os
 import sys
 
+
 def send(sock, obj):
     sock.sendall((json.dumps(obj) + "\n").encode())
 
