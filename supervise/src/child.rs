@@ -4,7 +4,10 @@
 //! keeper (`group`), its stdout and stderr read line by line as they come
 //! (kept in its log as written, fed to its reader, the last lines kept for
 //! the verdict), the rows it appends to its own metrics.csv read as they
-//! grow, its exit reaped with the kernel's resource use (wait4).
+//! grow, its exit reaped with the kernel's resource use (wait4). A Python
+//! program a preload server fits is forked from that server instead
+//! (`preload`): the same process group, keeper, pipes and bell; its exit
+//! status comes from the server, its parent.
 //!
 //! Driven by events: each output line and the exit ring the supervisor's
 //! bell (`events`). The exit is watched by a thread per child blocked in
@@ -15,11 +18,13 @@
 
 use crate::events::Bell;
 use crate::group::{self, Keeper};
+use crate::preload::{Server, Trial};
 use crate::readers::{CsvRows, Reader, Report};
 use anyhow::Context;
 use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
+use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
 use std::process::{Command, ExitStatus, Stdio};
@@ -54,6 +59,9 @@ pub struct Spec {
     pub grace: Duration,
     /// Rung on each output line and at the exit.
     pub bell: Bell,
+    /// A preload server to fork it from (the caller checked that the
+    /// server `fits` its argv); None: a fresh process.
+    pub preload: Option<Arc<Server>>,
 }
 
 /// A running (or ended) supervised command.
@@ -66,6 +74,9 @@ pub struct Child {
     max_rss_mib: Option<f64>,
     /// Told to the exit watcher when we stop caring (it then reaps).
     dropped: Arc<AtomicBool>,
+    /// A forked trial's raw wait status, as its server reported it (None
+    /// inside: the server ended first); None: our own child, reaped here.
+    forked: Option<Arc<Mutex<Option<Option<i32>>>>>,
     lines: Receiver<String>,
     /// The pipes are read to their end.
     drained: bool,
@@ -95,50 +106,42 @@ impl Child {
             .open(&spec.log)
             .with_context(|| format!("opening {}", spec.log.display()))?;
         let log = Arc::new(Mutex::new(log));
-        let mut cmd = Command::new(program);
-        cmd.args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            // Its own process group: signalled as a whole, and Ctrl-C in the
-            // terminal reaches the supervisor only, which ends it in order.
-            .process_group(0);
-        if let Some(dir) = &spec.cwd {
-            cmd.current_dir(dir);
-        }
-        for (k, v) in &spec.env {
-            cmd.env(k, v);
-        }
-        group::first_for_the_oom_killer(&mut cmd);
-        let mut child = cmd.spawn().map_err(|e| {
-            common::bad_input!(
-                "cannot start {program:?}: {e} (the command is {:?})",
-                spec.argv
-            )
-        })?;
-        let pid = child.id();
-        // From here on the pid is ours to reap (wait4), not std's.
+        let (pid, out, err, forked) = match &spec.preload {
+            Some(server) => fork(server, spec)?,
+            None => {
+                let (pid, out, err) = start(program, args, spec)?;
+                (pid, out, err, None)
+            }
+        };
+        // From here on the pid is ours to reap (wait4), or its server's.
         let keeper = match Keeper::start(pid, spec.grace) {
             Ok(k) => k,
             Err(e) => {
                 group::signal(pid, libc::SIGKILL);
-                let _ = child.wait();
                 return Err(e);
             }
         };
         let (tx, lines) = mpsc::channel();
-        if let Some(out) = child.stdout.take() {
-            let echo = spec.echo.then_some(Echo::Out);
-            pump(out, log.clone(), tx.clone(), spec.bell.clone(), echo);
-        }
-        if let Some(err) = child.stderr.take() {
-            let echo = spec.echo.then_some(Echo::Err);
-            pump(err, log, tx, spec.bell.clone(), echo);
-        }
+        let echo = |e| spec.echo.then_some(e);
+        pump(
+            out,
+            log.clone(),
+            tx.clone(),
+            spec.bell.clone(),
+            echo(Echo::Out),
+        );
+        pump(err, log, tx, spec.bell.clone(), echo(Echo::Err));
         let dropped = Arc::new(AtomicBool::new(false));
-        watch_exit(pid, spec.bell.clone(), dropped.clone());
+        let forked = match forked {
+            Some(exit) => Some(watch_server_exit(exit, spec.bell.clone())),
+            None => {
+                watch_exit(pid, spec.bell.clone(), dropped.clone());
+                None
+            }
+        };
         Ok(Child {
             pid,
+            forked,
             status: None,
             max_rss_mib: None,
             dropped,
@@ -217,6 +220,19 @@ impl Child {
     pub fn try_wait(&mut self) -> anyhow::Result<Option<ExitStatus>> {
         if self.kill_at.is_some_and(|t| Instant::now() >= t) && self.status.is_none() {
             self.signal(libc::SIGKILL);
+        }
+        if let (None, Some(slot)) = (self.status, &self.forked) {
+            let reported = slot.lock().map(|s| *s).unwrap_or(None);
+            match reported {
+                None => return Ok(None),
+                Some(Some(raw)) => self.status = Some(ExitStatus::from_raw(raw)),
+                // The server died before it: end what is left of the trial
+                // (its keeper would), and say killed.
+                Some(None) => {
+                    self.signal(libc::SIGKILL);
+                    self.status = Some(ExitStatus::from_raw(libc::SIGKILL));
+                }
+            }
         }
         if self.status.is_none() {
             let mut raw = 0;
@@ -297,6 +313,89 @@ impl Drop for Child {
             }
         }
     }
+}
+
+/// Starts the command as our own child: its pid and the read ends of its
+/// stdout and stderr.
+fn start(program: &str, args: &[String], spec: &Spec) -> anyhow::Result<(u32, File, File)> {
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        // Its own process group: signalled as a whole, and Ctrl-C in the
+        // terminal reaches the supervisor only, which ends it in order.
+        .process_group(0);
+    if let Some(dir) = &spec.cwd {
+        cmd.current_dir(dir);
+    }
+    for (k, v) in &spec.env {
+        cmd.env(k, v);
+    }
+    group::first_for_the_oom_killer(&mut cmd);
+    let mut child = cmd.spawn().map_err(|e| {
+        common::bad_input!(
+            "cannot start {program:?}: {e} (the command is {:?})",
+            spec.argv
+        )
+    })?;
+    let out = child.stdout.take().context("the command's stdout")?;
+    let err = child.stderr.take().context("the command's stderr")?;
+    Ok((
+        child.id(),
+        File::from(OwnedFd::from(out)),
+        File::from(OwnedFd::from(err)),
+    ))
+}
+
+/// Forks the command from a preload server: its pid, the read ends of its
+/// stdout and stderr, and where its exit status will come from.
+fn fork(server: &Server, spec: &Spec) -> anyhow::Result<(u32, File, File, Option<Receiver<i32>>)> {
+    let (out_r, out_w) = pipe()?;
+    let (err_r, err_w) = pipe()?;
+    let cwd = match &spec.cwd {
+        Some(d) => d.clone(),
+        None => std::env::current_dir().context("the current directory")?,
+    };
+    let forked = server.spawn(Trial {
+        argv: spec.argv.clone(),
+        env: crate::preload::with_ours(&spec.env),
+        cwd,
+        stdout: out_w,
+        stderr: err_w,
+    })?;
+    Ok((
+        forked.pid,
+        File::from(out_r),
+        File::from(err_r),
+        Some(forked.exit),
+    ))
+}
+
+/// A pipe, both ends closed on exec (the server passes the write end on).
+fn pipe() -> anyhow::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 writes two descriptors into the array we own.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(std::io::Error::last_os_error()).context("a pipe for a forked trial");
+    }
+    // SAFETY: both are new descriptors that nothing else owns.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// A thread that waits for a forked trial's status from its server and
+/// rings the bell.
+fn watch_server_exit(exit: Receiver<i32>, bell: Bell) -> Arc<Mutex<Option<Option<i32>>>> {
+    let slot = Arc::new(Mutex::new(None));
+    let s = slot.clone();
+    std::thread::spawn(move || {
+        let raw = exit.recv().ok();
+        if let Ok(mut s) = s.lock() {
+            *s = Some(raw);
+        }
+        bell.ring();
+    });
+    slot
 }
 
 /// A thread that blocks until `pid` has exited, without reaping it (the

@@ -3,8 +3,10 @@
 //! (`readers`), W&B's sweep command macros (`command`), the environment
 //! fixes (`env`). The process side: `child` is the one way a command is
 //! run (its own process group, its keeper from `group`, its output read as
-//! it comes), `leg` a command with its memory and verdict, and `events`
-//! what wakes a supervisor's loop (a bell, the stop request).
+//! it comes; forked from a `preload` server when one fits: one Python
+//! process that imported torch once), `leg` a command with its memory and
+//! verdict, and `events` what wakes a supervisor's loop (a bell, the stop
+//! request).
 
 pub mod child;
 pub mod command;
@@ -13,5 +15,6 @@ pub mod events;
 pub mod group;
 pub mod leg;
 pub mod memory;
+pub mod preload;
 pub mod readers;
 pub mod verdict;

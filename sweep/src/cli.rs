@@ -60,6 +60,13 @@ pub struct Args {
     /// task runs; workers on several machines share DIR).
     #[arg(long, value_name = "DIR", conflicts_with_all = ["config", "space", "out", "status", "report", "slurm"])]
     pub worker: Option<PathBuf>,
+    /// With --worker: import MODULE once in a server whose forks run the
+    /// Python trials (repeatable; on top of the space's `preload`).
+    // conflicts_with_all too: clap lets a `requires` pass when the required
+    // argument conflicts with one given.
+    #[arg(long, value_name = "MODULE", requires = "worker", value_parser = module_name,
+          conflicts_with_all = ["config", "space", "out", "resume", "status", "report", "slurm"])]
+    pub preload: Vec<String>,
     /// Run the trials as a Slurm job array of workers: write the sbatch
     /// script to DIR/slurm/, print it, and submit it.
     #[arg(long, conflicts_with_all = ["status", "report"])]
@@ -95,6 +102,11 @@ pub struct Args {
     pub format: Option<common::format::Format>,
 }
 
+/// `--preload`'s value: a module name as Python imports it.
+fn module_name(s: &str) -> Result<String, String> {
+    supervise::preload::check_module(s).map(|()| s.to_string())
+}
+
 impl Args {
     pub fn slurm_options(&self) -> common::wire::sweep::Options {
         common::wire::sweep::Options {
@@ -103,5 +115,53 @@ impl Args {
             cpus_per_task: self.cpus_per_task,
             time: self.time.clone(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: Args,
+    }
+
+    #[test]
+    fn preload_is_a_workers_repeatable_module_name() {
+        let cli = Cli::try_parse_from([
+            "sweep",
+            "--worker",
+            "s",
+            "--preload",
+            "torch",
+            "--preload",
+            "transformers.trainer",
+        ])
+        .unwrap();
+        assert_eq!(cli.args.preload, ["torch", "transformers.trainer"]);
+        let e = Cli::try_parse_from(["sweep", "--worker", "s", "--preload", "torch-x"])
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            e.contains("expected a module name as Python imports it"),
+            "{e}"
+        );
+        let e = Cli::try_parse_from(["sweep", "--space", "a", "--out", "o", "--preload", "torch"])
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            e.contains("cannot be used with '--preload <MODULE>'"),
+            "{e}"
+        );
+        let e = Cli::try_parse_from(["sweep", "--preload", "torch"])
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("--worker"), "{e}");
     }
 }

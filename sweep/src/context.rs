@@ -1,7 +1,7 @@
 //! What every step of a sweep's driver reads and none changes: the sweep's
 //! directory, settings and space, what the sampler draws from, the study's
-//! id, the binary trials of our model run, the interpreter's torch, and
-//! this worker's identity.
+//! id, the binary trials of our model run, the interpreter's torch, this
+//! worker's identity, and the preload server its Python trials fork from.
 
 use crate::journal::{Study, StudyId};
 use crate::sampler::SearchSpace;
@@ -27,6 +27,8 @@ pub(crate) struct Sweep {
     /// This worker (`Owner::this`), read once: each trial records it, and
     /// a claim should not read /proc under the storage's lock.
     pub owner: Value,
+    /// The preload server Python trials are forked from, if any.
+    pub preload: Option<crate::program::Preloaded>,
 }
 
 impl Sweep {

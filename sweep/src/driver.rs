@@ -80,6 +80,12 @@ pub fn run(args: &Args, train: &Path, libtorch: bool, stop: &Interrupter) -> any
     for w in &plan.why {
         common::say!("train sweep: placement: {w}");
     }
+    // The preload server imports its modules before anything is written
+    // (one it cannot import is bad input); `--slurm` only submits.
+    let preload = match args.slurm {
+        true => None,
+        false => crate::program::Preloaded::start(&space, &settings, &args.preload)?,
+    };
     // Everything is checked: now the sweep's directory.
     let sweep_dir = SweepDir::new(&dir);
     std::fs::create_dir_all(sweep_dir.trials())
@@ -103,6 +109,7 @@ pub fn run(args: &Args, train: &Path, libtorch: bool, stop: &Interrupter) -> any
         study_id,
         torch,
         owner: Owner::this().to_json(),
+        preload,
     };
     if mode == Mode::Resume {
         crate::recover::recover(&sweep, &journal)?;

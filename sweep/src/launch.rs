@@ -197,6 +197,7 @@ impl Starter<'_> {
             echo: false,
             grace: GRACE,
             bell: self.bell.clone(),
+            preload: None,
         };
         // train's own output is only logged: it writes its metrics.csv.
         let child = Child::spawn(&spec, None)?;
@@ -220,17 +221,22 @@ impl Starter<'_> {
             torch: sweep.torch,
             grace: GRACE,
             bell: self.bell,
+            preload: sweep.preload.as_ref(),
         };
         let started = match program::start(&sweep.space, &sweep.settings, &launch) {
             Ok(s) => s,
             Err(e) => return self.fail(&t.made, Class::Other.as_str(), &format!("{e:#}")),
         };
+        let mut runs_on = self.slots.runs_on(t.slot);
+        if started.forked {
+            runs_on.push_str(", forked from the preload server");
+        }
         print_program_block(
             t.made.number,
             &t.values,
             t.retried_from,
             &started.argv,
-            &self.slots.runs_on(t.slot),
+            &runs_on,
             t.blocking,
         );
         Ok(Some(t.running(Proc::Program(Box::new(started)), dir)))

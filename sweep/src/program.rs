@@ -12,9 +12,12 @@ use common::wire::sweep::Settings;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use supervise::child::Spec;
 use supervise::env::{TorchVersion, Wants};
 use supervise::leg::{Leg, Objective};
+use supervise::preload::Server;
 use supervise::readers::Reader;
 
 /// What a program trial needs besides the space and the settings.
@@ -32,6 +35,72 @@ pub struct Launch<'a> {
     pub grace: std::time::Duration,
     /// Rung on its output and its exit.
     pub bell: &'a supervise::events::Bell,
+    /// The sweep's preload server, if it has one.
+    pub preload: Option<&'a Preloaded>,
+}
+
+/// A sweep's preload server (the space's `preload`, a worker's
+/// `--preload`): one Python that imported the modules once, each Python
+/// trial a fork of it.
+pub struct Preloaded {
+    server: Arc<Server>,
+    /// Said once: why a trial's command runs fresh instead.
+    said: AtomicBool,
+}
+
+impl Preloaded {
+    /// Starts the server with the sweep's interpreter; a module it cannot
+    /// import is bad input naming it (exit 2, before any trial).
+    pub fn start(
+        space: &Space,
+        settings: &Settings,
+        more: &[String],
+    ) -> anyhow::Result<Option<Preloaded>> {
+        let mut modules: Vec<String> = space
+            .program
+            .as_ref()
+            .map(|p| p.preload.clone())
+            .unwrap_or_default();
+        for m in more {
+            if !modules.contains(m) {
+                modules.push(m.clone());
+            }
+        }
+        if modules.is_empty() {
+            return Ok(None);
+        }
+        let Some(python) = &settings.interpreter else {
+            return Err(common::bad_input!(
+                "{}: `preload` needs a Python: give --interpreter",
+                settings.space_name
+            ));
+        };
+        let t = std::time::Instant::now();
+        let server = Server::start(Path::new(python), &modules, &[])?;
+        common::say!(
+            "train sweep: preload: {} imported once by {python} in {:.1} s (pid {}); each Python trial is a fork of it",
+            modules.join(", "),
+            t.elapsed().as_secs_f64(),
+            server.pid()
+        );
+        Ok(Some(Preloaded {
+            server: Arc::new(server),
+            said: AtomicBool::new(false),
+        }))
+    }
+
+    /// The server, if it can run `argv` forked; else says why once.
+    fn fit(&self, argv: &[String]) -> Option<Arc<Server>> {
+        match self.server.fits(argv) {
+            Ok(()) => Some(self.server.clone()),
+            Err(why) => {
+                if !self.said.swap(true, Ordering::SeqCst) {
+                    common::say!("train sweep: preload: trials run as fresh processes: {why}");
+                }
+                None
+            }
+        }
+    }
 }
 
 /// A started program trial.
@@ -41,6 +110,8 @@ pub struct Started {
     pub cwd: PathBuf,
     pub argv: Vec<String>,
     pub env_said: Vec<String>,
+    /// Forked from the preload server.
+    pub forked: bool,
 }
 
 /// The launch directory of a sweep (where `train sweep` was first started).
@@ -132,7 +203,9 @@ pub fn start(space: &Space, settings: &Settings, l: &Launch) -> anyhow::Result<S
         echo: false,
         grace: l.grace,
         bell: l.bell.clone(),
+        preload: l.preload.and_then(|p| p.fit(&argv)),
     };
+    let forked = spec.preload.is_some();
     let reader = Reader::new(
         &space.metric.name.to_string(),
         space.metric.regex.as_deref(),
@@ -148,6 +221,7 @@ pub fn start(space: &Space, settings: &Settings, l: &Launch) -> anyhow::Result<S
         cwd,
         argv,
         env_said: fixes.said,
+        forked,
     })
 }
 

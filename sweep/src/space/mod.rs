@@ -14,7 +14,8 @@
 //! meaning: each trial runs the user's program, by `command` and W&B's
 //! macros) the parameters are the program's own, not config keys, the
 //! metric any name the program reports, and trainguard adds `working_dir:
-//! launch|trial`, `metric.regex` and `metric.summary: best|last`.
+//! launch|trial`, `preload: [modules]`, `metric.regex` and
+//! `metric.summary: best|last`.
 //! The older `schema: space/v1` (`parameters: {key: [values...]}`) is read
 //! as a deprecated alias.
 
@@ -56,6 +57,9 @@ pub struct Program {
     pub command: Option<Vec<String>>,
     /// `working_dir: trial`: each trial runs in its own `trials/NNNN/work`.
     pub work_in_trial: bool,
+    /// `preload`: the modules a server imports once, each trial a fork of
+    /// it (`supervise::preload`), in the file's order, without repeats.
+    pub preload: Vec<String>,
 }
 
 /// One parameter: held at a value, or drawn from a distribution.
@@ -84,7 +88,7 @@ pub struct Parsed {
     pub warnings: Vec<String>,
 }
 
-const TOP_KEYS: [&str; 9] = [
+const TOP_KEYS: [&str; 10] = [
     "method",
     "bayes",
     "metric",
@@ -94,6 +98,7 @@ const TOP_KEYS: [&str; 9] = [
     "program",
     "command",
     "working_dir",
+    "preload",
 ];
 /// W&B keys that do not apply to train sweep; accepted so that a W&B file
 /// reads as it is.

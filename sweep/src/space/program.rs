@@ -1,5 +1,5 @@
 //! A space that names the user's `program` (W&B's meaning): the program
-//! block (`program`, `command`, `working_dir`), its command checked before
+//! block (`program`, `command`, `working_dir`, `preload`), its command checked before
 //! any trial, a trial's parameters as the program gets them, and the
 //! `${config}` file (the base config with the trial's values at their
 //! dotted keys, comments kept).
@@ -10,12 +10,13 @@ use serde_json::Value as Json;
 
 impl Reader<'_> {
     /// The program block; without `program`, `command` is W&B's only and
-    /// ignored (said), and `working_dir` is refused.
+    /// ignored (said), and `working_dir` and `preload` are refused.
     pub(super) fn program(
         &mut self,
         program: Option<&Value>,
         command: Option<&Value>,
         working_dir: Option<&Value>,
+        preload: Option<&Value>,
     ) -> anyhow::Result<Option<Program>> {
         let Some(program) = program else {
             if command.is_some() {
@@ -24,8 +25,10 @@ impl Reader<'_> {
                     "ignored: without `program`, train sweep runs train itself with each trial's config",
                 );
             }
-            if working_dir.is_some() {
-                return Err(self.err("working_dir", "only for a space that names `program`"));
+            for (key, v) in [("working_dir", working_dir), ("preload", preload)] {
+                if v.is_some() {
+                    return Err(self.err(key, "only for a space that names `program`"));
+                }
             }
             return Ok(None);
         };
@@ -82,7 +85,41 @@ impl Reader<'_> {
             file,
             command,
             work_in_trial,
+            preload: self.preload(preload)?,
         }))
+    }
+
+    /// `preload: [torch, transformers.trainer]`: module names as Python
+    /// imports them, repeats dropped.
+    fn preload(&self, v: Option<&Value>) -> anyhow::Result<Vec<String>> {
+        let Some(v) = v else {
+            return Ok(Vec::new());
+        };
+        let list = v.as_sequence().ok_or_else(|| {
+            self.err(
+                "preload",
+                format!(
+                    "expected a list of modules to import once for all trials, e.g. [torch, transformers.trainer], found {}",
+                    show(v)
+                ),
+            )
+        })?;
+        let mut modules: Vec<String> = Vec::new();
+        for (i, m) in list.iter().enumerate() {
+            let name = m.as_str().unwrap_or_default();
+            supervise::preload::check_module(name).map_err(|e| {
+                let e = if m.is_string() {
+                    e
+                } else {
+                    format!("expected a module name (e.g. torch), found {}", show(m))
+                };
+                self.err(&format!("preload[{i}]"), e)
+            })?;
+            if !modules.iter().any(|k| k == name) {
+                modules.push(name.to_string());
+            }
+        }
+        Ok(modules)
     }
 
     /// The command expanded once with each parameter at its first value:
@@ -192,6 +229,60 @@ impl Space {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn parse(text: &str) -> anyhow::Result<Space> {
+        let input = Input {
+            name: "space.yaml".into(),
+            text: text.into(),
+        };
+        Space::parse(&input, &Config::default()).map(|p| p.space)
+    }
+
+    const PROGRAM: &str =
+        "program: main.py\nmethod: grid\nmetric: {name: loss}\nparameters: {lr: {value: 1}}\n";
+
+    #[test]
+    fn preload_names_modules_once_each_in_order() {
+        let s = parse(&format!(
+            "{PROGRAM}preload: [torch, transformers.trainer, torch]\n"
+        ))
+        .unwrap();
+        let preload = s.program.unwrap().preload;
+        assert_eq!(preload, ["torch", "transformers.trainer"]);
+        assert!(parse(PROGRAM).unwrap().program.unwrap().preload.is_empty());
+    }
+
+    #[test]
+    fn a_bad_preload_is_refused_with_its_line() {
+        let refused = |text: &str| {
+            let e = parse(text).expect_err("refused");
+            let code = e.downcast_ref::<common::exit::Failure>().map(|f| f.code);
+            assert_eq!(code, Some(common::exit::BAD_INPUT), "{e:#}");
+            format!("{e:#}")
+        };
+        let m = refused(&format!("{PROGRAM}preload: torch\n"));
+        assert!(
+            m.starts_with("space.yaml: line 5: `preload`: expected a list of modules to import once for all trials, e.g. [torch, transformers.trainer], found torch"),
+            "{m}"
+        );
+        let m = refused(&format!(
+            "{PROGRAM}preload:\n  - torch\n  - transformers-trainer\n"
+        ));
+        assert!(
+            m.starts_with("space.yaml: line 7: `preload[1]`: expected a module name as Python imports it (e.g. torch or transformers.trainer), found \"transformers-trainer\""),
+            "{m}"
+        );
+        let m = refused(&format!("{PROGRAM}preload: [torch, {{a: 1}}]\n"));
+        assert!(
+            m.contains("`preload[1]`: expected a module name (e.g. torch), found a: 1"),
+            "{m}"
+        );
+        let m = refused("method: grid\nmetric: {name: val_loss}\nparameters: {lr: {value: 0.1}}\npreload: [torch]\n");
+        assert!(
+            m.starts_with("space.yaml: line 4: `preload`: only for a space that names `program`"),
+            "{m}"
+        );
+    }
 
     #[test]
     fn a_trial_config_keeps_the_comments_and_sets_dotted_keys() {

@@ -18,7 +18,12 @@ impl Reader<'_> {
             }
         }
         let get = |key: &str| entries.iter().find(|(k, _)| k == key).map(|(_, v)| *v);
-        let program = self.program(get("program"), get("command"), get("working_dir"))?;
+        let program = self.program(
+            get("program"),
+            get("command"),
+            get("working_dir"),
+            get("preload"),
+        )?;
 
         let method = match get("method") {
             None => {

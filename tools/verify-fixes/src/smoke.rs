@@ -132,6 +132,7 @@ pub fn run(p: &Plan) -> anyhow::Result<Ran> {
         echo: false,
         grace: GRACE,
         bell,
+        preload: None,
     };
     let reader = Reader::new(p.expect.unwrap_or("val_loss"), p.regex)?;
     let objective = Objective {

@@ -156,6 +156,7 @@ fn run_leg(
         echo: !args.quiet,
         grace: args.grace,
         bell: watch.bell.clone(),
+        preload: None,
     };
     let reader = Reader::new(&args.metric, args.metric_regex.as_deref())?;
     let objective = Objective {
