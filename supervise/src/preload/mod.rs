@@ -335,20 +335,37 @@ impl Server {
 }
 
 impl Drop for Server {
+    fn drop(&mut self) {
+        self.end();
+    }
+}
+
+impl Server {
+    /// Ends the server as dropping it does, and says how it ended: exit
+    /// code 0 when it saw its socket close and left by itself.
+    pub fn close(mut self) -> Option<std::process::ExitStatus> {
+        self.end()
+    }
+
     /// Its socket closes, so the server exits; killed if it has not within
     /// five seconds.
-    fn drop(&mut self) {
+    fn end(&mut self) -> Option<std::process::ExitStatus> {
         if let Ok(s) = self.socket.lock() {
             let _ = s.shutdown(std::net::Shutdown::Both);
         }
         let t = Instant::now();
-        while matches!(self.process.try_wait(), Ok(None)) {
-            if t.elapsed() > Duration::from_secs(5) {
-                let _ = self.process.kill();
-                let _ = self.process.wait();
-                return;
+        loop {
+            match self.process.try_wait() {
+                Ok(None) if t.elapsed() <= Duration::from_secs(5) => {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                Ok(None) => {
+                    let _ = self.process.kill();
+                    return self.process.wait().ok();
+                }
+                Ok(Some(status)) => return Some(status),
+                Err(_) => return None,
             }
-            std::thread::sleep(Duration::from_millis(10));
         }
     }
 }
