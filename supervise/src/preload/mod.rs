@@ -187,17 +187,7 @@ impl Server {
         drop(theirs);
         let stderr = Arc::new(Mutex::new(VecDeque::new()));
         if let Some(err) = process.stderr.take() {
-            let tail = stderr.clone();
-            std::thread::spawn(move || {
-                for line in BufReader::new(err).lines().map_while(Result::ok) {
-                    if let Ok(mut t) = tail.lock() {
-                        if t.len() == STDERR_LINES {
-                            t.pop_front();
-                        }
-                        t.push_back(line);
-                    }
-                }
-            });
+            keep_tail(err, stderr.clone());
         }
         let mut lines = BufReader::new(ours.try_clone()?);
         let mut first = String::new();
@@ -407,6 +397,20 @@ fn read_replies(lines: BufReader<UnixStream>, pending: Arc<Mutex<HashMap<u64, Pe
     if let Ok(mut p) = pending.lock() {
         p.clear();
     }
+}
+
+/// A thread that keeps the server's last stderr lines in `tail`.
+fn keep_tail(err: std::process::ChildStderr, tail: Arc<Mutex<VecDeque<String>>>) {
+    std::thread::spawn(move || {
+        for line in BufReader::new(err).lines().map_while(Result::ok) {
+            if let Ok(mut t) = tail.lock() {
+                if t.len() == STDERR_LINES {
+                    t.pop_front();
+                }
+                t.push_back(line);
+            }
+        }
+    });
 }
 
 fn last_lines(tail: &Mutex<VecDeque<String>>) -> String {
