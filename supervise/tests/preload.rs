@@ -195,7 +195,11 @@ fn a_trial_that_crashes_fails_alone() {
     let server = torch_server();
     let dir = TempDir::new().unwrap();
     let cases: [(&str, &str); 5] = [
-        ("segfault.py", "import ctypes\nctypes.string_at(0)\n"),
+        (
+            // No core file: a fork of the server would write hundreds of MiB.
+            "segfault.py",
+            "import ctypes, resource\nresource.setrlimit(resource.RLIMIT_CORE, (0, 0))\nctypes.string_at(0)\n",
+        ),
         ("exit3.py", "import os\nprint('bye', flush=True)\nos._exit(3)\n"),
         ("raises.py", "def f():\n    raise ValueError('bad lr')\nf()\n"),
         (
