@@ -43,7 +43,10 @@ def main():
     modules = sys.argv[2:]
     signals = fresh_signals()
     server_pythonpath = pythonpath(os.environ)
-    why = imports(modules)
+    if not hasattr(socket, "recv_fds"):
+        why = f"python {sys.version.split()[0]} cannot preload: it needs 3.9 or later (socket.recv_fds)"
+    else:
+        why = imports(modules)
     if why is not None:
         send(sock, {"failed": why})
         return 1
