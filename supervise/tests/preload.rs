@@ -195,7 +195,11 @@ fn a_trial_that_crashes_fails_alone() {
     let server = torch_server();
     let dir = TempDir::new().unwrap();
     let cases: [(&str, &str); 5] = [
-        ("segfault.py", "import ctypes\nctypes.string_at(0)\n"),
+        (
+            // No core file: a fork of the server would write hundreds of MiB.
+            "segfault.py",
+            "import ctypes, resource\nresource.setrlimit(resource.RLIMIT_CORE, (0, 0))\nctypes.string_at(0)\n",
+        ),
         ("exit3.py", "import os\nprint('bye', flush=True)\nos._exit(3)\n"),
         ("raises.py", "def f():\n    raise ValueError('bad lr')\nf()\n"),
         (
@@ -327,10 +331,10 @@ fn the_server_ends_with_its_client() {
     let (pgrp, ppid) = r.stdout.trim().split_once(' ').unwrap();
     assert_eq!(ppid, pid.to_string());
     assert_ne!(pgrp, pid.to_string(), "a trial is in its own group");
-    let started = std::time::Instant::now();
-    drop(server);
-    // Drop waits for it: it is gone (reaped) now, and it went by itself.
-    assert!(started.elapsed() < std::time::Duration::from_secs(4));
+    // Exit code 0: it left by itself when its socket closed (not killed
+    // after the grace dropping gives it); reaped, so gone.
+    let status = server.close().expect("its status");
+    assert_eq!(status.code(), Some(0));
     // SAFETY: as above.
     assert_eq!(unsafe { libc::kill(pid, 0) }, -1);
 }

@@ -187,17 +187,7 @@ impl Server {
         drop(theirs);
         let stderr = Arc::new(Mutex::new(VecDeque::new()));
         if let Some(err) = process.stderr.take() {
-            let tail = stderr.clone();
-            std::thread::spawn(move || {
-                for line in BufReader::new(err).lines().map_while(Result::ok) {
-                    if let Ok(mut t) = tail.lock() {
-                        if t.len() == STDERR_LINES {
-                            t.pop_front();
-                        }
-                        t.push_back(line);
-                    }
-                }
-            });
+            keep_tail(err, stderr.clone());
         }
         let mut lines = BufReader::new(ours.try_clone()?);
         let mut first = String::new();
@@ -335,20 +325,37 @@ impl Server {
 }
 
 impl Drop for Server {
+    fn drop(&mut self) {
+        self.end();
+    }
+}
+
+impl Server {
+    /// Ends the server as dropping it does, and says how it ended: exit
+    /// code 0 when it saw its socket close and left by itself.
+    pub fn close(mut self) -> Option<std::process::ExitStatus> {
+        self.end()
+    }
+
     /// Its socket closes, so the server exits; killed if it has not within
     /// five seconds.
-    fn drop(&mut self) {
+    fn end(&mut self) -> Option<std::process::ExitStatus> {
         if let Ok(s) = self.socket.lock() {
             let _ = s.shutdown(std::net::Shutdown::Both);
         }
         let t = Instant::now();
-        while matches!(self.process.try_wait(), Ok(None)) {
-            if t.elapsed() > Duration::from_secs(5) {
-                let _ = self.process.kill();
-                let _ = self.process.wait();
-                return;
+        loop {
+            match self.process.try_wait() {
+                Ok(None) if t.elapsed() <= Duration::from_secs(5) => {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                Ok(None) => {
+                    let _ = self.process.kill();
+                    return self.process.wait().ok();
+                }
+                Ok(Some(status)) => return Some(status),
+                Err(_) => return None,
             }
-            std::thread::sleep(Duration::from_millis(10));
         }
     }
 }
@@ -390,6 +397,20 @@ fn read_replies(lines: BufReader<UnixStream>, pending: Arc<Mutex<HashMap<u64, Pe
     if let Ok(mut p) = pending.lock() {
         p.clear();
     }
+}
+
+/// A thread that keeps the server's last stderr lines in `tail`.
+fn keep_tail(err: std::process::ChildStderr, tail: Arc<Mutex<VecDeque<String>>>) {
+    std::thread::spawn(move || {
+        for line in BufReader::new(err).lines().map_while(Result::ok) {
+            if let Ok(mut t) = tail.lock() {
+                if t.len() == STDERR_LINES {
+                    t.pop_front();
+                }
+                t.push_back(line);
+            }
+        }
+    });
 }
 
 fn last_lines(tail: &Mutex<VecDeque<String>>) -> String {

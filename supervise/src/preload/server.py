@@ -43,7 +43,10 @@ def main():
     modules = sys.argv[2:]
     signals = fresh_signals()
     server_pythonpath = pythonpath(os.environ)
-    why = imports(modules)
+    if not hasattr(socket, "recv_fds"):
+        why = f"python {sys.version.split()[0]} cannot preload: it needs 3.9 or later (socket.recv_fds)"
+    else:
+        why = imports(modules)
     if why is not None:
         send(sock, {"failed": why})
         return 1
@@ -55,14 +58,30 @@ def main():
     gc.collect()
     gc.freeze()  # the imported objects stay out of the trials' collections: pages stay shared
     send(sock, {"ready": {"pid": os.getpid(), "python": sys.version.split()[0]}})
+    # A trial's end wakes the loop through SIGCHLD and a self-pipe (the
+    # handler does nothing; Python writes the signal's number to the wakeup
+    # descriptor): it works on every kernel the wheel promises (pidfd_open
+    # needs Linux 5.3; RHEL 8 has 4.18), and a SIGCHLD that comes before
+    # the poll leaves its byte in the pipe, so no end is missed.
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_r, False)
+    os.set_blocking(wake_w, False)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
     poller = select.poll()
     poller.register(sock.fileno(), select.POLLIN)
-    trials = {}  # pid -> (request id, pidfd or None)
+    poller.register(wake_r, select.POLLIN)
+    trials = {}  # pid -> request id
     buf = b""
     fds = []  # received with the requests' first bytes, two a request
     while True:
-        timeout = None if all(p is not None for _, p in trials.values()) else 200
-        ready = [fd for fd, _ in poller.poll(timeout)]
+        ready = [fd for fd, _ in poller.poll()]
+        if wake_r in ready:
+            try:
+                while os.read(wake_r, 512):
+                    pass
+            except BlockingIOError:
+                pass
         if sock.fileno() in ready:
             data, new, _, _ = socket.recv_fds(sock, 1 << 16, 64)
             fds.extend(new)
@@ -79,9 +98,9 @@ def main():
                     continue
                 try:
                     # The child closes the server's other descriptors: the
-                    # socket, the pidfds, later requests' pipes (else their
+                    # socket, the self-pipe, later requests' pipes (else their
                     # readers would wait for this trial's end too).
-                    others = fds + [p for _, p in trials.values() if p is not None]
+                    others = fds + [wake_r, wake_w]
                     pid = fork_trial(req, out, err, sock, signals, server_pythonpath, others)
                 except OSError as e:
                     send(sock, {"id": req["id"], "error": f"fork: {e}"})
@@ -89,20 +108,12 @@ def main():
                 finally:
                     os.close(out)
                     os.close(err)
-                try:
-                    pidfd = os.pidfd_open(pid)
-                    poller.register(pidfd, select.POLLIN)
-                except (AttributeError, OSError):
-                    pidfd = None  # old kernel: polled every 200 ms
-                trials[pid] = (req["id"], pidfd)
+                trials[pid] = req["id"]
                 send(sock, {"id": req["id"], "pid": pid})
-        for pid, (rid, pidfd) in list(trials.items()):
+        for pid, rid in list(trials.items()):
             done, status = os.waitpid(pid, os.WNOHANG)
             if done == pid:
                 del trials[pid]
-                if pidfd is not None:
-                    poller.unregister(pidfd)
-                    os.close(pidfd)
                 send(sock, {"id": rid, "status": status})
 
 
