@@ -2,8 +2,9 @@
 """Python trials forked from a preload server (supervise::preload) against a
 fresh `python trial.py` per trial and an Optuna study in one process.
 
-  cargo build -p supervise --example preload_trials
-  python bench/preload.py --example target/debug/examples/preload_trials [--hf]
+  cargo build --release -p supervise --example preload_trials -p train
+  python bench/preload.py --train target/release/train \
+      [--example target/release/examples/preload_trials] [--hf]
 
 (a) N one-step PyTorch trials (a two-layer MLP, one Adam step, a printed
 loss): `python torch_step.py --lr L --seed i` per trial; the same command
@@ -16,12 +17,17 @@ transformers.trainer. Each way runs whole (its interpreter or server start
 included, as a sweep pays it once) once per round, the ways alternating;
 reported: the medians over rounds of the wall time and of a trial's time
 once the interpreter, server or study has started (a long sweep's steady
-rate), as trials per hour, and ratios. The forked trials go through the real client and server (the
+rate; for `train sweep`, the median gap between two trials' ends in its
+journal), as trials
+per hour, and ratios. With --train, the same trials run as a `train sweep`
+(`--parallel 1`, a grid over --seed) with and without the space's
+`preload`: the product as a user runs it, the driver's cost included. The forked trials go through the real client and server (the
 preload_trials example: pipes, SCM_RIGHTS, fork, exit status). Results:
 bench/results/preload.md.
 """
 
 import argparse
+import datetime
 import json
 import os
 import statistics
@@ -162,6 +168,42 @@ def forked(example, py, modules, script, n, cwd):
     return run
 
 
+def sweep_way(train, py, modules, script, n, cwd):
+    """`train sweep` of n trials of `script` (a grid over --seed), its
+    trials forked from a server that imported `modules` (none: each trial a
+    fresh process, the W&B agent's way); (wall time, the median trial's
+    seconds as the journal records them)."""
+    runs = [0]
+
+    def run():
+        runs[0] += 1
+        name = f"sweep-{len(modules)}-{os.path.basename(script)}-{runs[0]}"
+        space = os.path.join(cwd, name + ".yaml")
+        with open(space, "w") as f:
+            f.write(f"program: {os.path.basename(script)}\nmethod: grid\n"
+                    "metric: {name: loss, regex: 'loss=([0-9.eE+-]+)'}\n"
+                    + (f"preload: [{', '.join(modules)}]\n" if modules else "")
+                    + "parameters:\n  lr: {value: 0.001}\n"
+                    f"  seed: {{values: [{', '.join(str(i) for i in range(n))}]}}\n")
+        s, _ = timed([train, "sweep", "--space", space, "--out", name, "--parallel", "1",
+                      "--interpreter", py], cwd)
+        _, out = timed([train, "sweep", "--report", name, "--format", "json"], cwd)
+        trials = json.loads(out)["trials"]
+        assert len(trials) == n and all(t["state"] == "COMPLETE" for t in trials), out[-2000:]
+        # A trial once the sweep runs: the median gap between two trials'
+        # ends in the journal (the driver's own work between them included).
+        ends = []
+        with open(os.path.join(cwd, name, "journal.log")) as f:
+            for line in f:
+                r = json.loads(line)
+                if r.get("op_code") == 6:
+                    ends.append(datetime.datetime.fromisoformat(r["datetime_complete"]))
+        gaps = [(b - a).total_seconds() for a, b in zip(ends, ends[1:])]
+        return s, statistics.median(gaps)
+
+    return run
+
+
 def optuna_side(py, n, cwd):
     def run():
         s, out = timed([py, "-c", OPTUNA_SIDE, cwd, str(n)], cwd)
@@ -200,7 +242,8 @@ def table(title, medians, n, base, extra=None):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--example", required=True, help="the preload_trials example binary")
+    ap.add_argument("--example", help="the preload_trials example binary: the client alone")
+    ap.add_argument("--train", help="a release `train`: the same trials as `train sweep` trials")
     ap.add_argument("--python", default=os.path.join(os.environ.get("VIRTUAL_ENV", ""), "bin", "python"))
     ap.add_argument("--trials", type=int, default=8, help="trials a way and round (a)")
     ap.add_argument("--hf-trials", type=int, default=6, help="trials a way and round (b)")
@@ -209,7 +252,10 @@ def main():
     a = ap.parse_args()
     if a.rounds < 5:
         sys.exit("--rounds: at least 5 (the medians are the figures)")
-    example = os.path.abspath(a.example)
+    if not a.example and not a.train:
+        sys.exit("give --train (train sweep's trials) or --example (the client alone), or both")
+    example = a.example and os.path.abspath(a.example)
+    train = a.train and os.path.abspath(a.train)
     note = load_note()
     out = [f"{stamp()}, `{command_line()}`, {note}", ""]
     with tempfile.TemporaryDirectory() as tmp:
@@ -220,25 +266,43 @@ def main():
         print(f"(a) {n} one-step torch trials, {a.rounds} rounds", file=sys.stderr)
         ways = [
             ("fresh `python torch_step.py`", fresh(a.python, step, n, tmp)),
-            ("preload [torch]", forked(example, a.python, ["torch"], step, n, tmp)),
-            ("preload [torch, torch._dynamo]", forked(example, a.python, ["torch", "torch._dynamo"], step, n, tmp)),
             ("Optuna study, one process", optuna_side(a.python, n, tmp)),
         ]
+        if example:
+            ways += [
+                ("preload [torch] (the client alone)", forked(example, a.python, ["torch"], step, n, tmp)),
+                ("preload [torch, torch._dynamo] (the client alone)",
+                 forked(example, a.python, ["torch", "torch._dynamo"], step, n, tmp)),
+            ]
+        if train:
+            ways += [
+                ("`train sweep`, a fresh process a trial", sweep_way(train, a.python, [], step, n, tmp)),
+                ("`train sweep`, preload [torch, torch._dynamo]",
+                 sweep_way(train, a.python, ["torch", "torch._dynamo"], step, n, tmp)),
+            ]
         m = measure(ways, a.rounds)
-        out.append(table("(a) one-step PyTorch trials", m, n, ways[0][0], ways[3][0]))
+        out.append(table("(a) one-step PyTorch trials", m, n, ways[0][0], ways[1][0]))
         if a.hf:
             hf = os.path.join(tmp, "hf_trial.py")
             with open(hf, "w") as f:
                 f.write(HF_TRIAL)
             n = a.hf_trials
             print(f"(b) {n} Hugging Face Trainer trials, {a.rounds} rounds", file=sys.stderr)
-            ways = [
-                ("fresh `python hf_trial.py`", fresh(a.python, hf, n, tmp)),
-                ("preload [torch, transformers.trainer]",
-                 forked(example, a.python, ["torch", "transformers.trainer"], hf, n, tmp)),
-                ("preload [torch, torch._dynamo, transformers.trainer]",
-                 forked(example, a.python, ["torch", "torch._dynamo", "transformers.trainer"], hf, n, tmp)),
-            ]
+            ways = [("fresh `python hf_trial.py`", fresh(a.python, hf, n, tmp))]
+            if example:
+                ways += [
+                    ("preload [torch, transformers.trainer] (the client alone)",
+                     forked(example, a.python, ["torch", "transformers.trainer"], hf, n, tmp)),
+                    ("preload [torch, torch._dynamo, transformers.trainer] (the client alone)",
+                     forked(example, a.python, ["torch", "torch._dynamo", "transformers.trainer"], hf, n, tmp)),
+                ]
+            if train:
+                ways += [
+                    ("`train sweep`, a fresh process a trial (the W&B agent's way)",
+                     sweep_way(train, a.python, [], hf, n, tmp)),
+                    ("`train sweep`, preload [torch, torch._dynamo, transformers.trainer]",
+                     sweep_way(train, a.python, ["torch", "torch._dynamo", "transformers.trainer"], hf, n, tmp)),
+                ]
             m = measure(ways, a.rounds)
             out += ["", table("(b) Hugging Face Trainer trials", m, n, ways[0][0])]
     text = "\n".join(out) + "\n"

@@ -77,6 +77,7 @@ def main():
     ap.add_argument("--memory-trials", type=int, default=8)
     ap.add_argument("--cgroup-mib", type=int, default=1000)
     args = ap.parse_args()
+    args.train = os.path.abspath(args.train)
     rows = []
     work = tempfile.mkdtemp(prefix="bench-supervise-")
     py = sys.executable

@@ -72,11 +72,16 @@ def journal_ok(journal):
     return bad, torn
 
 
+def preload_line(args):
+    """The space's `preload:` line (--preload): trials forked from a server."""
+    return f"preload: [{', '.join(args.preload)}]\n" if args.preload else ""
+
+
 def kill_mode(args, checks, figures):
     rng = random.Random(args.seed)
     project = tempfile.mkdtemp(prefix="program-kill-", dir=args.out)
     with open(os.path.join(project, "space.yaml"), "w") as f:
-        f.write(f"program: {SCRIPT}\nmethod: grid\nmetric: {{name: val_loss}}\nparameters:\n"
+        f.write(f"program: {SCRIPT}\nmethod: grid\nmetric: {{name: val_loss}}\n{preload_line(args)}parameters:\n"
                 "  lr: {values: [0.01, 0.02, 0.03, 0.04, 0.05, 0.06, 0.07, 0.08]}\n"
                 "  epochs: {value: 3}\n  epoch_seconds: {value: 0.4}\n")
     kills = sweeps = torn_total = orphans = 0
@@ -136,7 +141,7 @@ def soak_mode(args, checks, figures):
     seeds = max(1, args.trials // len(EXPECT))
     project = tempfile.mkdtemp(prefix="program-soak-", dir=args.out)
     with open(os.path.join(project, "space.yaml"), "w") as f:
-        f.write(f"program: {SCRIPT}\nmethod: grid\nmetric: {{name: val_loss}}\nparameters:\n"
+        f.write(f"program: {SCRIPT}\nmethod: grid\nmetric: {{name: val_loss}}\n{preload_line(args)}parameters:\n"
                 f"  fault: {{values: [{', '.join(EXPECT)}]}}\n"
                 f"  seed: {{values: [{', '.join(str(s) for s in range(seeds))}]}}\n"
                 "  epochs: {value: 2}\n  fault_epoch: {value: 1}\n  memory_limit_mib: {value: 1500}\n")
@@ -175,6 +180,8 @@ def main():
     ap.add_argument("--max-delay", type=float, default=5.0)
     ap.add_argument("--trials", type=int, default=300)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--preload", action="append", default=[], metavar="MODULE",
+                    help="the space's preload (repeatable): each trial forked from one server")
     ap.add_argument("--orphan-wait", type=float, default=25.0,
                     help="kill: seconds a killed driver's trials get to end (the keeper's grace is 20 s)")
     ap.add_argument("--trial-timeout", type=float, default=8.0, help="soak: a hang ends after this")
@@ -184,7 +191,7 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     started = rc.utc_now()
     checks = rc.Checks()
-    figures = {"mode": args.mode}
+    figures = {"mode": args.mode, "preload": args.preload}
     t = rc.Timer()
     (kill_mode if args.mode == "kill" else soak_mode)(args, checks, figures)
     figures["wall_seconds"] = round(t.s(), 1)
