@@ -28,6 +28,7 @@ import collections
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -91,6 +92,11 @@ def kill_mode(args, checks, figures):
         sweep = os.path.join(project, f"s{sweeps}")
         first = True
         while True:
+            # Killed before it wrote sweep.yaml (while its preload server
+            # imported torch, say): started again, as a user would.
+            if not os.path.exists(os.path.join(sweep, "sweep.yaml")):
+                shutil.rmtree(sweep, ignore_errors=True)
+                first = True
             cmd = [args.train, "sweep", "--space", "space.yaml", "--out", sweep, "--parallel", "2",
                    "--interpreter", interpreter()] if first else [args.train, "sweep", "--resume", sweep]
             log = open(os.path.join(project, f"driver-{sweeps}.log"), "a")
