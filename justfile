@@ -227,11 +227,13 @@ reliability-kill-sweep: build
 reliability-soak: build
     python scripts/reliability/soak.py --train "{{ release }}/train" --out runs/reliability/soak --trials 1000 --parallel 2
 
-# Reliability, recorded: a program sweep (examples/own_script/main.py) whose driver is SIGKILLed 20 times and resumed, and a 300-trial program soak with real faults (OOM under a limit, NaN, label, SIGKILL, hang)
+# Reliability, recorded: a program sweep (examples/own_script/main.py) whose driver is SIGKILLed 20 times and resumed, and a 300-trial program soak with real faults (OOM under a limit, NaN, label, SIGKILL, hang); then both again with the trials forked from a preload server
 [group('test')]
 reliability-program: build
     python scripts/reliability/program_sweep.py --mode kill --train "{{ release }}/train" --out runs/reliability/program --kills 20 --seed 1
     python scripts/reliability/program_sweep.py --mode soak --train "{{ release }}/train" --out runs/reliability/program --trials 300
+    python scripts/reliability/program_sweep.py --mode kill --train "{{ release }}/train" --out runs/reliability/program-preload --kills 20 --seed 1 --preload torch --preload torch._dynamo
+    python scripts/reliability/program_sweep.py --mode soak --train "{{ release }}/train" --out runs/reliability/program-preload --trials 120 --preload torch --preload torch._dynamo
 
 # Reliability, recorded: train's output and a sweep's journal filesystem filled up mid-run (tmpfs), read-only output; needs root for the mounts
 [group('test')]
