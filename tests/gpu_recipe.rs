@@ -71,6 +71,7 @@ fn device_script_runs_end_to_end_in_cpu_fallback_mode() {
         "train-demo",
         "train-vs-pytorch-cpu",
         "trial-overhead",
+        "preload-device",
     ] {
         assert_eq!(status(ok), "ok", "{ok}: {steps:?}");
     }
@@ -109,6 +110,7 @@ fn device_script_runs_end_to_end_in_cpu_fallback_mode() {
     assert!(!listing.contains(".safetensors"), "{listing}");
     assert!(dir.path().join("train_vs_pytorch.md").exists());
     assert!(dir.path().join("trial_overhead.md").exists());
+    assert!(dir.path().join("preload_cuda.json").exists());
     assert!(
         std::fs::read_to_string(dir.path().join("cfgcheck-seeds.out"))
             .unwrap()

@@ -41,7 +41,7 @@ groups="basics failures crash compare matrix"
 declare -A group_of=(
     [train-info]=basics [memdiag]=basics [memdiag-table]=basics [memdiag-oneshot]=basics
     [cfgcheck-seeds]=basics [verify-fixes]=basics [train-demo]=basics [train-vs-pytorch-cpu]=basics
-    [trial-overhead]=basics
+    [trial-overhead]=basics [preload-device]=basics
     [oom-recovery]=failures [cudagraph-crash]=crash [cudagraph-explain]=crash
     [train-vs-pytorch-gpu-off]=compare [train-vs-pytorch-gpu-fp16]=compare [train-vs-pytorch-gpu-bf16]=compare
     [checkpointing-memory-cpu]=compare
@@ -179,6 +179,10 @@ step train-vs-pytorch-cpu "0" "$py" bench/train_vs_pytorch.py --train "$bin/trai
 trials=5; [ "$quick" = 1 ] && trials=1
 device=cpu; [ "$gpu" = 1 ] && device=cuda
 step trial-overhead "0" "$py" bench/trial_overhead.py --train "$bin/train" --cfgcheck "$bin/cfgcheck" --python "$py" --device $device --trials $trials --out "$out"
+
+# Preloaded program trials: forked from a server that imported torch (and
+# never initialised CUDA), each trial must use the device itself.
+step preload-device "0" "$py" bench/gpu/preload_cuda.py --train "$bin/train" --python "$py" --device $device --out "$out"
 
 # Seed 001's crash: torch.compile(mode="reduce-overhead") in four variants,
 # each in its own process with its own limit (CRASH_TIMEOUT; a cold compile
