@@ -26,7 +26,8 @@ pub struct Args {
     /// number.
     #[arg(long, value_name = "auto|K", default_value = "auto")]
     pub parallel: String,
-    /// A program sweep's `${interpreter}` [default: the `python` on PATH].
+    /// A program sweep's `${interpreter}`: a path, or a name looked up on
+    /// PATH (`python3`) [default: the `python` on PATH].
     #[arg(long, value_name = "PYTHON")]
     pub interpreter: Option<PathBuf>,
     /// `--parallel auto` for a program on the CPU: the host memory its

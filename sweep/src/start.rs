@@ -68,7 +68,7 @@ pub fn new_settings(args: &Args, dir: &Path) -> anyhow::Result<Settings> {
         .map(|d| d.display().to_string());
     let interpreter = match (&args.interpreter, program) {
         (_, false) => None,
-        (Some(p), true) => Some(absolute(p)),
+        (Some(p), true) => Some(interpreter_of(p)?),
         (None, true) => python_on_path(),
     };
     let mut settings = Settings {
@@ -139,12 +139,28 @@ fn absolute(p: &Path) -> String {
 
 /// The `python` (else `python3`) on PATH, as W&B's agent runs it.
 fn python_on_path() -> Option<String> {
+    ["python", "python3"].iter().find_map(|name| on_path(name))
+}
+
+/// `name` looked up on PATH as a shell looks up a command.
+fn on_path(name: &str) -> Option<String> {
     let path = std::env::var_os("PATH")?;
-    ["python", "python3"].iter().find_map(|name| {
-        std::env::split_paths(&path)
-            .map(|d| d.join(name))
-            .find(|p| p.is_file())
-            .map(|p| p.display().to_string())
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+        .map(|p| p.display().to_string())
+}
+
+/// `--interpreter`: a path (with a `/`) is made absolute, since trials may
+/// run in another directory; a bare name (`python3`) is looked up on PATH,
+/// as a shell would, and one that is not there is bad input.
+fn interpreter_of(p: &Path) -> anyhow::Result<String> {
+    let text = p.display().to_string();
+    if text.contains('/') {
+        return Ok(absolute(p));
+    }
+    on_path(&text).ok_or_else(|| {
+        bad_input!("--interpreter {text}: no {text} on PATH (give its path, e.g. --interpreter .venv/bin/python)")
     })
 }
 
@@ -219,4 +235,25 @@ pub fn worst_peak_mib(space: &Space, base: &Config) -> u64 {
         .map(|(_, c)| common::estimate::estimate(c).peak_mib())
         .max()
         .unwrap_or_else(|| common::estimate::estimate(base).peak_mib())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bare_interpreter_is_looked_up_on_path_and_a_path_made_absolute() {
+        let sh = interpreter_of(Path::new("sh")).unwrap();
+        assert!(sh.starts_with('/') && sh.ends_with("/sh"), "{sh}");
+        let e = interpreter_of(Path::new("no-such-python-3")).unwrap_err();
+        assert!(
+            format!("{e:#}").contains("no no-such-python-3 on PATH"),
+            "{e:#}"
+        );
+        let rel = interpreter_of(Path::new(".venv/bin/python")).unwrap();
+        assert!(
+            rel.starts_with('/') && rel.ends_with("/.venv/bin/python"),
+            "{rel}"
+        );
+    }
 }
