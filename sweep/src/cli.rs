@@ -5,7 +5,8 @@ use std::path::PathBuf;
 #[derive(clap::Args, Debug, Clone)]
 #[command(
     after_help = "Exit codes: 0 the sweep ran to its end (some trials may have failed: see \
-                  --report), 1 it stopped after --max-consecutive-failures, 2 bad input or usage, \
+                  --report), 1 it stopped after --max-consecutive-failures, or a program's first 3 \
+                  trials failed before reporting anything, 2 bad input or usage, \
                   4 the tool broke, 130 stopped by Ctrl-C or SIGTERM (continue with --resume). \
                   With --slurm: 0 submitted (or nothing left to run)."
 )]
@@ -45,7 +46,9 @@ pub struct Args {
     /// trial of class `timeout`.
     #[arg(long, value_name = "SECONDS")]
     pub trial_timeout: Option<f64>,
-    /// Stop the sweep after this many failed trials in a row.
+    /// Stop the sweep after this many failed trials in a row (0: never;
+    /// also turns off stopping a program sweep whose first 3 trials fail
+    /// before reporting anything).
     #[arg(long, value_name = "N", default_value_t = 10)]
     pub max_consecutive_failures: u32,
     /// Prune with Optuna's MedianPruner (the space's early_terminate gives

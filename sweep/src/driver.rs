@@ -16,7 +16,7 @@
 
 use crate::cli::Args;
 use crate::context::Sweep;
-use crate::history::{drawn, interrupted_roots, too_many_failures};
+use crate::history::{drawn, fails_at_start, interrupted_roots, too_many_failures};
 use crate::journal::Journal;
 use crate::launch::Starter;
 use crate::layout::{read_settings, space_of};
@@ -302,15 +302,6 @@ impl Driver<'_> {
                 }
             }
             let study = self.sweep.study(self.storage)?;
-            if stopping.is_none() {
-                if let Some(why) = too_many_failures(
-                    &study,
-                    self.sweep.settings.max_consecutive_failures,
-                    &self.sweep.dir,
-                ) {
-                    stopping = Some((common::exit::FOUND, why));
-                }
-            }
             let mut look = Look {
                 sweep: self.sweep,
                 storage: self.storage,
@@ -319,6 +310,11 @@ impl Driver<'_> {
             };
             if let Some(why) = look.watch(&mut self.trials, &study)? {
                 self.disk_full = Some(why);
+            }
+            // With the ends just recorded, before another trial starts.
+            if stopping.is_none() {
+                let now = self.sweep.study(self.storage)?;
+                stopping = self.failing(&now).map(|why| (common::exit::FOUND, why));
             }
             if self.measuring {
                 self.replan(&study);
@@ -335,6 +331,19 @@ impl Driver<'_> {
             }
             self.wait.until(Some(self.next_look()));
         }
+    }
+
+    /// Why a sweep that only fails stops: its last trials all failed
+    /// (`--max-consecutive-failures`), or a program's first trials failed
+    /// before reporting anything (it cannot start). `0` turns both off.
+    fn failing(&self, study: &crate::journal::Study) -> Option<String> {
+        let limit = self.sweep.settings.max_consecutive_failures;
+        let dir = &self.sweep.dir;
+        too_many_failures(study, limit, dir).or_else(|| {
+            (limit > 0 && self.sweep.space.program.is_some())
+                .then(|| fails_at_start(study, dir))
+                .flatten()
+        })
     }
 
     /// Ctrl-C or SIGTERM, or a full disk: why the sweep stops, with its

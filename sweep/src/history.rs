@@ -136,3 +136,107 @@ pub fn too_many_failures(study: &Study, limit: u32, dir: &Path) -> Option<String
         dir.display()
     ))
 }
+
+/// How many first trials failing before they report anything stop a
+/// sweep: the program cannot start (not found, an import error, argparse
+/// refusing its flags). W&B's agent stops after 3 failures in 60 s.
+pub const FAILED_AT_START: usize = 3;
+
+/// A program sweep whose first `FAILED_AT_START` finished trials (in the
+/// order they ended, interrupted ones aside) all failed with the program's
+/// own error before reporting a single value: the program cannot start,
+/// and every later trial would fail the same way. The message, with the
+/// last one's error.
+pub fn fails_at_start(study: &Study, dir: &Path) -> Option<String> {
+    let mut finished: Vec<&Trial> = study
+        .trials
+        .iter()
+        .filter(|t| t.state.is_finished() && !not_its_fault(t))
+        .collect();
+    if finished.len() < FAILED_AT_START {
+        return None;
+    }
+    finished.sort_by(|a, b| a.datetime_complete.cmp(&b.datetime_complete));
+    let first = &finished[..FAILED_AT_START];
+    let at_start = |t: &&Trial| {
+        t.state == TrialState::Fail
+            && error_class(t) == Some(Class::Other)
+            && t.intermediate.is_empty()
+            && t.user_attrs.get("reports").and_then(Value::as_u64) == Some(0)
+    };
+    if !first.iter().all(at_start) {
+        return None;
+    }
+    let last = first[FAILED_AT_START - 1];
+    let why = attr_str(last, "error_message").unwrap_or("no message");
+    Some(format!(
+        "stopped: the first {FAILED_AT_START} trials failed before reporting anything, so the program cannot start; trial {}: {why}; fix the command (or the program), then start the sweep again in a new directory; the trials are in `train sweep --report {}`",
+        last.number,
+        dir.display()
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn failed(number: u64, class: &str, reports: u64) -> Trial {
+        let mut user_attrs = BTreeMap::new();
+        user_attrs.insert("error_class".into(), Value::from(class));
+        user_attrs.insert("reports".into(), Value::from(reports));
+        user_attrs.insert(
+            "error_message".into(),
+            Value::from("main.py: error: unrecognized arguments: --lr=0.1"),
+        );
+        Trial {
+            number,
+            state: TrialState::Fail,
+            params: BTreeMap::new(),
+            distributions: BTreeMap::new(),
+            value: None,
+            intermediate: BTreeMap::new(),
+            user_attrs,
+            system_attrs: BTreeMap::new(),
+            datetime_start: None,
+            datetime_complete: Some(format!("2026-11-25T18:00:0{number}")),
+            discarded: false,
+        }
+    }
+
+    fn study(trials: Vec<Trial>) -> Study {
+        Study {
+            id: crate::journal::StudyId(0),
+            name: "s".into(),
+            direction: crate::trial::Direction::Minimize,
+            trial_ids: Vec::new(),
+            trials,
+            user_attrs: BTreeMap::new(),
+            system_attrs: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn three_first_trials_failing_before_any_report_stop_the_sweep() {
+        let dir = Path::new("s");
+        let three = study((0..3).map(|n| failed(n, "other", 0)).collect());
+        let why = fails_at_start(&three, dir).unwrap();
+        assert!(
+            why.contains("trial 2: main.py: error: unrecognized arguments"),
+            "{why}"
+        );
+        // Two are not enough; a trial that reported, or failed in another
+        // class (out of memory: its parameters may be why), is not a start.
+        let two = study((0..2).map(|n| failed(n, "other", 0)).collect());
+        assert_eq!(fails_at_start(&two, dir), None);
+        let mut reported = three.trials.clone();
+        reported[1] = failed(1, "other", 4);
+        assert_eq!(fails_at_start(&study(reported), dir), None);
+        let mut oom = three.trials.clone();
+        oom[0] = failed(0, "out-of-memory", 0);
+        assert_eq!(fails_at_start(&study(oom), dir), None);
+        // Later failures do not count once the first trials did not all fail.
+        let mut later = vec![failed(0, "other", 3)];
+        later.extend((1..5).map(|n| failed(n, "other", 0)));
+        assert_eq!(fails_at_start(&study(later), dir), None);
+    }
+}
