@@ -180,7 +180,7 @@ fn parts_time_limits_and_one_tarball() {
         String::from_utf8_lossy(&out.stderr)
     );
     let rows = steps(&results);
-    assert_eq!(rows.len(), 9, "{rows:?}");
+    assert_eq!(rows.len(), 10, "{rows:?}");
     assert!(
         rows.iter()
             .all(|r| r.1 == "skipped" && r.2.contains("budget of 30s spent")),
