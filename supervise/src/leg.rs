@@ -7,6 +7,7 @@
 
 use crate::child::{Child, Spec};
 use crate::memory::{self, Sampler};
+use crate::oom_kills;
 use crate::readers::{Reader, Report};
 use crate::verdict::{self, End, Stop};
 use common::wire::failure::Class;
@@ -46,6 +47,8 @@ pub struct Leg {
     marks: Vec<(f64, u64)>,
     stop: Option<Stop>,
     grace: Duration,
+    /// Its memory cgroup's OOM-kill count, read at its start.
+    oom_kills: Option<oom_kills::Counter>,
 }
 
 /// A leg's end: its record, and the parts the caller decides with.
@@ -71,6 +74,7 @@ impl Leg {
         config: Option<String>,
     ) -> anyhow::Result<Leg> {
         let child = Child::spawn(spec, Some(reader))?;
+        let oom_kills = oom_kills::Counter::of(child.pid());
         let memory_csv = records.memory_csv_of(number);
         let (sampler, sampler_note) = match Sampler::start(child.pid(), &memory_csv, SAMPLE_EVERY) {
             Ok(s) => (Some(s), None),
@@ -103,6 +107,7 @@ impl Leg {
             marks: Vec::new(),
             stop: None,
             grace: spec.grace,
+            oom_kills,
         })
     }
 
@@ -224,6 +229,7 @@ impl Leg {
             &self.records.memory_png_of(self.number),
         );
         let tail = self.child.tail();
+        let oom_killed = self.oom_kills.as_ref().and_then(oom_kills::Counter::rose);
         let verdict = verdict::judge(&End {
             code: status.code(),
             signal: status.signal(),
@@ -231,6 +237,7 @@ impl Leg {
             tail: &tail,
             non_finite: self.non_finite.as_deref(),
             reports: self.reports as usize,
+            oom_killed: oom_killed.as_deref(),
         });
         // The kernel's largest resident set is a floor under the sampled
         // one (a short command may end between samples).

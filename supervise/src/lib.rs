@@ -15,6 +15,7 @@ pub mod events;
 pub mod group;
 pub mod leg;
 pub mod memory;
+pub mod oom_kills;
 pub mod preload;
 pub mod readers;
 pub mod verdict;

@@ -28,6 +28,9 @@ pub struct End<'a> {
     /// The first non-finite report of its objective, in words.
     pub non_finite: Option<&'a str>,
     pub reports: usize,
+    /// The kernel's OOM killer struck in its memory cgroup while it ran
+    /// (`oom_kills`), in words.
+    pub oom_killed: Option<&'a str>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -155,6 +158,16 @@ fn unknown_failure(e: &End, lines: &[&str], how: &str) -> Verdict {
             failures::KNOWN
                 .iter()
                 .find(|k| k.class == Class::NonFiniteLoss),
+        );
+    }
+    if let (Some(libc::SIGKILL), Some(why)) = (e.signal, e.oom_killed) {
+        return with_known(
+            Verdict::new(
+                Status::Failed,
+                Some(Class::OutOfMemory),
+                format!("killed by SIGKILL from the kernel's OOM killer: its memory cgroup's limit was reached ({why})"),
+            ),
+            failures::KNOWN.iter().find(|k| k.id == "host-out-of-memory"),
         );
     }
     if let Some(sig) = e.signal {

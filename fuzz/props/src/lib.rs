@@ -293,6 +293,7 @@ pub fn verdict(data: &[u8]) -> Result<(), String> {
         tail: &tail,
         non_finite,
         reports: tail.len(),
+        oom_killed: (pick % 5 == 0).then_some("memory.oom_control: oom_kill 0 -> 1"),
     });
     if v.evidence.chars().count() > EVIDENCE_CHARS {
         return Err(format!("evidence of {} chars", v.evidence.chars().count()));

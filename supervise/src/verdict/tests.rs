@@ -101,6 +101,7 @@ fn each_ending_is_said_in_its_class() {
             tail: &c.tail,
             non_finite: c.non_finite,
             reports: 1,
+            oom_killed: None,
         });
         assert_eq!(
             (v.status, v.class, v.known),
@@ -136,6 +137,7 @@ fn advice_for_a_program_names_variables_or_code() {
         tail: &quoted(OOM_FRAGMENTED),
         non_finite: None,
         reports: 0,
+        oom_killed: None,
     });
     assert!(v
         .advice
@@ -148,6 +150,7 @@ fn advice_for_a_program_names_variables_or_code() {
         tail: &recorded("cpu-label"),
         non_finite: None,
         reports: 0,
+        oom_killed: None,
     });
     assert!(v.advice.unwrap().contains("num_classes"));
 }
@@ -161,6 +164,7 @@ fn a_broken_allocator_is_told_to_restart_not_to_shrink() {
         tail: &quoted(ALLOCATOR_BROKEN),
         non_finite: None,
         reports: 3,
+        oom_killed: None,
     });
     assert_eq!(v.class, Some(Class::AllocatorBroken), "{v:?}");
     let advice = v.advice.unwrap();
@@ -169,4 +173,30 @@ fn a_broken_allocator_is_told_to_restart_not_to_shrink() {
         "{advice}"
     );
     assert!(advice.contains("PYTORCH_ALLOC_CONF=expandable_segments:False"));
+}
+
+#[test]
+fn a_sigkill_while_its_cgroup_counted_an_oom_kill_is_an_out_of_memory() {
+    let killed = |oom_killed| {
+        judge(&End {
+            code: None,
+            signal: Some(libc::SIGKILL),
+            stop: None,
+            tail: &[],
+            non_finite: None,
+            reports: 2,
+            oom_killed,
+        })
+    };
+    let plain = killed(None);
+    assert_eq!(plain.class, Some(Class::Killed), "{plain:?}");
+    let oom = killed(Some(
+        "/sys/fs/cgroup/memory/x/memory.oom_control: oom_kill 0 -> 1",
+    ));
+    assert_eq!(oom.class, Some(Class::OutOfMemory), "{oom:?}");
+    assert!(
+        oom.evidence.contains("kernel's OOM killer") && oom.evidence.contains("oom_kill 0 -> 1"),
+        "{oom:?}"
+    );
+    assert!(oom.advice.is_some(), "{oom:?}");
 }

@@ -285,3 +285,43 @@ fn the_fallback_chain_runs_a_script_from_config_to_config() {
         assert!(d.join("r").join(f).exists(), "{f}");
     }
 }
+
+/// A command over its memory cgroup's limit (v1, 200 MiB around `train
+/// run`) gets SIGKILL from the kernel's OOM killer, with no message: the
+/// cgroup's OOM-kill count rose while it ran, so it is an out-of-memory,
+/// not a plain kill.
+#[test]
+fn a_sigkill_from_the_kernels_oom_killer_is_an_out_of_memory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cg =
+        Path::new("/sys/fs/cgroup/memory").join(format!("trainguard-run-{}", std::process::id()));
+    std::fs::create_dir(&cg)
+        .expect("this test needs a writable memory cgroup (v1) at /sys/fs/cgroup/memory (root)");
+    std::fs::write(cg.join("memory.limit_in_bytes"), (200u64 << 20).to_string()).unwrap();
+    // Swap would let it go on: none for this cgroup, where the kernel allows.
+    let _ = std::fs::write(cg.join("memory.swappiness"), "0");
+    let hog = "import time\nb = []\nfor i in range(64):\n    b.append(bytearray(b'\\x01') * (16 << 20))\n    print(f'{{\"val_loss\": {i}}}', flush=True)\n";
+    write(tmp.path(), "hog.py", hog);
+    let script = format!(
+        "echo $$ > {}/cgroup.procs && exec {BIN} run --quiet --out r -- {} hog.py",
+        cg.display(),
+        py()
+    );
+    let out = Command::new("sh")
+        .args(["-c", &script])
+        .current_dir(tmp.path())
+        .output()
+        .unwrap();
+    wait_until("the test's cgroup to be removed", 10, || {
+        std::fs::remove_dir(&cg).is_ok()
+    });
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(137), "{err}");
+    let s = summary(&tmp.path().join("r"));
+    assert_eq!(s["class"].as_str(), Some("out-of-memory"), "{s:?} {err}");
+    let evidence = s["evidence"].as_str().unwrap();
+    assert!(
+        evidence.contains("kernel's OOM killer") && evidence.contains("oom_kill 0 -> 1"),
+        "{evidence}"
+    );
+}
