@@ -9,7 +9,7 @@ appends to the journal, waits on trials, records a trial's end), then
 of the sweep; then a fresh sweep, until --kills driver kills have landed.
 During each driver's life, with probability --trial-kill-p, a SIGKILL of a
 running trial's train process (its pid from trials/NNNN/pid, checked against
-/proc/PID/cmdline) at a random moment: a FAIL trial of class `killed`.
+the start time written beside it) at a random moment: a FAIL trial of class `killed`.
 
 The sweep: configs/reliability/kill_sweep_base.yaml (a tiny CPU model, 3
 epochs) over configs/reliability/kill_sweep_space.yaml (a grid of 24
@@ -74,27 +74,10 @@ def journal_lines_ok(journal):
     return len(lines) - 1, torn, bad
 
 
-def trial_pids(sweep_dir, train):
-    """{trial dir: pid} of trial processes that are alive and run train."""
-    out = {}
-    tdir = os.path.join(sweep_dir, "trials")
-    try:
-        names = os.listdir(tdir)
-    except FileNotFoundError:
-        return out
-    for n in names:
-        try:
-            with open(os.path.join(tdir, n, "pid")) as f:
-                pid = int(f.read().split()[0])  # "PID START_TIME"
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                cmdline = f.read().split(b"\0")
-        except (OSError, ValueError):
-            continue
-        # A trial is `train --config ... --out trials/NNNN/run`, never `train sweep`.
-        if os.path.basename(cmdline[0].decode(errors="replace")) == os.path.basename(train) \
-                and cmdline[1:2] != [b"sweep"]:
-            out[n] = pid
-    return out
+def trial_pids(sweep_dir):
+    """{trial dir: pid} of the sweep's trial processes that are alive (by
+    pid file and start time: a reused pid is not one)."""
+    return rc.live_trials(sweep_dir)
 
 
 def main():
@@ -155,7 +138,7 @@ def main():
                     def kill_a_trial(at=at):
                         if stop.wait(at):
                             return
-                        pids = trial_pids(d, args.train)
+                        pids = trial_pids(d)
                         if pids:
                             n = sorted(pids)[rng.randrange(len(pids))]
                             try:

@@ -308,13 +308,22 @@ impl Driver<'_> {
                 pruner: self.pruner,
                 slots: &mut self.slots,
             };
+            let running = self.trials.len();
             if let Some(why) = look.watch(&mut self.trials, &study)? {
                 self.disk_full = Some(why);
             }
-            // With the ends just recorded, before another trial starts.
+            // With the ends just recorded (read again only when a trial
+            // ended), before another trial starts.
             if stopping.is_none() {
-                let now = self.sweep.study(self.storage)?;
-                stopping = self.failing(&now).map(|why| (common::exit::FOUND, why));
+                let fresh;
+                let now = match self.trials.len() < running {
+                    true => {
+                        fresh = self.sweep.study(self.storage)?;
+                        &fresh
+                    }
+                    false => &study,
+                };
+                stopping = self.failing(now).map(|why| (common::exit::FOUND, why));
             }
             if self.measuring {
                 self.replan(&study);

@@ -17,11 +17,8 @@ pub fn run(args: &InfoArgs) -> anyhow::Result<u8> {
     let info = collect()?;
     let mut out = std::io::stdout().lock();
     match args.format {
-        InfoFormat::Yaml => out.write_all(serde_yaml::to_string(&info)?.as_bytes())?,
-        InfoFormat::Json => {
-            serde_json::to_writer_pretty(&mut out, &info)?;
-            out.write_all(b"\n")?;
-        }
+        InfoFormat::Yaml => common::format::write_yaml(&info, &mut out)?,
+        InfoFormat::Json => common::format::write_json(&info, &mut out)?,
     }
     out.flush()?;
     Ok(common::exit::OK)
