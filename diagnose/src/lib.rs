@@ -28,6 +28,7 @@ pub mod failures;
 pub mod fix;
 pub mod hazards;
 pub mod keys;
+pub mod knobs;
 pub mod plan;
 pub mod rules;
 pub mod scan;
