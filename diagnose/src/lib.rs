@@ -29,6 +29,7 @@ pub mod fix;
 pub mod hazards;
 pub mod keys;
 pub mod knobs;
+pub mod ladder;
 pub mod plan;
 pub mod rules;
 pub mod scan;
