@@ -20,6 +20,11 @@ rustuna_version := "0.2.0"
 # wandb, whose own wandb.init reads a program trial's parameters as its agent
 # hands them (WANDB_SWEEP_PARAM_PATH, offline) in the program sweep's tests.
 wandb_version := "0.31.0"
+# Hugging Face transformers (and the accelerate its Trainer needs), for the
+# real Trainer script (examples/hf_trainer/train.py) train run --auto-fix is
+# tested on.
+transformers_version := "5.24.0"
+accelerate_version := "1.15.0"
 # The pip wheel's build (`just wheel`, target/wheel-venv): maturin packs the
 # binaries, ziglang links them for glibc 2.28 (manylinux_2_28), auditwheel
 # checks the tag.
@@ -144,9 +149,9 @@ setup:
     # Optuna and Rustuna, real clients for the sweep's tests (their journals,
     # TPE, pruners).
     optuna() {
-        "$py" -c 'import importlib.metadata as m, optuna, optuna_dashboard, rustuna, sys; sys.exit(optuna.__version__ != "{{ optuna_version }}" or optuna_dashboard.__version__ != "{{ dashboard_version }}" or m.version("rustuna") != "{{ rustuna_version }}" or m.version("wandb") != "{{ wandb_version }}")' 2>/dev/null && return 0
-        echo "setup: installing optuna=={{ optuna_version }}, optuna-dashboard=={{ dashboard_version }}, rustuna=={{ rustuna_version }} and wandb=={{ wandb_version }} into $env_dir (the sweep's tests read our journal with them, and run a W&B script offline)" >&2
-        "$py" -m pip install --quiet "optuna=={{ optuna_version }}" "optuna-dashboard=={{ dashboard_version }}" "rustuna=={{ rustuna_version }}" "wandb=={{ wandb_version }}"
+        "$py" -c 'import importlib.metadata as m, optuna, optuna_dashboard, rustuna, sys; sys.exit(optuna.__version__ != "{{ optuna_version }}" or optuna_dashboard.__version__ != "{{ dashboard_version }}" or m.version("rustuna") != "{{ rustuna_version }}" or m.version("wandb") != "{{ wandb_version }}" or m.version("transformers") != "{{ transformers_version }}" or m.version("accelerate") != "{{ accelerate_version }}")' 2>/dev/null && return 0
+        echo "setup: installing optuna=={{ optuna_version }}, optuna-dashboard=={{ dashboard_version }}, rustuna=={{ rustuna_version }}, wandb=={{ wandb_version }}, transformers=={{ transformers_version }} and accelerate=={{ accelerate_version }} into $env_dir (the sweep's tests read our journal with them, run a W&B script offline and a Hugging Face Trainer script; torch stays the one installed)" >&2
+        "$py" -m pip install --quiet "optuna=={{ optuna_version }}" "optuna-dashboard=={{ dashboard_version }}" "rustuna=={{ rustuna_version }}" "wandb=={{ wandb_version }}" "transformers=={{ transformers_version }}" "accelerate=={{ accelerate_version }}"
     }
     if [ -n "${TORCH_ENV:-}" ]; then
         if ! have; then
