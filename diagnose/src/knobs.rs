@@ -98,7 +98,9 @@ mod tests {
         for k in Knob::ALL {
             assert_eq!(Knob::parse(k.as_str()), Ok(k));
         }
-        assert!(Knob::parse("bsz").unwrap_err().contains("batch, accumulation"));
+        assert!(Knob::parse("bsz")
+            .unwrap_err()
+            .contains("batch, accumulation"));
         assert_eq!(
             parse_user_knob("batch=bsz"),
             Ok((Knob::Batch, "bsz".to_string()))
