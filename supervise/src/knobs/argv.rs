@@ -4,8 +4,9 @@
 //! The program's arguments start after its script (`python -u train.py`,
 //! or the first word ending in `.py` after a launcher: `torchrun
 //! --nproc_per_node 8 train.py`, `accelerate launch train.py`, `python -m
-//! torch.distributed.run ... train.py`), after `python -m MODULE`, or
-//! after the executable (`./train.py`); they end at a bare `--` (after which argparse reads
+//! torch.distributed.run ... train.py`, a wrapper's `uv run train.py`),
+//! after `python -m MODULE` (`uv run python -m pkg.train` too), or after
+//! the executable (`./train.py`); they end at a bare `--` (after which argparse reads
 //! everything as positional). A word is an option as argparse's
 //! `_parse_optional` decides: it starts with `-`, is not `-` alone, not a
 //! negative number and holds no space; a flag that takes a value takes the
@@ -58,9 +59,13 @@ fn program_start(argv: &[String]) -> usize {
     if LAUNCHERS.contains(&base(program).as_str()) {
         return after_script(i + 1);
     }
-    if !base(program).starts_with("python") {
-        return i + 1;
-    }
+    // `python ...`, also under a wrapper (`uv run python`, `conda run -n x python`).
+    let is_python = |w: &String| base(w).starts_with("python") && !w.ends_with(".py");
+    let Some(python) = argv.iter().skip(i).position(is_python).map(|p| i + p) else {
+        // An executable (`./train.py`), or a wrapper's script (`uv run t.py`).
+        return after_script(i + 1);
+    };
+    let i = python;
     // The interpreter's options, then its script or `-m MODULE`.
     let mut j = i + 1;
     while let Some(w) = argv.get(j).filter(|w| w.starts_with('-') && w.len() > 1) {
@@ -104,6 +109,8 @@ pub enum Carried {
     Joined(String),
     /// `--x 64`: the value is the next word.
     Next(String),
+    /// `-b64`: a short flag's value in the same word.
+    Attached(String),
     /// `--x` alone.
     Bare,
 }
@@ -125,7 +132,7 @@ pub struct Occurrence {
 impl Occurrence {
     pub fn value(&self) -> Option<&str> {
         match &self.carried {
-            Carried::Joined(v) | Carried::Next(v) => Some(v),
+            Carried::Joined(v) | Carried::Next(v) | Carried::Attached(v) => Some(v),
             Carried::Bare => None,
         }
     }
@@ -148,6 +155,9 @@ pub fn scan(argv: &[String], defined: &Defined) -> Vec<Occurrence> {
             None => (word.as_str(), None),
         };
         let Some((flag, off)) = resolve(defined, name) else {
+            if let Some(o) = attached(defined, word, at) {
+                found.push(o);
+            }
             continue;
         };
         let next = argv[i..range.end].first().filter(|w| !is_option(w));
@@ -176,6 +186,24 @@ pub fn scan(argv: &[String], defined: &Defined) -> Vec<Occurrence> {
         });
     }
     found
+}
+
+/// `-b64`: a short flag that takes a value, with it.
+fn attached(defined: &Defined, word: &str, at: usize) -> Option<Occurrence> {
+    let short = word
+        .get(..2)
+        .filter(|s| !s.ends_with('-') && word.len() > 2)?;
+    let flag = defined
+        .flags
+        .iter()
+        .position(|f| matches!(f.form, Form::Value { .. }) && f.names.iter().any(|n| n == short))?;
+    Some(Occurrence {
+        flag,
+        at,
+        written: short.to_string(),
+        carried: Carried::Attached(word[2..].to_string()),
+        off: false,
+    })
 }
 
 /// The flag `name` stands for: exactly one of its names, a switch's `off`

@@ -68,6 +68,7 @@ fn set_value(
                 argv.remove(o.at + 1);
             }
             Carried::Joined(_) | Carried::Bare => argv[o.at] = format!("{}={text}", o.written),
+            Carried::Attached(_) => argv[o.at] = format!("{}{text}", o.written),
         }
     }
     Ok(())
@@ -91,7 +92,9 @@ fn set_optional_bool(
     for o in occ.iter().rev() {
         match &o.carried {
             Carried::Next(_) => argv[o.at + 1] = text.clone(),
-            Carried::Joined(_) => argv[o.at] = format!("{}={text}", o.written),
+            Carried::Joined(_) | Carried::Attached(_) => {
+                argv[o.at] = format!("{}={text}", o.written)
+            }
             Carried::Bare if b => {}
             Carried::Bare => argv.insert(o.at + 1, text.clone()),
         }

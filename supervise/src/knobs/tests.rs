@@ -211,7 +211,13 @@ fn where_the_programs_arguments_are() {
         r("python -m pkg.train --bs 8 --cfg x.py"),
         "--bs 8 --cfg x.py"
     );
-    assert_eq!(r("./train --cfg x.py --bs 8"), "--cfg x.py --bs 8");
+    assert_eq!(r("./train --bs 8"), "--bs 8");
+    // A wrapper's script: flags before a `.py` value are not read (a flag
+    // added after them still wins: argparse keeps the last).
+    assert_eq!(r("./train --cfg x.py --bs 8"), "--bs 8");
+    assert_eq!(r("uv run train.py --bs 8"), "--bs 8");
+    assert_eq!(r("conda run -n x python -u -m pkg.train --bs 8"), "--bs 8");
+    assert_eq!(r("python -c pass --bs 8"), "--bs 8");
     assert_eq!(r("python"), "");
     assert_eq!(r(""), "");
 }
@@ -544,6 +550,14 @@ fn values_that_look_like_flags_abbreviations_and_repeats() {
         turn(&argv, &d, &batch, &[]).unwrap().join(" "),
         "python t.py --per_device_train 4 --per-device-train-batch-size=4"
     );
+    // A short flag with its value in the same word.
+    let d2 = Defined::parse(ARGPARSE);
+    let argv = words("python ap.py -b64 d");
+    assert_eq!(found(&d2, &argv, &[])[0].found.value, Some(Scalar::Int(64)));
+    assert_eq!(
+        turn(&argv, &d2, &batch, &[]).unwrap().join(" "),
+        "python ap.py -b4 d"
+    );
     // An ambiguous prefix is no flag of ours.
     let two = Defined::parse(
         "options:\n  --per_device_train_batch_size N\n  --per_device_eval_batch_size N\n",
@@ -608,4 +622,36 @@ fn value_of_and_with_flag() {
         None
     );
     assert_eq!(with_flag(&argv, &d, "bf16", "x"), None, "not a value flag");
+}
+
+#[test]
+fn never_panics_on_cut_help_or_odd_commands() {
+    for text in [HF, ARGPARSE] {
+        for (cut, _) in text.char_indices() {
+            let _ = Defined::parse(&text[..cut]);
+            let _ = Defined::parse(&text[cut..]);
+        }
+    }
+    let d = Defined::parse(HF);
+    let odd = [
+        "--", "-", "-=", "--=", "--bf16=", "-é", "--per", "=", "", " ", "--fp16", "-1", "python",
+        "x.py", "-m",
+    ];
+    let turns = [
+        t(Knob::Batch, Scalar::Int(1)),
+        t(Knob::Precision, Scalar::Str("bf16".into())),
+        t(Knob::Checkpointing, Scalar::Bool(false)),
+    ];
+    for a in odd {
+        for b in odd {
+            for c in odd {
+                let argv: Vec<String> = ["python", a, b, c].map(String::from).into();
+                let _ = found(&d, &argv, &[]);
+                let _ = turn(&argv, &d, &turns, &[]);
+                let _ = value_of(&argv, &["--per", "-"]);
+                let _ = with_flag(&argv, &d, "output_dir", "-");
+                let _ = turn(&argv[1..], &d, &turns, &[]);
+            }
+        }
+    }
 }
