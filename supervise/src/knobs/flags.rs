@@ -75,23 +75,15 @@ pub struct FlagKnob {
     pub source: Source,
 }
 
-fn index_of(defined: &Defined, name: &str) -> Option<usize> {
-    let want = super::help::bare(name);
-    defined
-        .flags
-        .iter()
-        .position(|f| f.long_names().any(|n| super::help::bare(n) == want))
-}
-
 fn holder(defined: &Defined, knob: Knob, user: &[(Knob, String)]) -> Option<Holder> {
     let mut users = user.iter().filter(|(k, _)| *k == knob).peekable();
     if users.peek().is_some() {
         return users
-            .find_map(|(_, name)| index_of(defined, name))
+            .find_map(|(_, name)| defined.position(name))
             .map(Holder::One);
     }
     if knob == Knob::Precision {
-        let [bf16, fp16] = PRECISION_PAIR.map(|n| index_of(defined, n));
+        let [bf16, fp16] = PRECISION_PAIR.map(|n| defined.position(n));
         let is_bool = |i: &usize| !matches!(defined.flags[*i].form, Form::Value { .. });
         let (bf16, fp16) = (bf16.filter(is_bool), fp16.filter(is_bool));
         if bf16.is_some() || fp16.is_some() {
@@ -100,13 +92,14 @@ fn holder(defined: &Defined, knob: Knob, user: &[(Knob, String)]) -> Option<Hold
     }
     known_names(knob)
         .iter()
-        .find_map(|n| index_of(defined, n))
+        .find_map(|n| defined.position(n))
         .map(Holder::One)
 }
 
 /// The knobs `argv`'s program holds in its flags, in [`Knob::ALL`]'s
-/// order, each with its value now: the command's, else the help's default,
-/// else None.
+/// order, each with its value now: the command's, else the help's default
+/// (`Scalar::Null` for `None`), else None. Precision reads as `no`, `fp16`
+/// or `bf16` where its value means one.
 pub fn found(defined: &Defined, argv: &[String], user: &[(Knob, String)]) -> Vec<FlagKnob> {
     let occ = argv::scan(argv, defined);
     Knob::ALL

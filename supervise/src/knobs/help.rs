@@ -108,10 +108,15 @@ impl Defined {
     /// (`per-device-train-batch-size` finds `--per_device_train_batch_size`);
     /// `name` with or without its leading dashes.
     pub fn find(&self, name: &str) -> Option<&Flag> {
+        self.position(name).map(|i| &self.flags[i])
+    }
+
+    /// [`Defined::find`]'s flag, as its index in `flags`.
+    pub fn position(&self, name: &str) -> Option<usize> {
         let want = bare(name);
         self.flags
             .iter()
-            .find(|f| f.long_names().any(|n| bare(n) == want))
+            .position(|f| f.long_names().any(|n| bare(n) == want))
     }
 
     pub fn is_empty(&self) -> bool {

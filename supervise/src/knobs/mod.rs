@@ -111,11 +111,7 @@ pub fn with_flag(
     name: &str,
     value: &str,
 ) -> Option<Vec<String>> {
-    let want = help::bare(name);
-    let i = defined
-        .flags
-        .iter()
-        .position(|f| f.long_names().any(|n| help::bare(n) == want))?;
+    let i = defined.position(name)?;
     if !matches!(defined.flags[i].form, Form::Value { .. }) {
         return None;
     }
