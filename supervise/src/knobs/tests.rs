@@ -169,6 +169,37 @@ fn python_313_metavar_after_the_last_name_colours_and_odd_text() {
     );
     assert_eq!(flag(&d, "--bs").names, ["--bs", "-b"]);
     assert_eq!(flag(&d, "--tf32").default, None, "unclosed: no default");
+    // tests/programs/argparse_train.py's help from Python 3.13.0.
+    let d = Defined::parse(
+        "options:
+  -h, --help            show this help message and exit
+  --batch-size, -b BATCH_SIZE
+                        examples per step (default: 64)
+  --gradient-checkpointing
+                        recompute activations (default: False)
+  --compile, --no-compile
+                        torch.compile the model (default: True)
+  --compile_mode COMPILE_MODE
+                        torch.compile's mode, one of default, reduce-overhead,
+                        max-autotune: a long help that wraps at 80 columns
+                        (default: max-autotune)
+",
+    );
+    let bs = flag(&d, "-b");
+    assert_eq!(
+        (bs.name(), bs.default.as_deref()),
+        ("--batch-size", Some("64"))
+    );
+    assert_eq!(bs.form, Form::Value { choices: vec![] });
+    assert_eq!(
+        flag(&d, "--gradient-checkpointing").default.as_deref(),
+        Some("False")
+    );
+    assert_eq!(flag(&d, "--compile").default.as_deref(), Some("True"));
+    assert_eq!(
+        flag(&d, "--compile_mode").default.as_deref(),
+        Some("max-autotune")
+    );
     for odd in [
         "",
         "options:",
