@@ -1,0 +1,418 @@
+//! `knobs` and `turn` over texts of each format: where each knob is found,
+//! each default a known format adds, what a file of no known schema never
+//! guesses, and the turned text read back by the tools that read it.
+
+use super::*;
+use crate::keys::Scalar;
+use crate::knobs::{Knob, Turn};
+
+fn input(name: &str, text: &str) -> Input {
+    Input {
+        name: name.into(),
+        text: text.into(),
+    }
+}
+
+fn turns(list: &[(Knob, Scalar)]) -> Vec<Turn> {
+    list.iter()
+        .map(|(knob, value)| Turn {
+            knob: *knob,
+            value: value.clone(),
+            why: "out of memory".into(),
+        })
+        .collect()
+}
+
+fn int(n: i64) -> Scalar {
+    Scalar::Int(n)
+}
+
+fn s(v: &str) -> Scalar {
+    Scalar::Str(v.into())
+}
+
+/// Each knob's place in words and its value.
+fn table(k: &ConfigKnobs) -> Vec<(Knob, String, Scalar)> {
+    k.knobs
+        .iter()
+        .map(|k| (k.knob, k.place(), k.value.clone()))
+        .collect()
+}
+
+fn turned(i: &Input, user: &[(Knob, String)], list: &[(Knob, Scalar)]) -> Turned {
+    turn(i, None, &turns(list), user).unwrap().unwrap()
+}
+
+fn words(t: &Turned) -> Vec<String> {
+    t.changes.iter().map(KnobChange::words).collect()
+}
+
+/// The ladder's out-of-memory and CUDA-graph turns, all at once.
+fn the_fix() -> Vec<(Knob, Scalar)> {
+    vec![
+        (Knob::Batch, int(32)),
+        (Knob::Accumulation, int(2)),
+        (Knob::Checkpointing, Scalar::Bool(true)),
+        (Knob::CompileMode, s("default")),
+        (Knob::Precision, s("bf16")),
+    ]
+}
+
+const HF_YAML: &str = "# TrainingArguments\noutput_dir: out\nper_device_train_batch_size: 64   # per GPU\nlearning_rate: 2.0e-5\nfp16: true   # a T4\ntorch_compile_mode: reduce-overhead  # CUDA graphs\n";
+
+#[test]
+fn hugging_face_yaml_knobs_and_their_defaults() {
+    let k = knobs(&input("args.yaml", HF_YAML), None, &[]).unwrap();
+    assert_eq!(k.format, Format::Hf);
+    assert_eq!(
+        table(&k),
+        [
+            (
+                Knob::Batch,
+                "per_device_train_batch_size (line 3)".into(),
+                int(64)
+            ),
+            (
+                Knob::Accumulation,
+                "gradient_accumulation_steps (not set: the default)".into(),
+                int(1)
+            ),
+            (
+                Knob::Checkpointing,
+                "gradient_checkpointing (not set: the default)".into(),
+                Scalar::Bool(false)
+            ),
+            (
+                Knob::CompileMode,
+                "torch_compile_mode (line 6)".into(),
+                s("reduce-overhead")
+            ),
+            (Knob::Precision, "fp16 (line 5)".into(), s("fp16")),
+        ]
+    );
+    assert!(k.notes.is_empty());
+    // As the ladder reads them.
+    let found = k.found();
+    assert_eq!(found[0].value, Some(int(64)));
+    assert_eq!(found[0].place, "per_device_train_batch_size (line 3)");
+}
+
+#[test]
+fn hugging_face_yaml_turned_keeps_comments_and_adds_what_is_missing() {
+    let i = input("args.yaml", HF_YAML);
+    let t = turned(&i, &[], &the_fix());
+    assert_eq!(
+        t.text,
+        "# TrainingArguments\noutput_dir: out\nper_device_train_batch_size: 32   # per GPU\nlearning_rate: 2.0e-5\nfp16: false   # a T4\ntorch_compile_mode: default  # CUDA graphs\ngradient_accumulation_steps: 2\ngradient_checkpointing: true\nbf16: true\n"
+    );
+    assert_eq!(
+        words(&t),
+        [
+            "per_device_train_batch_size: 64 -> 32 (out of memory)",
+            "gradient_accumulation_steps (added): 1 -> 2 (out of memory)",
+            "gradient_checkpointing (added): false -> true (out of memory)",
+            "torch_compile_mode: reduce-overhead -> default (out of memory)",
+            "fp16: true -> false (out of memory)",
+            "bf16 (added): false -> true (out of memory)",
+        ]
+    );
+    assert!(t.notes.is_empty());
+    // The user's text is untouched; the new one loads with the new values.
+    assert!(i.text.contains("per_device_train_batch_size: 64"));
+    let v: serde_yaml::Value = serde_yaml::from_str(&t.text).unwrap();
+    assert_eq!(v["per_device_train_batch_size"], 32);
+    assert_eq!(v["gradient_accumulation_steps"], 2);
+    assert_eq!(v["bf16"], true);
+    assert_eq!(v["fp16"], false);
+    // Turned again to the same values: nothing left to change.
+    let again = turned(&input("args.yaml", &t.text), &[], &the_fix());
+    assert!(again.changes.is_empty() && again.text == t.text);
+    assert_eq!(again.notes.len(), 5, "{:?}", again.notes);
+}
+
+#[test]
+fn hugging_face_json_changes_only_values_and_adds_members() {
+    let text = "{\n  \"output_dir\": \"out\",\n  \"per_device_train_batch_size\": 64,\n  \"gradient_accumulation_steps\": 1,\n  \"torch_compile\": true,\n  \"fp16\": false\n}\n";
+    let i = input("args.json", text);
+    let k = knobs(&i, None, &[]).unwrap();
+    assert_eq!(k.format, Format::Hf);
+    // torch.compile on with no mode: its `default`.
+    assert_eq!(k.get(Knob::CompileMode).unwrap().value, s("default"));
+    assert_eq!(k.get(Knob::Precision).unwrap().value, s("no"));
+    let t = turned(&i, &[], &the_fix());
+    assert_eq!(
+        t.text,
+        "{\n  \"output_dir\": \"out\",\n  \"per_device_train_batch_size\": 32,\n  \"gradient_accumulation_steps\": 2,\n  \"torch_compile\": true,\n  \"fp16\": false,\n  \"gradient_checkpointing\": true,\n  \"bf16\": true\n}\n"
+    );
+    // Compile mode `default` already: said, not added.
+    assert_eq!(
+        t.notes,
+        ["compile_mode: default already (torch_compile_mode (not set: the default))"]
+    );
+    let v: serde_json::Value = serde_json::from_str(&t.text).unwrap();
+    assert_eq!(v["per_device_train_batch_size"], 32);
+    assert_eq!(v["gradient_accumulation_steps"], 2);
+    assert_eq!(v["gradient_checkpointing"], true);
+    assert_eq!((&v["bf16"], &v["fp16"]), (&true.into(), &false.into()));
+}
+
+#[test]
+fn no_compile_mode_is_added_where_nothing_compiles() {
+    // Hugging Face turns compile on for any mode: adding one would.
+    let i = input(
+        "args.json",
+        "{\"output_dir\": \"o\", \"learning_rate\": 0.001, \"per_device_train_batch_size\": 8}",
+    );
+    assert_eq!(
+        knobs(&i, None, &[])
+            .unwrap()
+            .get(Knob::CompileMode)
+            .unwrap()
+            .value,
+        Scalar::Null
+    );
+    let t = turned(&i, &[], &[(Knob::CompileMode, s("default"))]);
+    assert!(t.changes.is_empty() && t.text == i.text);
+    assert!(t.notes[0].contains("not added"), "{:?}", t.notes);
+}
+
+#[test]
+fn axolotl_yaml_with_its_auto_bf16() {
+    let text = include_str!("../../../configs/foreign/axolotl_lora.yaml");
+    let i = input("axolotl_lora.yaml", text);
+    let k = knobs(&i, None, &[]).unwrap();
+    assert_eq!(k.format, Format::Axolotl);
+    let value = |knob| k.get(knob).unwrap().value.clone();
+    assert_eq!(value(Knob::Batch), int(2));
+    assert_eq!(value(Knob::Accumulation), int(4));
+    assert_eq!(value(Knob::Checkpointing), Scalar::Bool(true));
+    assert_eq!(value(Knob::CompileMode), s("reduce-overhead"));
+    assert_eq!(value(Knob::Precision), s("auto"));
+    let t = turned(
+        &i,
+        &[],
+        &[
+            (Knob::CompileMode, s("default")),
+            (Knob::Batch, int(1)),
+            (Knob::Accumulation, int(8)),
+            (Knob::Precision, s("bf16")),
+        ],
+    );
+    assert_eq!(
+        words(&t),
+        [
+            "torch_compile_mode: reduce-overhead -> default (out of memory)",
+            "micro_batch_size: 2 -> 1 (out of memory)",
+            "gradient_accumulation_steps: 4 -> 8 (out of memory)",
+            "bf16: auto -> true (out of memory)",
+        ]
+    );
+    assert!(t
+        .text
+        .contains("torch_compile_mode: default  # CUDA graphs: fewer kernel launches\n"));
+    assert!(t
+        .text
+        .contains("torch_compile: true                  # compiled forward and backward\n"));
+    assert_eq!(t.text.lines().count(), text.lines().count());
+}
+
+#[test]
+fn axolotl_batch_size_implies_the_accumulation() {
+    let text = "base_model: m\ndatasets: [{path: d, type: alpaca}]\nbatch_size: 16\nmicro_batch_size: 4\nnum_epochs: 1\n";
+    let i = input("a.yaml", text);
+    let k = knobs(&i, None, &[]).unwrap();
+    assert_eq!(k.format, Format::Axolotl);
+    let acc = k.get(Knob::Accumulation).unwrap();
+    assert_eq!(
+        (acc.place(), &acc.value),
+        ("batch_size / micro_batch_size (implied)".into(), &int(4))
+    );
+    // No gradient_accumulation_steps added: Axolotl refuses both.
+    let t = turned(
+        &i,
+        &[],
+        &[(Knob::Batch, int(2)), (Knob::Accumulation, int(8))],
+    );
+    assert_eq!(words(&t), ["micro_batch_size: 4 -> 2 (out of memory)"]);
+    assert!(!t.text.contains("gradient_accumulation_steps"));
+    let e = turn(&i, None, &turns(&[(Knob::Accumulation, int(8))]), &[])
+        .unwrap()
+        .unwrap_err();
+    assert!(e.contains("batch_size / micro_batch_size"), "{e}");
+}
+
+#[test]
+fn trainguard_micro_batches_and_its_schema_read_back() {
+    let text = include_str!("../../../configs/demo_cpu.yaml");
+    let i = input("demo_cpu.yaml", text);
+    let k = knobs(&i, None, &[]).unwrap();
+    assert_eq!(k.format, Format::Trainguard);
+    assert_eq!(
+        table(&k),
+        [
+            (
+                Knob::Batch,
+                "micro_batch_size (not set: the default)".into(),
+                int(32)
+            ),
+            (
+                Knob::Accumulation,
+                "batch_size / micro_batch_size (implied)".into(),
+                int(1)
+            ),
+            (
+                Knob::Checkpointing,
+                "gradient_checkpointing (line 5)".into(),
+                Scalar::Bool(true)
+            ),
+            (
+                Knob::CompileMode,
+                "torch_compile_mode (not set: the default)".into(),
+                s("default")
+            ),
+            (Knob::Precision, "mixed_precision (line 7)".into(), s("no")),
+        ]
+    );
+    let t = turned(
+        &i,
+        &[],
+        &[
+            (Knob::Batch, int(16)),
+            (Knob::Accumulation, int(2)),
+            (Knob::Precision, s("bf16")),
+        ],
+    );
+    assert_eq!(
+        words(&t),
+        [
+            "micro_batch_size (added): 32 -> 16 (out of memory)",
+            "mixed_precision: off -> bf16 (out of memory)",
+        ]
+    );
+    assert_eq!(
+        t.notes,
+        ["accumulation: batch_size / micro_batch_size, 2 with the batch turned"]
+    );
+    assert!(t.text.starts_with("# The CPU demo"));
+    let loaded = common::config::Config::load(&input("demo_cpu.yaml", &t.text)).unwrap();
+    assert_eq!(loaded.config.micro_batch_size, Some(16));
+    assert_eq!(loaded.config.batch_size, 32);
+    assert_eq!(
+        loaded.config.mixed_precision,
+        common::wire::config::Precision::Bf16
+    );
+    // batch_size stays the effective batch: an accumulation that disagrees
+    // with the batch is refused, and so is a micro-batch over the batch.
+    let e = turn(
+        &i,
+        None,
+        &turns(&[(Knob::Batch, int(16)), (Knob::Accumulation, int(4))]),
+        &[],
+    )
+    .unwrap()
+    .unwrap_err();
+    assert!(e.contains("2 with the turns given, not 4"), "{e}");
+    let e = turn(&i, None, &turns(&[(Knob::Batch, int(64))]), &[])
+        .unwrap()
+        .unwrap_err();
+    assert!(e.contains("does not read back"), "{e}");
+}
+
+const NESTED: &str = "# the project's own\nmodel:\n  name: resnet\ntraining:\n  batch_size: 64   # per step\n  accum_steps: 1\n  precision: 16-mixed\n";
+
+#[test]
+fn a_projects_nested_yaml_with_the_users_name() {
+    let i = input("project.yaml", NESTED);
+    let user = [(Knob::Accumulation, "accum_steps".to_string())];
+    let k = knobs(&i, None, &user).unwrap();
+    assert_eq!(k.format, Format::Generic);
+    assert_eq!(
+        table(&k),
+        [
+            (Knob::Batch, "training.batch_size (line 5)".into(), int(64)),
+            (
+                Knob::Accumulation,
+                "training.accum_steps (line 6)".into(),
+                int(1)
+            ),
+            (
+                Knob::Precision,
+                "training.precision (line 7)".into(),
+                s("fp16")
+            ),
+        ]
+    );
+    let t = turned(
+        &i,
+        &user,
+        &[
+            (Knob::Batch, int(32)),
+            (Knob::Accumulation, int(2)),
+            (Knob::Precision, s("bf16")),
+        ],
+    );
+    assert_eq!(
+        t.text,
+        "# the project's own\nmodel:\n  name: resnet\ntraining:\n  batch_size: 32   # per step\n  accum_steps: 2\n  precision: bf16-mixed\n"
+    );
+    // Without the name: the accumulation is not guessed.
+    let k = knobs(&i, None, &[]).unwrap();
+    assert!(k.get(Knob::Accumulation).is_none());
+    // Nothing is added to a file of no known schema.
+    let e = turn(
+        &i,
+        None,
+        &turns(&[(Knob::Checkpointing, Scalar::Bool(true))]),
+        &[],
+    )
+    .unwrap()
+    .unwrap_err();
+    assert!(e.contains("--knob checkpointing=KEY"), "{e}");
+    // A name not in the file, or in it twice, is said.
+    let k = knobs(&i, None, &[(Knob::Accumulation, "accum".into())]).unwrap();
+    assert_eq!(
+        k.notes,
+        ["--knob accumulation=accum: the config has no key `accum`"]
+    );
+}
+
+#[test]
+fn a_generic_file_without_a_batch_key_has_no_batch() {
+    let text = "model:\n  name: x\ntrainer:\n  max_epochs: 3\n  gradient_checkpointing: false\n";
+    let i = input("p.yaml", text);
+    let k = knobs(&i, None, &[]).unwrap();
+    assert_eq!(k.format, Format::Generic);
+    let knobs_found: Vec<Knob> = k.knobs.iter().map(|k| k.knob).collect();
+    assert_eq!(knobs_found, [Knob::Checkpointing]);
+    let e = turn(&i, None, &turns(&[(Knob::Batch, int(2))]), &[])
+        .unwrap()
+        .unwrap_err();
+    assert!(e.contains("no batch key"), "{e}");
+    // Two batch sizes cannot be told apart; a dotted path names one.
+    let two = input(
+        "p.yaml",
+        "train:\n  batch_size: 8\nval:\n  batch_size: 16\n",
+    );
+    let k = knobs(&two, None, &[]).unwrap();
+    assert!(k.get(Knob::Batch).is_none());
+    assert!(k.notes[0].contains("train.batch_size, line 2; val.batch_size, line 4"));
+    let user = [(Knob::Batch, "train.batch_size".to_string())];
+    let t = turned(&two, &user, &[(Knob::Batch, int(4))]);
+    assert_eq!(t.text, "train:\n  batch_size: 4\nval:\n  batch_size: 16\n");
+}
+
+#[test]
+fn a_precision_no_key_can_say_is_refused() {
+    let i = input("p.yaml", "trainer:\n  fp16: true\n  batch_size: 8\n");
+    let k = knobs(&i, None, &[]).unwrap();
+    assert_eq!(k.get(Knob::Precision).unwrap().value, s("fp16"));
+    let e = turn(&i, None, &turns(&[(Knob::Precision, s("bf16"))]), &[])
+        .unwrap()
+        .unwrap_err();
+    assert!(e.contains("no key of this config can ask for bf16"), "{e}");
+    // A value of the wrong kind for its knob.
+    let e = turn(&i, None, &turns(&[(Knob::Batch, s("half"))]), &[])
+        .unwrap()
+        .unwrap_err();
+    assert!(e.contains("expected a whole number"), "{e}");
+}
