@@ -291,7 +291,7 @@ fn trainguard_micro_batches_and_its_schema_read_back() {
     );
     assert_eq!(
         t.notes,
-        ["accumulation: batch_size / micro_batch_size, 2 with the batch turned"]
+        ["accumulation: implied by batch_size / micro_batch_size, 2 with the batch as turned"]
     );
     assert!(t.text.starts_with("# The CPU demo"));
     let loaded = common::config::Config::load(&input("demo_cpu.yaml", &t.text)).unwrap();
@@ -316,6 +316,16 @@ fn trainguard_micro_batches_and_its_schema_read_back() {
         .unwrap()
         .unwrap_err();
     assert!(e.contains("does not read back"), "{e}");
+    // Even at its value now: 1 is not what micro-batches of 16 make.
+    let e = turn(
+        &i,
+        None,
+        &turns(&[(Knob::Batch, int(16)), (Knob::Accumulation, int(1))]),
+        &[],
+    )
+    .unwrap()
+    .unwrap_err();
+    assert!(e.contains("2 with the turns given, not 1"), "{e}");
 }
 
 const NESTED: &str = "# the project's own\nmodel:\n  name: resnet\ntraining:\n  batch_size: 64   # per step\n  accum_steps: 1\n  precision: 16-mixed\n";

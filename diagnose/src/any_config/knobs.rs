@@ -277,10 +277,9 @@ fn by_format(
     before: &[KnobAt],
     notes: &mut Vec<String>,
 ) -> Option<KnobAt> {
-    let known = format != Format::Generic;
     let mut found = find(tree, format, &Concept::KNOBS);
     // A known schema's keys are its top-level ones.
-    if known {
+    if format != Format::Generic {
         found.hits.retain(|h| tree.entries[h.entry].depth == 0);
     }
     let of = |c: Concept| {
@@ -289,84 +288,102 @@ fn by_format(
             .map(|h| key_at(tree, h.entry))
             .collect::<Vec<_>>()
     };
-    let default = |key: &'static str| {
-        known.then(|| KnobAt {
-            knob,
-            place: Place::Default { key },
-            value: default_value(format, knob),
-        })
-    };
-    let keys = |keys: Vec<KeyAt>, value: Scalar| KnobAt {
-        knob,
-        place: Place::Keys(keys),
-        value,
-    };
-    match knob {
+    let at = match knob {
         Knob::Batch | Knob::Accumulation => {
-            let concept = if knob == Knob::Batch {
-                Concept::Batch
-            } else {
-                Concept::Accumulation
-            };
-            let names = concept.names(format);
-            let hits = of(concept);
-            // The most preferred name found; two keys of it cannot be told apart.
-            let best = names.iter().find(|n| hits.iter().any(|k| k.name == **n));
-            if let Some(name) = best {
-                let mut at: Vec<KeyAt> = hits.into_iter().filter(|k| k.name == *name).collect();
-                if at.len() > 1 {
-                    let entries: Vec<usize> = at.iter().map(|k| k.entry).collect();
-                    notes.push(format!(
-                        "{}: several keys could be it ({}); name one with --knob {}=PATH",
-                        knob.as_str(),
-                        paths(tree, &entries),
-                        knob.as_str()
-                    ));
-                    return None;
-                }
-                let key = at.remove(0);
-                let value = key.value.clone();
-                return Some(keys(vec![key], value));
-            }
-            if knob == Knob::Accumulation && format == Format::Axolotl {
-                if let Some(implied) = axolotl_accumulation(tree, before) {
-                    return Some(implied);
-                }
-            }
-            default(names.first()?)
+            let concept = concept_of(knob);
+            one_key(tree, knob, concept.names(format), of(concept), notes)?
         }
-        Knob::Checkpointing => {
-            let at = of(Concept::Checkpointing);
-            if at.is_empty() {
-                return default("gradient_checkpointing");
-            }
-            let on = at.iter().any(|k| checkpointing_on(&k.value));
-            Some(keys(at, Scalar::Bool(on)))
-        }
-        Knob::CompileMode => {
-            let at = of(Concept::CompileMode);
-            if at.is_empty() {
-                let mut d = default("torch_compile_mode")?;
-                // No mode: torch.compile's `default` when it compiles at all.
-                if found.compile_on().is_some() {
-                    d.value = Scalar::Str("default".into());
-                }
-                return Some(d);
-            }
-            let value = at[0].value.clone();
-            Some(keys(at, value))
-        }
+        Knob::Checkpointing | Knob::CompileMode => of(concept_of(knob)),
         Knob::Precision => {
             let mut at = of(Concept::Fp16);
             at.extend(of(Concept::Bf16));
             at.sort_by_key(|k| k.entry);
-            if at.is_empty() {
-                return default("bf16");
-            }
-            let value = precision(&at, format == Format::Axolotl);
-            Some(keys(at, value))
+            at
+        }
+    };
+    if at.is_empty() {
+        return absent(tree, format, knob, &found, before);
+    }
+    let value = match knob {
+        Knob::Checkpointing => Scalar::Bool(at.iter().any(|k| checkpointing_on(&k.value))),
+        Knob::Precision => precision(&at, format == Format::Axolotl),
+        _ => at[0].value.clone(),
+    };
+    Some(KnobAt {
+        knob,
+        place: Place::Keys(at),
+        value,
+    })
+}
+
+/// The concept whose names are a knob's keys (Precision: the key added
+/// where none is there; fp16's keys are read too).
+fn concept_of(knob: Knob) -> Concept {
+    match knob {
+        Knob::Batch => Concept::Batch,
+        Knob::Accumulation => Concept::Accumulation,
+        Knob::Checkpointing => Concept::Checkpointing,
+        Knob::CompileMode => Concept::CompileMode,
+        Knob::Precision => Concept::Bf16,
+    }
+}
+
+/// The key of the most preferred of `names` among `hits`, in a vector of
+/// one (none when there is none); None, said in `notes`, when two keys of
+/// that name cannot be told apart.
+fn one_key(
+    tree: &Tree,
+    knob: Knob,
+    names: &[&str],
+    hits: Vec<KeyAt>,
+    notes: &mut Vec<String>,
+) -> Option<Vec<KeyAt>> {
+    let Some(name) = names.iter().find(|n| hits.iter().any(|k| k.name == **n)) else {
+        return Some(vec![]);
+    };
+    let at: Vec<KeyAt> = hits.into_iter().filter(|k| k.name == *name).collect();
+    if at.len() > 1 {
+        let entries: Vec<usize> = at.iter().map(|k| k.entry).collect();
+        notes.push(format!(
+            "{}: several keys could be it ({}); name one with --knob {}=PATH",
+            knob.as_str(),
+            paths(tree, &entries),
+            knob.as_str()
+        ));
+        return None;
+    }
+    Some(at)
+}
+
+/// A knob the file leaves out: a known format's default (Axolotl's
+/// accumulation implied by its `batch_size`); none in a file of no known
+/// schema.
+fn absent(
+    tree: &Tree,
+    format: Format,
+    knob: Knob,
+    found: &crate::keys::Found,
+    before: &[KnobAt],
+) -> Option<KnobAt> {
+    if format == Format::Generic {
+        return None;
+    }
+    if knob == Knob::Accumulation && format == Format::Axolotl {
+        if let Some(implied) = axolotl_accumulation(tree, before) {
+            return Some(implied);
         }
     }
+    let key = *concept_of(knob).names(format).first()?;
+    let mut value = default_value(format, knob);
+    // No mode: torch.compile's `default`, when it compiles at all.
+    if knob == Knob::CompileMode && found.compile_on().is_some() {
+        value = Scalar::Str("default".into());
+    }
+    Some(KnobAt {
+        knob,
+        place: Place::Default { key },
+        value,
+    })
 }
 
 /// Axolotl's accumulation when it gives `batch_size` (the effective batch)

@@ -6,7 +6,7 @@
 //! each key and each knob checked to hold its new value.
 
 use super::edit;
-use super::knobs::{knobs, KeyAt, KnobAt, Place, PrecisionKey};
+use super::knobs::{knobs, ConfigKnobs, KeyAt, KnobAt, Place, PrecisionKey};
 use super::{Format, Tree};
 use crate::keys::{KeyChange, Scalar};
 use crate::knobs::{Knob, Turn};
@@ -78,49 +78,11 @@ pub fn turn(
 ) -> anyhow::Result<Result<Turned, String>> {
     let before = knobs(input, named, user)?;
     let tree = Tree::read(input)?;
-    let (mut edits, mut changes, mut notes, mut expect) = (vec![], vec![], vec![], vec![]);
-    for t in turns {
-        let name = t.knob.as_str();
-        let Some(at) = before.get(t.knob) else {
-            return Ok(Err(format!(
-                "the config has no {name} key to turn (name one with --knob {name}=KEY)"
-            )));
-        };
-        let want = match wanted(t) {
-            Ok(v) => v,
-            Err(e) => return Ok(Err(e)),
-        };
-        if at.value == want {
-            notes.push(format!(
-                "{name}: {} already ({})",
-                edit::shown(&want),
-                at.place()
-            ));
-            continue;
-        }
-        let plan = match plan(before.format, at, &want) {
-            Ok(p) => p,
-            Err(e) => return Ok(Err(e)),
-        };
-        match plan {
-            Plan::Nothing(why) => {
-                notes.push(why);
-                // An implied accumulation must come out of the batch's turn.
-                if matches!(at.place, Place::Implied { .. }) {
-                    expect.push((t.knob, want));
-                }
-                continue;
-            }
-            Plan::Edits(es) => {
-                for e in es {
-                    changes.push(change(t, &at.value, &e));
-                    edits.push(e);
-                }
-            }
-        }
-        expect.push((t.knob, want));
-    }
-    let text = match apply(&input.text, &tree, &edits) {
+    let planned = match plan_all(&before, turns) {
+        Ok(p) => p,
+        Err(e) => return Ok(Err(e)),
+    };
+    let text = match apply(&input.text, &tree, &planned.edits) {
         Ok(t) => t,
         Err(e) => return Ok(Err(e)),
     };
@@ -128,43 +90,91 @@ pub fn turn(
         name: input.name.clone(),
         text: text.clone(),
     };
-    if let Err(e) = took(&again, &edits) {
-        return Ok(Err(e));
-    }
-    let after = match knobs(&again, Some(before.format), user) {
-        Ok(k) => k,
-        Err(e) => {
-            return Ok(Err(format!(
-                "the edited config does not read back ({e:#}); nothing was changed"
-            )))
+    let checked = took(&again, &planned.edits).and_then(|()| {
+        let after = knobs(&again, Some(before.format), user).map_err(|e| {
+            format!("the edited config does not read back ({e:#}); nothing was changed")
+        })?;
+        agree(&before, &after, &planned.expect)
+    });
+    Ok(checked.map(|()| Turned {
+        format: before.format,
+        text,
+        changes: planned.changes,
+        notes: planned.notes,
+    }))
+}
+
+/// The edits of all the turns, their changes in words, the turns that need
+/// none, and the value each knob must read back with.
+#[derive(Default)]
+struct Planned {
+    edits: Vec<Edit>,
+    changes: Vec<KnobChange>,
+    notes: Vec<String>,
+    expect: Vec<(Knob, Scalar)>,
+}
+
+fn plan_all(before: &ConfigKnobs, turns: &[Turn]) -> Result<Planned, String> {
+    let mut p = Planned::default();
+    for t in turns {
+        let name = t.knob.as_str();
+        let at = before.get(t.knob).ok_or_else(|| {
+            format!("the config has no {name} key to turn (name one with --knob {name}=KEY)")
+        })?;
+        let want = wanted(t)?;
+        // An implied accumulation is checked against the batch's turn even
+        // at its value now.
+        let implied = matches!(at.place, Place::Implied { .. });
+        if at.value == want && !implied {
+            p.notes.push(format!(
+                "{name}: {} already ({})",
+                edit::shown(&want),
+                at.place()
+            ));
+            continue;
         }
-    };
-    for (knob, want) in &expect {
+        match plan(before.format, at, &want)? {
+            Plan::Nothing(why) => {
+                p.notes.push(why);
+                if implied {
+                    p.expect.push((t.knob, want));
+                }
+            }
+            Plan::Edits(es) => {
+                for e in es {
+                    p.changes.push(change(t, &at.value, &e));
+                    p.edits.push(e);
+                }
+                p.expect.push((t.knob, want));
+            }
+        }
+    }
+    Ok(p)
+}
+
+/// Whether each knob turned reads back with its new value.
+fn agree(
+    before: &ConfigKnobs,
+    after: &ConfigKnobs,
+    expect: &[(Knob, Scalar)],
+) -> Result<(), String> {
+    for (knob, want) in expect {
         let got = after.get(*knob).map(|k| &k.value);
         if got == Some(want) {
             continue;
         }
+        let (name, want) = (knob.as_str(), edit::shown(want));
         let got = got.map_or("nothing".into(), edit::shown);
-        let why = match before.get(*knob).map(|k| &k.place) {
+        return Err(match before.get(*knob).map(|k| &k.place) {
             Some(Place::Implied { by }) => format!(
-                "{} is {by} in this config: {got} with the turns given, not {} (turn the batch with it); nothing was changed",
-                knob.as_str(),
-                edit::shown(want)
+                "{name} is {by} in this config: {got} with the turns given, not {want} (turn the batch with it); nothing was changed"
             ),
             _ => format!(
-                "the edited config reads back with {} {got}, not {}; nothing was changed",
-                knob.as_str(),
-                edit::shown(want)
+                "the edited config reads back with {name} {got}, not {want}; nothing was changed"
             ),
-        };
-        return Ok(Err(why));
+        });
     }
-    Ok(Ok(Turned {
-        format: before.format,
-        text,
-        changes,
-        notes,
-    }))
+    Ok(())
 }
 
 /// The turn's value, checked for its knob (Precision's `off` is `no`).
@@ -208,7 +218,7 @@ fn plan(format: Format, at: &KnobAt, want: &Scalar) -> Result<Plan, String> {
                 .collect(),
         ),
         Place::Implied { by } => Plan::Nothing(format!(
-            "{}: {by}, {} with the batch turned",
+            "{}: implied by {by}, {} with the batch as turned",
             at.knob.as_str(),
             edit::shown(want)
         )),
