@@ -382,7 +382,7 @@ fn a_projects_nested_yaml_with_the_users_name() {
     let k = knobs(&i, None, &[(Knob::Accumulation, "accum".into())]).unwrap();
     assert_eq!(
         k.notes,
-        ["--knob accumulation=accum: the config has no key `accum`"]
+        ["--knob accumulation=accum: the config has no key `accum` holding a value"]
     );
 }
 
@@ -420,9 +420,62 @@ fn a_precision_no_key_can_say_is_refused() {
         .unwrap()
         .unwrap_err();
     assert!(e.contains("no key of this config can ask for bf16"), "{e}");
+    // A switch whose name says no precision is not guessed at.
+    let amp = input("p.yaml", "trainer:\n  use_amp: false\n");
+    let user = [(Knob::Precision, "use_amp".to_string())];
+    assert_eq!(
+        knobs(&amp, None, &user)
+            .unwrap()
+            .get(Knob::Precision)
+            .unwrap()
+            .value,
+        s("no")
+    );
+    let e = turn(&amp, None, &turns(&[(Knob::Precision, s("bf16"))]), &user)
+        .unwrap()
+        .unwrap_err();
+    assert!(
+        e.contains("cannot tell what `trainer.use_amp: false`"),
+        "{e}"
+    );
+    // Accelerate's `mixed_precision: no` (false to YAML 1.1) is a word.
+    let acc = input(
+        "p.yaml",
+        "accelerate:\n  mixed_precision: no\n  gradient_accumulation_steps: 1\n",
+    );
+    let t = turned(&acc, &[], &[(Knob::Precision, s("bf16"))]);
+    assert_eq!(
+        t.text,
+        "accelerate:\n  mixed_precision: bf16\n  gradient_accumulation_steps: 1\n"
+    );
     // A value of the wrong kind for its knob.
     let e = turn(&i, None, &turns(&[(Knob::Batch, s("half"))]), &[])
         .unwrap()
         .unwrap_err();
     assert!(e.contains("expected a whole number"), "{e}");
+}
+
+#[test]
+fn a_section_is_never_a_knobs_key() {
+    // DeepSpeed's sections: `fp16` holds `enabled`, not a value to replace.
+    let text = "{\"train_micro_batch_size_per_gpu\": 4, \"fp16\": {\"enabled\": true}, \"trainer\": {\"batch_size\": 4}}";
+    let i = input("ds.json", text);
+    let k = knobs(&i, None, &[]).unwrap();
+    assert_eq!(k.format, Format::Generic);
+    assert!(k.get(Knob::Precision).is_none());
+    let e = turn(&i, None, &turns(&[(Knob::Precision, s("bf16"))]), &[])
+        .unwrap()
+        .unwrap_err();
+    assert!(e.contains("no precision key"), "{e}");
+    // Named by the user, a section is not taken either; its value is.
+    let k = knobs(&i, None, &[(Knob::Batch, "trainer".into())]).unwrap();
+    assert!(k.get(Knob::Batch).is_none());
+    let user = [(Knob::Precision, "fp16.enabled".to_string())];
+    let k = knobs(&i, None, &user).unwrap();
+    assert_eq!(k.get(Knob::Precision).unwrap().value, s("fp16"));
+    let t = turned(&i, &user, &[(Knob::Precision, s("no"))]);
+    assert_eq!(
+        t.text,
+        "{\"train_micro_batch_size_per_gpu\": 4, \"fp16\": {\"enabled\": false}, \"trainer\": {\"batch_size\": 4}}"
+    );
 }

@@ -162,6 +162,13 @@ fn key_at(tree: &Tree, entry: usize) -> KeyAt {
     }
 }
 
+/// Whether an entry holds a section or a list (DeepSpeed's `fp16:
+/// {enabled: true}`): never a knob's key, whose value is replaced whole.
+fn collection(tree: &Tree, entry: usize) -> bool {
+    let e = &tree.entries[entry];
+    e.value == Scalar::Other && matches!(e.shown.as_str(), "{...}" | "[...]" | "*alias")
+}
+
 /// The top-level key `name`, or its default.
 fn top_or(tree: &Tree, name: &'static str) -> Place {
     match tree
@@ -212,6 +219,7 @@ fn trainguard(tree: &Tree, c: &Config, knob: Knob) -> KnobAt {
 fn user_named(tree: &Tree, knob: Knob, name: &str, notes: &mut Vec<String>) -> Option<KnobAt> {
     let at: Vec<usize> = (0..tree.entries.len())
         .filter(|&i| tree.entries[i].name == name || tree.entries[i].path == name)
+        .filter(|&i| !collection(tree, i))
         .collect();
     match at[..] {
         [entry] => {
@@ -229,7 +237,7 @@ fn user_named(tree: &Tree, knob: Knob, name: &str, notes: &mut Vec<String>) -> O
         }
         [] => {
             notes.push(format!(
-                "--knob {}={name}: the config has no key `{name}`",
+                "--knob {}={name}: the config has no key `{name}` holding a value",
                 knob.as_str()
             ));
             None
@@ -285,6 +293,7 @@ fn by_format(
     let of = |c: Concept| {
         found
             .of(c)
+            .filter(|h| !collection(tree, h.entry))
             .map(|h| key_at(tree, h.entry))
             .collect::<Vec<_>>()
     };
@@ -427,14 +436,22 @@ pub(super) enum PrecisionKey {
 }
 
 impl PrecisionKey {
-    pub(super) fn of(name: &str) -> PrecisionKey {
-        let name = name.to_ascii_lowercase();
-        if name.contains("bf16") {
-            PrecisionKey::Bf16Switch
-        } else if name.contains("fp16") || name == "half" {
-            PrecisionKey::Fp16Switch
-        } else {
-            PrecisionKey::Named
+    /// By the key's name; a true/false key of another name by its section's
+    /// (DeepSpeed's `fp16.enabled`).
+    pub(super) fn of(k: &KeyAt) -> PrecisionKey {
+        let by = |name: &str| {
+            let name = name.to_ascii_lowercase();
+            if name.contains("bf16") {
+                PrecisionKey::Bf16Switch
+            } else if name.contains("fp16") || name == "half" {
+                PrecisionKey::Fp16Switch
+            } else {
+                PrecisionKey::Named
+            }
+        };
+        match (by(&k.name), &k.value) {
+            (PrecisionKey::Named, Scalar::Bool(_)) => by(&k.path),
+            (p, _) => p,
         }
     }
 }
@@ -442,7 +459,7 @@ impl PrecisionKey {
 /// What one key asks for: `bf16`, `fp16`, `auto`, `no`, or its own word.
 fn precision_word(k: &KeyAt) -> String {
     let word = |w: &str| w.to_string();
-    match (PrecisionKey::of(&k.name), &k.value) {
+    match (PrecisionKey::of(k), &k.value) {
         (PrecisionKey::Bf16Switch, Scalar::Str(s)) if s == "auto" => word("auto"),
         (PrecisionKey::Bf16Switch, v) => word(if on(v) { "bf16" } else { "no" }),
         (PrecisionKey::Fp16Switch, v) => word(if on(v) { "fp16" } else { "no" }),
@@ -480,7 +497,7 @@ fn precision(keys: &[KeyAt], axolotl: bool) -> Scalar {
     let has = |w: &str| words.iter().any(|x| x == w);
     let no_bf16_key = keys
         .iter()
-        .all(|k| PrecisionKey::of(&k.name) != PrecisionKey::Bf16Switch);
+        .all(|k| PrecisionKey::of(k) != PrecisionKey::Bf16Switch);
     let word = if has("bf16") {
         "bf16".to_string()
     } else if has("fp16") {

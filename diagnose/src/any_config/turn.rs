@@ -243,7 +243,7 @@ fn precision(format: Format, at: &KnobAt, word: &str) -> Result<Vec<Edit>, Strin
     let mut edits = Vec::new();
     let mut said = false;
     for k in keys {
-        let new = match PrecisionKey::of(&k.name) {
+        let new = match PrecisionKey::of(k) {
             PrecisionKey::Bf16Switch => {
                 said |= word == "bf16";
                 Scalar::Bool(word == "bf16")
@@ -265,7 +265,7 @@ fn precision(format: Format, at: &KnobAt, word: &str) -> Result<Vec<Edit>, Strin
     let axolotl_auto = format == Format::Axolotl
         && keys
             .iter()
-            .all(|k| PrecisionKey::of(&k.name) != PrecisionKey::Bf16Switch);
+            .all(|k| PrecisionKey::of(k) != PrecisionKey::Bf16Switch);
     if said || (word == "no" && !axolotl_auto) {
         return Ok(edits);
     }
@@ -295,7 +295,9 @@ fn named_precision(format: Format, k: &KeyAt, word: &str) -> Result<Scalar, Stri
     let lightning = match &k.value {
         Scalar::Int(_) => true,
         Scalar::Str(s) => s.ends_with("-mixed") || s.ends_with("-true"),
-        Scalar::Bool(true) => {
+        // A true/false switch of no precision's name (`use_amp: true`);
+        // YAML 1.1 reads Accelerate's `no` and trainguard's `off` as false.
+        Scalar::Bool(_) if !matches!(k.shown.to_ascii_lowercase().as_str(), "no" | "off") => {
             return Err(format!(
                 "precision: cannot tell what `{}: {}` (line {}) turns on, to set it to {word}",
                 k.path, k.shown, k.line
@@ -303,7 +305,7 @@ fn named_precision(format: Format, k: &KeyAt, word: &str) -> Result<Scalar, Stri
         }
         _ => false,
     };
-    let off = format == Format::Trainguard || k.shown == "off";
+    let off = format == Format::Trainguard || k.shown.eq_ignore_ascii_case("off");
     let new = match word {
         "bf16" if lightning => "bf16-mixed",
         "fp16" if lightning => "16-mixed",
