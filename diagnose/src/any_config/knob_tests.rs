@@ -301,8 +301,16 @@ fn trainguard_micro_batches_and_its_schema_read_back() {
         loaded.config.mixed_precision,
         common::wire::config::Precision::Bf16
     );
-    // batch_size stays the effective batch: an accumulation that disagrees
-    // with the batch is refused, and so is a micro-batch over the batch.
+}
+
+#[test]
+fn trainguard_batch_size_stays_the_effective_batch() {
+    let i = input(
+        "demo_cpu.yaml",
+        include_str!("../../../configs/demo_cpu.yaml"),
+    );
+    // An accumulation that disagrees with the batch is refused, and so is a
+    // micro-batch over the batch.
     let e = turn(
         &i,
         None,
