@@ -320,6 +320,16 @@ fn trainguard_batch_size_stays_the_effective_batch() {
     .unwrap()
     .unwrap_err();
     assert!(e.contains("2 with the turns given, not 4"), "{e}");
+    // A key added says what its default was.
+    let oom = input(
+        "gpu_oom.yaml",
+        include_str!("../../../configs/gpu_oom.yaml"),
+    );
+    let t = turned(&oom, &[], &[(Knob::Precision, s("bf16"))]);
+    assert_eq!(
+        words(&t),
+        ["mixed_precision (added): off -> bf16 (out of memory)"]
+    );
     let e = turn(&i, None, &turns(&[(Knob::Batch, int(64))]), &[])
         .unwrap()
         .unwrap_err();
@@ -486,4 +496,94 @@ fn a_section_is_never_a_knobs_key() {
         t.text,
         "{\"train_micro_batch_size_per_gpu\": 4, \"fp16\": {\"enabled\": false}, \"trainer\": {\"batch_size\": 4}}"
     );
+}
+
+/// The ladder's out-of-memory turns for the knobs found: half the batch
+/// (its smallest factor) with that much more accumulation, checkpointing
+/// on, compile mode `default`, bf16.
+fn ladder_like(k: &ConfigKnobs) -> Vec<(Knob, Scalar)> {
+    let mut out = vec![];
+    let int_of = |knob| match k.get(knob).map(|k| &k.value) {
+        Some(Scalar::Int(n)) => Some(*n),
+        _ => None,
+    };
+    if let (Some(b), Some(a)) = (int_of(Knob::Batch), int_of(Knob::Accumulation)) {
+        let f = (2..=b).find(|d| b % d == 0).unwrap_or(1);
+        out.push((Knob::Batch, int(b / f)));
+        out.push((Knob::Accumulation, int(a * f)));
+    }
+    for (knob, v) in [
+        (Knob::Checkpointing, Scalar::Bool(true)),
+        (Knob::CompileMode, s("default")),
+        (Knob::Precision, s("bf16")),
+    ] {
+        if k.get(knob).is_some() {
+            out.push((knob, v));
+        }
+    }
+    out
+}
+
+#[test]
+fn every_training_config_in_the_repository_turns_and_reads_back() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs");
+    for name in [
+        "demo_cpu.yaml",
+        "colab_full_stable.yaml",
+        "colab_optimized.yaml",
+        "colab_optimized_full.yaml",
+        "gpu_oom.yaml",
+        "foreign/hf_sft.yaml",
+        "foreign/hf_training_args.json",
+        "foreign/axolotl_lora.yaml",
+        "foreign/project_nested.yaml",
+        "own_script/a.yaml",
+    ] {
+        let text = std::fs::read_to_string(root.join(name)).unwrap();
+        let i = input(name, &text);
+        let k = knobs(&i, None, &[]).unwrap();
+        let list = ladder_like(&k);
+        let t = turn(&i, None, &turns(&list), &[])
+            .unwrap()
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        match k.format {
+            Format::Trainguard => {
+                common::config::Config::load(&input(name, &t.text)).unwrap();
+            }
+            _ if name.ends_with(".json") => {
+                serde_json::from_str::<serde_json::Value>(&t.text).unwrap();
+            }
+            _ => {
+                serde_yaml::from_str::<serde_yaml::Value>(&t.text).unwrap();
+            }
+        }
+        let after = knobs(&input(name, &t.text), Some(k.format), &[]).unwrap();
+        for (knob, v) in &list {
+            assert_eq!(&after.get(*knob).unwrap().value, v, "{name}: {knob:?}");
+        }
+        // Each line the turns did not touch is as it was (JSON's last member
+        // gains the comma before one added), and the lines added are the
+        // keys added.
+        let touched: Vec<usize> = t.changes.iter().filter_map(|c| c.line).collect();
+        let added: Vec<&str> = t
+            .changes
+            .iter()
+            .filter(|c| c.line.is_none())
+            .map(|c| c.key.as_str())
+            .collect();
+        let is_added = |l: &str| {
+            let l = l.trim_start();
+            added
+                .iter()
+                .any(|k| l.starts_with(&format!("{k}:")) || l.starts_with(&format!("\"{k}\":")))
+        };
+        let kept: Vec<&str> = t.text.lines().filter(|l| !is_added(l)).collect();
+        assert_eq!(kept.len(), text.lines().count(), "{name}");
+        assert_eq!(t.text.lines().count(), kept.len() + added.len(), "{name}");
+        for (n, (now, line)) in kept.iter().zip(text.lines()).enumerate() {
+            if !touched.contains(&(n + 1)) && *now != format!("{line},") {
+                assert_eq!(*now, line, "{name}: line {}", n + 1);
+            }
+        }
+    }
 }

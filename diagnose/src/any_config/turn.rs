@@ -320,10 +320,11 @@ fn change(t: &Turn, before: &Scalar, e: &Edit) -> KnobChange {
     let (key, line, old, new) = match e {
         Edit::Set(k, v) => (k.path.clone(), Some(k.line), k.shown.clone(), v),
         Edit::Add(key, v) => {
-            // A key added for Precision says what its switch was.
-            let old = match (t.knob, before) {
+            // A precision key added was off: trainguard's word, a switch's false.
+            let old = match (t.knob, *key) {
+                (Knob::Precision, "mixed_precision") => "off".to_string(),
                 (Knob::Precision, _) => "false".to_string(),
-                (_, v) => edit::shown(v),
+                _ => edit::shown(before),
             };
             (key.to_string(), None, old, v)
         }
