@@ -27,10 +27,21 @@ pub enum Concept {
     PinMemory,
     /// fp16 mixed precision.
     Fp16,
+    /// Examples per step on each device (`micro_batch_size`): the fix
+    /// ladder's batch (`crate::knobs`); no rule reads it.
+    Batch,
+    /// Gradient accumulation steps (trainguard's is implied: `batch_size` /
+    /// `micro_batch_size`); the fix ladder's.
+    Accumulation,
+    /// bf16 mixed precision; the fix ladder's (trainguard's and Accelerate's
+    /// `mixed_precision` is `Fp16`'s key, which says bf16 as well).
+    Bf16,
 }
 
 impl Concept {
-    pub const ALL: [Concept; 7] = [
+    /// The concepts cfgcheck's rules read: the keys `check` finds and lists
+    /// (`read_keys`), and those whose absence makes a file "not a config".
+    pub const RULES: [Concept; 7] = [
         Concept::CompileOn,
         Concept::CompileMode,
         Concept::CudaGraphsOption,
@@ -40,10 +51,25 @@ impl Concept {
         Concept::Fp16,
     ];
 
+    /// The concepts the fix ladder's knobs are found by
+    /// (`any_config::knobs`); `Fp16` before `Bf16`, so that
+    /// `mixed_precision` is found once.
+    pub const KNOBS: [Concept; 7] = [
+        Concept::Batch,
+        Concept::Accumulation,
+        Concept::Checkpointing,
+        Concept::CompileOn,
+        Concept::CompileMode,
+        Concept::Fp16,
+        Concept::Bf16,
+    ];
+
     /// The key names that mean it in `format`, at any depth. Hugging Face:
     /// transformers' `TrainingArguments`; Axolotl: its config schema
     /// (`src/axolotl/utils/schemas/config.py`); generic: all of these and
-    /// trainguard's own names.
+    /// trainguard's own names, and common projects' (Lightning's
+    /// `accumulate_grad_batches` and `precision`). A knob's names come in
+    /// the order they are preferred when a file has several.
     pub fn names(self, format: ConfigFormat) -> &'static [&'static str] {
         use ConfigFormat::*;
         match (self, format) {
@@ -62,6 +88,22 @@ impl Concept {
             (Concept::Fp16, Trainguard) => &["mixed_precision"],
             // Accelerate's and Lightning-style configs say `mixed_precision: fp16`.
             (Concept::Fp16, Generic) => &["fp16", "mixed_precision"],
+            (Concept::Batch, Hf) => &["per_device_train_batch_size"],
+            (Concept::Batch, Axolotl | Trainguard) => &["micro_batch_size"],
+            (Concept::Batch, Generic) => &[
+                "per_device_train_batch_size",
+                "micro_batch_size",
+                "train_batch_size",
+                "batch_size",
+            ],
+            (Concept::Accumulation, Hf | Axolotl) => &["gradient_accumulation_steps"],
+            (Concept::Accumulation, Trainguard) => &[],
+            (Concept::Accumulation, Generic) => {
+                &["gradient_accumulation_steps", "accumulate_grad_batches"]
+            }
+            (Concept::Bf16, Hf | Axolotl) => &["bf16"],
+            (Concept::Bf16, Trainguard) => &[],
+            (Concept::Bf16, Generic) => &["bf16", "precision"],
         }
     }
 
@@ -73,7 +115,10 @@ impl Concept {
             Concept::Checkpointing => "gradient_checkpointing",
             Concept::Workers => "num_workers",
             Concept::PinMemory => "pin_memory",
-            Concept::Fp16 => "mixed_precision",
+            Concept::Fp16 | Concept::Bf16 => "mixed_precision",
+            Concept::Batch => "micro_batch_size",
+            // The effective batch: micro_batch_size × accumulation.
+            Concept::Accumulation => "batch_size",
         }
     }
 }

@@ -1,7 +1,8 @@
 //! trainguard's supervisor of any training command (issue 23). Pure parts:
 //! the metric reports read from a program's output and its metrics.csv
 //! (`readers`), W&B's sweep command macros (`command`), the environment
-//! fixes (`env`). The process side: `child` is the one way a command is
+//! fixes (`env`), the fix's knobs in a command's own flags (`knobs`, which
+//! reads the program's `--help`). The process side: `child` is the one way a command is
 //! run (its own process group, its keeper from `group`, its output read as
 //! it comes; forked from a `preload` server when one fits: one Python
 //! process that imported torch once), `leg` a command with its memory and
@@ -13,6 +14,7 @@ pub mod command;
 pub mod env;
 pub mod events;
 pub mod group;
+pub mod knobs;
 pub mod leg;
 pub mod memory;
 pub mod oom_kills;

@@ -1,7 +1,9 @@
 //! `--fix` on a config cfgcheck did not define: each changed key's value
 //! replaced where it stands. YAML through `yaml_edit` (comments, quoting and
 //! order kept); JSON by replacing the value's bytes, every other byte of the
-//! text left as it was.
+//! text left as it was. A key a config leaves out (`--auto-fix`'s knobs)
+//! is added at the top level: a YAML line, or a JSON member before the top
+//! object's closing brace.
 
 use super::tree::{Syntax, Tree};
 use crate::keys::{Found, KeyChange, Scalar};
@@ -19,14 +21,14 @@ pub fn shown(v: &Scalar) -> String {
     }
 }
 
-fn yaml_text(v: &Scalar) -> String {
+pub fn yaml_text(v: &Scalar) -> String {
     match v {
         Scalar::Str(s) => yaml_edit::scalar(s),
         v => shown(v),
     }
 }
 
-fn json_text(v: &Scalar) -> String {
+pub fn json_text(v: &Scalar) -> String {
     match v {
         Scalar::Str(s) => serde_json::Value::String(s.clone()).to_string(),
         v => shown(v),
@@ -69,6 +71,50 @@ pub fn apply(text: &str, tree: &Tree, changes: &[KeyChange]) -> Result<String, S
             Ok(out)
         }
     }
+}
+
+/// `text` with the top-level key `key` added with `value` (`key` must not
+/// be there: the caller checks). Err says why it cannot be added.
+pub fn add(text: &str, syntax: Syntax, key: &str, value: &Scalar) -> Result<String, String> {
+    match syntax {
+        Syntax::Yaml => yaml_edit::set(text, key, &yaml_text(value))
+            .map_err(|e| format!("cannot add `{key}`: {e}")),
+        Syntax::Json => add_json(text, key, value),
+    }
+}
+
+/// A member added as the top object's last: on a line of its own, indented
+/// as the member before it, when the object spans lines; else after a `, `.
+fn add_json(text: &str, key: &str, value: &Scalar) -> Result<String, String> {
+    let body = text.trim_end();
+    let close = body.strip_suffix('}').map(str::len).ok_or_else(|| {
+        format!("cannot add `{key}`: the file does not end with the top object's `}}`")
+    })?;
+    let before = body[..close].trim_end();
+    // Strict JSON: only an empty object has `{` right before its `}`.
+    let empty = before.ends_with('{');
+    let member = format!(
+        "{}: {}",
+        json_text(&Scalar::Str(key.into())),
+        json_text(value)
+    );
+    let insert = if body[..close].contains('\n') {
+        let last_line = before.rsplit('\n').next().unwrap_or("");
+        let mut indent: String = last_line
+            .chars()
+            .take_while(|c| c.is_whitespace())
+            .collect();
+        if empty {
+            indent = format!("{indent}  ");
+        }
+        format!("{}\n{indent}{member}", if empty { "" } else { "," })
+    } else if empty {
+        member
+    } else {
+        format!(", {member}")
+    };
+    let at = before.len();
+    Ok(format!("{}{insert}{}", &text[..at], &text[at..]))
 }
 
 /// Whether the edited file reads back with each change's value.
@@ -162,5 +208,25 @@ mod tests {
         );
         let missing = [change_in(&t, "nowhere.x", false, Scalar::Int(0))];
         assert!(apply(text, &t, &missing).is_err());
+    }
+
+    #[test]
+    fn json_members_are_added_before_the_closing_brace() {
+        let add = |text: &str| add_json(text, "bf16", &Scalar::Bool(true)).unwrap();
+        assert_eq!(
+            add("{\n  \"a\": 1,\n  \"b\": {\"c\": 2}\n}\n"),
+            "{\n  \"a\": 1,\n  \"b\": {\"c\": 2},\n  \"bf16\": true\n}\n"
+        );
+        assert_eq!(add("{\"a\": \"}\"}"), "{\"a\": \"}\", \"bf16\": true}");
+        assert_eq!(add("{}"), "{\"bf16\": true}");
+        assert_eq!(add("{\n}"), "{\n  \"bf16\": true\n}");
+        for text in [
+            "{\n  \"a\": 1,\n  \"b\": {\"c\": 2}\n}\n",
+            "{\"a\": [1, {}]}",
+            "{}",
+        ] {
+            let v: serde_json::Value = serde_json::from_str(&add(text)).unwrap();
+            assert_eq!(v["bf16"], serde_json::Value::Bool(true));
+        }
     }
 }

@@ -5,18 +5,26 @@
 //! others the rules whose keys are found at any depth (`keys`, the hazards'
 //! `check_keys`), each finding naming each key's path and line. `check` is
 //! the one entry point (cfgcheck, verify-fixes); `fix` is `--fix` for all
-//! formats.
+//! formats. `knobs` and `turn` are the fix ladder's knobs in a config
+//! (`train run --auto-fix`): where each is, and a copy of the text with
+//! them turned.
 
 mod edit;
+mod knobs;
 mod recognise;
 mod tree;
+mod turn;
 
+#[cfg(test)]
+mod knob_tests;
 #[cfg(test)]
 mod tests;
 
 pub use common::wire::cfgcheck::ConfigFormat as Format;
+pub use knobs::{knobs, ConfigKnobs, KeyAt, KnobAt, Place};
 pub use recognise::{recognise, Known};
 pub use tree::{Entry, Syntax, Tree};
+pub use turn::{turn, KnobChange, Turned};
 
 use crate::hazards::{self, Target, FIX_ORDER};
 use crate::keys::{Concept, Found, Hit, KeyChange, KeyPlan};
@@ -125,7 +133,7 @@ fn read(input: &Input, named: Option<Format>) -> anyhow::Result<Read> {
             format
         }
     };
-    let found = find(&tree, format);
+    let found = find(&tree, format, &Concept::RULES);
     // A file of no known schema with no key any rule reads is most likely
     // not a training config at all (a report, a sweep space): say so rather
     // than pass it as checked.
@@ -135,7 +143,7 @@ fn read(input: &Input, named: Option<Format>) -> anyhow::Result<Read> {
             "{}: not a config cfgcheck knows (top-level keys: {}), and none of the keys its rules read is in it ({}); nothing to check. Give --as trainguard for trainguard's own errors on it, or --as any to check it anyway",
             input.name,
             top.join(", "),
-            Concept::ALL
+            Concept::RULES
                 .iter()
                 .flat_map(|c| c.names(Format::Generic))
                 .copied()
@@ -160,16 +168,16 @@ fn strict_note(e: anyhow::Error, tally: &recognise::Tally) -> anyhow::Error {
     )
 }
 
-/// The keys of `tree` that mean a trainguard setting in `format`, at any
-/// depth, in the file's order.
-fn find(tree: &Tree, format: Format) -> Found {
+/// The keys of `tree` that mean one of `concepts` in `format`, at any
+/// depth, in the file's order (a key means the first concept that names it).
+fn find(tree: &Tree, format: Format, concepts: &[Concept]) -> Found {
     let hits = tree
         .entries
         .iter()
         .enumerate()
         .filter_map(|(entry, e)| {
-            let concept = Concept::ALL
-                .into_iter()
+            let concept = *concepts
+                .iter()
                 .find(|c| c.names(format).contains(&e.name.as_str()))?;
             Some(Hit {
                 concept,
