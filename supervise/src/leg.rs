@@ -267,6 +267,8 @@ impl Leg {
             seconds: round1(seconds),
             reports: self.reports,
             peak,
+            changed: vec![],
+            resumed_from: None,
         };
         Ended {
             wandb_summary: self

@@ -11,6 +11,7 @@
 
 pub mod child;
 pub mod command;
+pub mod device;
 pub mod env;
 pub mod events;
 pub mod group;

@@ -349,6 +349,7 @@ fn program_summary(
         last: ended.last.clone(),
         seconds,
         legs: vec![ended.leg.clone()],
+        auto_fix: None,
     }
 }
 

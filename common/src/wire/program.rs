@@ -40,6 +40,28 @@ pub struct ProgramLeg {
     /// Reports read (output lines and its own metrics.csv).
     pub reports: u64,
     pub peak: ProgramPeak,
+    /// An attempt of `--auto-fix`: each knob changed from the leg before,
+    /// in words (`--per_device_train_batch_size: 64 -> 32 (why)`). Absent
+    /// for a first leg and a fallback's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changed: Vec<String>,
+    /// The checkpoint it resumed from (`--auto-fix`), if it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resumed_from: Option<String>,
+}
+
+/// `--auto-fix`'s account of a run: the knobs as the last attempt had
+/// them, and each fix that was not possible, with why.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct AutoFix {
+    pub attempts: u32,
+    /// Knob name (`batch`, `accumulation`, `checkpointing`,
+    /// `compile_mode`, `precision`) -> `value (where)`, as the last attempt
+    /// ran.
+    pub knobs: std::collections::BTreeMap<String, String>,
+    pub not_possible: Vec<String>,
+    /// Why no further attempt was made, when the last one failed.
+    pub stopped: Option<String>,
 }
 
 /// The process tree's peak memory, sampled every 0.5 s: host memory as PSS
@@ -78,6 +100,9 @@ pub struct ProgramSummary {
     pub last: Option<ProgramValue>,
     pub seconds: f64,
     pub legs: Vec<ProgramLeg>,
+    /// With `--auto-fix` (or a sweep's `auto_fix: true`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto_fix: Option<AutoFix>,
 }
 
 impl Versioned for ProgramSummary {
@@ -100,6 +125,8 @@ impl Versioned for ProgramSummary {
                 gpu_mib: None,
                 gpu_note: Some("not available: NVML cannot be loaded".into()),
             },
+            changed: vec![],
+            resumed_from: None,
         };
         let value = ProgramValue {
             metric: "val_loss".into(),
@@ -118,6 +145,7 @@ impl Versioned for ProgramSummary {
             last: Some(value),
             seconds: 4.2,
             legs: vec![leg],
+            auto_fix: None,
         }
     }
 }

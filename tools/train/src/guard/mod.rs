@@ -1,13 +1,18 @@
 //! `train run -- CMD`: one guarded run of any command (the user's own
 //! `python main.py --config ...`). Its output read as it comes, its memory
 //! sampled, the known fixes set in its environment, its end said in words;
-//! with `--config A --fallback B ...` and `{config}` in the command, seed
-//! 000's A -> B -> C chain for any script. The supervision is the supervise
+//! with `--config A --fallback B ...` and `{config}` in the command, a chain
+//! of configs for any script, and with `--auto-fix` (autofix.rs) attempts
+//! with the fix of the failure applied. The supervision is the supervise
 //! crate's (`leg`); this is the chain, the run directory and the exit code.
 
+mod autofix;
+
 use anyhow::Context;
+use autofix::{Attempt, Fixer, Next};
 use clap::Parser;
 use common::bad_input;
+use common::wire::failure::Class;
 use common::wire::program::{ProgramLeg, ProgramStatus, ProgramSummary};
 use common::wire::run_dir::RunDir;
 use common::wire::Versioned;
@@ -22,6 +27,13 @@ use supervise::verdict::Stop;
 
 /// The word replaced by the current config's path.
 const CONFIG_WORD: &str = "{config}";
+/// The word replaced by a directory kept across `--auto-fix`'s attempts
+/// (DIR/checkpoints), for a script that saves its checkpoints there and
+/// resumes from it.
+const RESUME_WORD: &str = "{resume}";
+/// `--max-attempts`' default: the first attempt and up to four fixes
+/// (checkpointing on, then the batch halved up to three times).
+const MAX_ATTEMPTS: u32 = 5;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -59,6 +71,22 @@ pub struct Args {
     /// The metric is better larger (accuracy), not smaller.
     #[arg(long)]
     pub maximize: bool,
+    /// After a failure a setting can fix (out of memory, CUDA-graph replay,
+    /// fp16's non-finite loss), run again with the fix applied: gradient
+    /// checkpointing on, then half the batch with twice the gradient
+    /// accumulation (the effective batch kept), compile mode `default`,
+    /// bf16; in the command's own flags (those its --help shows) or a copy
+    /// of its config in DIR. After the last --fallback.
+    #[arg(long)]
+    pub auto_fix: bool,
+    /// Attempts at most, the first and --fallback's included.
+    #[arg(long, value_name = "N", default_value_t = MAX_ATTEMPTS, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_attempts: u32,
+    /// Your own name for a setting --auto-fix turns, where it cannot tell
+    /// it: batch=bsz (a flag --bsz, or a config key bsz); the settings are
+    /// batch, accumulation, checkpointing, compile_mode, precision. Repeat.
+    #[arg(long = "knob", value_name = "KNOB=NAME", value_parser = diagnose::knobs::parse_user_knob, requires = "auto_fix")]
+    pub knobs: Vec<(diagnose::knobs::Knob, String)>,
     /// Keep the command's output in DIR/output.log only.
     #[arg(long, short)]
     pub quiet: bool,
@@ -100,14 +128,44 @@ pub fn run(args: &Args, stop: &Interrupter) -> anyhow::Result<u8> {
         last: None,
         seconds: 0.0,
         legs: Vec::new(),
+        auto_fix: None,
     };
     let mut code = common::exit::FOUND;
-    for (i, config) in configs.iter().enumerate() {
-        let argv = with_config(&args.command, config.as_deref());
+    let mut queue: std::collections::VecDeque<Attempt> = configs
+        .into_iter()
+        .map(|config| Attempt {
+            command: args.command.clone(),
+            config,
+            changed: vec![],
+            resumed_from: None,
+        })
+        .collect();
+    if args.command.iter().any(|w| w.contains(RESUME_WORD)) {
+        std::fs::create_dir_all(resume_dir(&dir))?;
+    }
+    let mut fixer = args.auto_fix.then(|| Fixer::new(&args.knobs, &dir));
+    let mut number = 0;
+    while let Some(attempt) = queue.pop_front() {
+        number += 1;
+        let argv = expand(&attempt.command, attempt.config.as_deref(), &dir);
         let env = fixes(&argv, &mut summary);
-        let number = i as u32 + 1;
-        let ended = run_leg(args, &watch, &dir, number, argv, env, config.clone())?;
-        let l = ended.leg;
+        for c in &attempt.changed {
+            common::say!("train run: leg {number}: {c}");
+        }
+        let ended = run_leg(
+            args,
+            &watch,
+            &dir,
+            number,
+            argv,
+            env,
+            attempt.config.clone(),
+        )?;
+        let fragmented = ended.verdict.known
+            == Some(common::wire::hazard::HazardId::AllocatorFragmentation.as_str());
+        let mut l = ended.leg;
+        l.changed = attempt.changed.clone();
+        l.resumed_from = attempt.resumed_from.clone();
         code = exit_code(&l);
         summary.status = l.status;
         summary.class = l.class;
@@ -117,19 +175,53 @@ pub fn run(args: &Args, stop: &Interrupter) -> anyhow::Result<u8> {
         summary.last = ended.last.or(summary.last.take());
         summary.seconds = (started.elapsed().as_secs_f64() * 10.0).round() / 10.0;
         say_leg_end(number, &l);
-        let chain_on = l.status == ProgramStatus::Failed
-            && supervise::leg::config_caused(l.class)
-            && i + 1 < configs.len();
+        let failed = l.status == ProgramStatus::Failed;
+        let class = l.class;
         summary.legs.push(l);
+        let fixable = failed && supervise::leg::config_caused(class);
+        if let Some(f) = fixer.as_mut() {
+            let mut account = summary.auto_fix.take().unwrap_or_default();
+            account.attempts = number;
+            account.knobs = f.effective(&attempt);
+            if fixable && queue.is_empty() {
+                if number >= args.max_attempts {
+                    account.stopped = Some(format!("--max-attempts {} reached", args.max_attempts));
+                } else {
+                    match f.next(&attempt, number, class.unwrap_or(Class::Other), fragmented)? {
+                        Next::Attempt(a) => queue.push_back(a),
+                        Next::None(why) => {
+                            account.stopped = Some("no fix left to try".into());
+                            for w in &why {
+                                common::say!("train run: not possible: {w}");
+                            }
+                            account.not_possible.extend(why);
+                        }
+                    }
+                }
+            } else if failed && queue.is_empty() {
+                account.stopped = Some(format!(
+                    "a failure no setting fixes ({})",
+                    class.map_or("unknown", Class::as_str)
+                ));
+            }
+            summary.auto_fix = Some(account);
+        }
         common::files::write_yaml(&dir.summary(), &summary)?;
-        if !chain_on {
+        if !fixable {
             break;
         }
-        common::say!(
-            "train run: {} ended in a failure a config causes: the next config, {}, takes over (seed 000's chain)",
-            config.as_deref().unwrap_or("the config"),
-            configs[i + 1].as_deref().unwrap_or("?")
-        );
+        match queue.front() {
+            Some(next) if next.changed.is_empty() => common::say!(
+                "train run: {} ended in a failure a config causes: the next config, {}, takes over",
+                attempt.config.as_deref().unwrap_or("the config"),
+                next.config.as_deref().unwrap_or("?")
+            ),
+            Some(_) => common::say!(
+                "train run: leg {} tries again with the fix applied",
+                number + 1
+            ),
+            None => {}
+        }
     }
     common::say!("train run: summary in {}", dir.summary().display());
     Ok(code)
@@ -223,14 +315,24 @@ fn configs_of(args: &Args) -> anyhow::Result<Vec<Option<String>>> {
         .collect())
 }
 
-fn with_config(command: &[String], config: Option<&str>) -> Vec<String> {
+/// The command as it runs: `{config}` and `{resume}` replaced.
+fn expand(command: &[String], config: Option<&str>, dir: &RunDir) -> Vec<String> {
+    let resume = resume_dir(dir).display().to_string();
     command
         .iter()
-        .map(|w| match config {
-            Some(c) => w.replace(CONFIG_WORD, c),
-            None => w.clone(),
+        .map(|w| {
+            let w = match config {
+                Some(c) => w.replace(CONFIG_WORD, c),
+                None => w.clone(),
+            };
+            w.replace(RESUME_WORD, &resume)
         })
         .collect()
+}
+
+/// `{resume}`'s directory.
+fn resume_dir(dir: &RunDir) -> PathBuf {
+    dir.path().join("checkpoints")
 }
 
 /// The known fixes for this command's environment, said once per run.
@@ -367,8 +469,12 @@ mod tests {
             "{e}"
         );
         assert_eq!(
-            with_config(&["--config={config}".into()], Some("a.yaml")),
-            ["--config=a.yaml"]
+            expand(
+                &["--config={config}".into(), "{resume}".into()],
+                Some("a.yaml"),
+                &RunDir::new(PathBuf::from("r"))
+            ),
+            ["--config=a.yaml", "r/checkpoints"]
         );
     }
 
