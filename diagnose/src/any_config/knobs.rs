@@ -131,6 +131,11 @@ pub fn knobs(
         };
         (format, tree, config)
     };
+    let mut found = find(&tree, format, &Concept::KNOBS);
+    // A known schema's keys are its top-level ones.
+    if format != Format::Generic {
+        found.hits.retain(|h| tree.entries[h.entry].depth == 0);
+    }
     let mut notes = Vec::new();
     let mut out = Vec::new();
     for knob in Knob::ALL {
@@ -138,7 +143,7 @@ pub fn knobs(
             Some((_, name)) => user_named(&tree, knob, name, &mut notes),
             None => match &config {
                 Some(c) => Some(trainguard(&tree, c, knob)),
-                None => by_format(&tree, format, knob, &out, &mut notes),
+                None => by_format(&tree, &found, knob, &out, &mut notes),
             },
         };
         out.extend(at);
@@ -277,19 +282,16 @@ fn default_value(format: Format, knob: Knob) -> Scalar {
 }
 
 /// A knob of Hugging Face, Axolotl or a project's own config, by the
-/// format's names (`Concept::names`). `before`: the knobs found so far.
+/// format's names (`Concept::names`; `found`: the keys of them).
+/// `before`: the knobs found so far.
 fn by_format(
     tree: &Tree,
-    format: Format,
+    found: &crate::keys::Found,
     knob: Knob,
     before: &[KnobAt],
     notes: &mut Vec<String>,
 ) -> Option<KnobAt> {
-    let mut found = find(tree, format, &Concept::KNOBS);
-    // A known schema's keys are its top-level ones.
-    if format != Format::Generic {
-        found.hits.retain(|h| tree.entries[h.entry].depth == 0);
-    }
+    let format = found.format;
     let of = |c: Concept| {
         found
             .of(c)
@@ -311,7 +313,7 @@ fn by_format(
         }
     };
     if at.is_empty() {
-        return absent(tree, format, knob, &found, before);
+        return absent(tree, format, knob, found, before);
     }
     let value = match knob {
         Knob::Checkpointing => Scalar::Bool(at.iter().any(|k| checkpointing_on(&k.value))),
