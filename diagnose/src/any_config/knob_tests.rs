@@ -173,7 +173,19 @@ fn no_compile_mode_is_added_where_nothing_compiles() {
     );
     let t = turned(&i, &[], &[(Knob::CompileMode, s("default"))]);
     assert!(t.changes.is_empty() && t.text == i.text);
-    assert!(t.notes[0].contains("not added"), "{:?}", t.notes);
+    assert!(t.notes[0].contains("not set"), "{:?}", t.notes);
+    // Nor where TrainingArguments.to_json_string() wrote every field: a
+    // null mode is none.
+    let dump = input(
+        "args.json",
+        "{\"output_dir\": \"o\", \"per_device_train_batch_size\": 8, \"torch_compile\": false, \"torch_compile_mode\": null}",
+    );
+    let t = turned(&dump, &[], &[(Knob::CompileMode, s("default"))]);
+    assert!(t.changes.is_empty() && t.text == dump.text);
+    // With compile on, the null mode is `default` already.
+    let on = input("args.json", &dump.text.replace("false", "true"));
+    let k = knobs(&on, None, &[]).unwrap();
+    assert_eq!(k.get(Knob::CompileMode).unwrap().value, s("default"));
 }
 
 #[test]

@@ -273,11 +273,10 @@ fn default_value(format: Format, knob: Knob) -> Scalar {
         (Format::Axolotl, Knob::Batch) => Scalar::Int(1),
         (_, Knob::Accumulation) => Scalar::Int(1),
         (_, Knob::Checkpointing) => Scalar::Bool(false),
-        (_, Knob::CompileMode) => Scalar::Null,
         // Axolotl's `bf16: auto`: bf16 where the GPU has it.
         (Format::Axolotl, Knob::Precision) => Scalar::Str("auto".into()),
         (_, Knob::Precision) => Scalar::Str("no".into()),
-        (_, Knob::Batch) => Scalar::Null,
+        (_, Knob::Batch | Knob::CompileMode) => Scalar::Null,
     }
 }
 
@@ -317,6 +316,7 @@ fn by_format(
     }
     let value = match knob {
         Knob::Checkpointing => Scalar::Bool(at.iter().any(|k| checkpointing_on(&k.value))),
+        Knob::CompileMode => compile_mode(&at[0].value, found),
         Knob::Precision => precision(&at, format == Format::Axolotl),
         _ => at[0].value.clone(),
     };
@@ -385,16 +385,24 @@ fn absent(
         }
     }
     let key = *concept_of(knob).names(format).first()?;
-    let mut value = default_value(format, knob);
-    // No mode: torch.compile's `default`, when it compiles at all.
-    if knob == Knob::CompileMode && found.compile_on().is_some() {
-        value = Scalar::Str("default".into());
-    }
+    let value = match knob {
+        Knob::CompileMode => compile_mode(&Scalar::Null, found),
+        _ => default_value(format, knob),
+    };
     Some(KnobAt {
         knob,
         place: Place::Default { key },
         value,
     })
+}
+
+/// The mode in effect: none set (null) is torch.compile's `default` when
+/// it compiles at all, else null.
+fn compile_mode(set: &Scalar, found: &crate::keys::Found) -> Scalar {
+    match set {
+        Scalar::Null if found.compile_on().is_some() => Scalar::Str("default".into()),
+        v => v.clone(),
+    }
 }
 
 /// Axolotl's accumulation when it gives `batch_size` (the effective batch)
