@@ -599,3 +599,26 @@ fn every_training_config_in_the_repository_turns_and_reads_back() {
         }
     }
 }
+
+#[test]
+fn trainguard_null_micro_batch_is_set_in_place() {
+    for null in ["null", "~", ""] {
+        let text = format!("batch_size: 32\nmicro_batch_size: {null}\nepochs: 2\n");
+        let i = input("c.yaml", &text);
+        let k = knobs(&i, None, &[]).unwrap();
+        let b = k.get(Knob::Batch).unwrap();
+        assert_eq!(
+            (b.place(), &b.value),
+            ("micro_batch_size (line 2)".into(), &int(32))
+        );
+        let t = turned(
+            &i,
+            &[],
+            &[(Knob::Batch, int(8)), (Knob::Accumulation, int(4))],
+        );
+        assert_eq!(
+            t.text, "batch_size: 32\nmicro_batch_size: 8\nepochs: 2\n",
+            "{null:?}"
+        );
+    }
+}
