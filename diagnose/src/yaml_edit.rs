@@ -61,13 +61,26 @@ fn replace_scalar(
     node: &Node,
     value: &str,
 ) -> Result<String, String> {
-    let ValueKind::Scalar { plain, block, .. } = &node.kind else {
+    let ValueKind::Scalar {
+        plain,
+        block,
+        text: was,
+    } = &node.kind
+    else {
         return Err(format!("`{path}` is a collection, not a single value"));
     };
     if *block {
         return Err(format!(
             "`{path}` is a block scalar (| or >); edit it by hand"
         ));
+    }
+    // `key:` with no value (null): the parser places the empty scalar at the
+    // next token, so the value goes right after the key's colon.
+    if *plain && was.is_empty() {
+        if let Some(key) = node.key {
+            return fill_empty(text, key.line, key.col, value)
+                .ok_or_else(|| format!("cannot find the `:` after `{path}`"));
+        }
     }
     let start = offset(text, node.value.line, node.value.col);
     let rest = &text[start..];
@@ -114,6 +127,37 @@ fn replace_scalar(
         _ => value.to_string(),
     };
     Ok(format!("{}{}{}", &text[..start], new, &text[start + len..]))
+}
+
+/// `text` with `value` after the `:` that ends the key at (line, col)
+/// (the first `:` followed by a space, a tab or the line's end, past a
+/// quoted key's closing quote).
+fn fill_empty(text: &str, line: usize, col: usize, value: &str) -> Option<String> {
+    let start = offset(text, line, col);
+    let rest = &text[start..];
+    let line_text = &rest[..rest.find('\n').unwrap_or(rest.len())];
+    let skip = match line_text.chars().next() {
+        Some(q @ ('"' | '\'')) => line_text[1..].find(q).map_or(0, |i| i + 2),
+        _ => 0,
+    };
+    let colon = line_text[skip..]
+        .char_indices()
+        .find(|&(i, c)| {
+            c == ':'
+                && line_text[skip + i + 1..]
+                    .chars()
+                    .next()
+                    .is_none_or(|n| n == ' ' || n == '\t')
+        })
+        .map(|(i, _)| start + skip + i + 1)?;
+    // Blanks alone after the colon go; a comment stays where it was.
+    let tail = &line_text[colon - start..];
+    let keep = if tail.trim().is_empty() {
+        colon + tail.len()
+    } else {
+        colon
+    };
+    Some(format!("{} {value}{}", &text[..colon], &text[keep..]))
 }
 
 /// The last line of the subtree at `path` (the whole document for ``).
@@ -248,6 +292,19 @@ mod tests {
         assert!(out.contains("  name: \"cnn\"  # Full\n"), "{out}");
         assert!(out.starts_with("# Memory & Performance\n"));
         assert_eq!(out.lines().count(), TEXT.lines().count());
+    }
+
+    #[test]
+    fn fills_an_empty_value_after_its_colon() {
+        let text = "batch_size: 32\nmicro_batch_size:   # none: whole batches\nepochs: 2\nlast:\n";
+        let out = set(text, "micro_batch_size", "8").unwrap();
+        assert_eq!(
+            out,
+            "batch_size: 32\nmicro_batch_size: 8   # none: whole batches\nepochs: 2\nlast:\n"
+        );
+        let out = set(&out, "last", "true").unwrap();
+        assert!(out.ends_with("epochs: 2\nlast: true\n"), "{out}");
+        assert_eq!(get(&out, "micro_batch_size"), serde_yaml::Value::from(8));
     }
 
     #[test]

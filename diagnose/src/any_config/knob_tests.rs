@@ -173,7 +173,19 @@ fn no_compile_mode_is_added_where_nothing_compiles() {
     );
     let t = turned(&i, &[], &[(Knob::CompileMode, s("default"))]);
     assert!(t.changes.is_empty() && t.text == i.text);
-    assert!(t.notes[0].contains("not added"), "{:?}", t.notes);
+    assert!(t.notes[0].contains("not set"), "{:?}", t.notes);
+    // Nor where TrainingArguments.to_json_string() wrote every field: a
+    // null mode is none.
+    let dump = input(
+        "args.json",
+        "{\"output_dir\": \"o\", \"per_device_train_batch_size\": 8, \"torch_compile\": false, \"torch_compile_mode\": null}",
+    );
+    let t = turned(&dump, &[], &[(Knob::CompileMode, s("default"))]);
+    assert!(t.changes.is_empty() && t.text == dump.text);
+    // With compile on, the null mode is `default` already.
+    let on = input("args.json", &dump.text.replace("false", "true"));
+    let k = knobs(&on, None, &[]).unwrap();
+    assert_eq!(k.get(Knob::CompileMode).unwrap().value, s("default"));
 }
 
 #[test]
@@ -585,5 +597,28 @@ fn every_training_config_in_the_repository_turns_and_reads_back() {
                 assert_eq!(*now, line, "{name}: line {}", n + 1);
             }
         }
+    }
+}
+
+#[test]
+fn trainguard_null_micro_batch_is_set_in_place() {
+    for null in ["null", "~", ""] {
+        let text = format!("batch_size: 32\nmicro_batch_size: {null}\nepochs: 2\n");
+        let i = input("c.yaml", &text);
+        let k = knobs(&i, None, &[]).unwrap();
+        let b = k.get(Knob::Batch).unwrap();
+        assert_eq!(
+            (b.place(), &b.value),
+            ("micro_batch_size (line 2)".into(), &int(32))
+        );
+        let t = turned(
+            &i,
+            &[],
+            &[(Knob::Batch, int(8)), (Knob::Accumulation, int(4))],
+        );
+        assert_eq!(
+            t.text, "batch_size: 32\nmicro_batch_size: 8\nepochs: 2\n",
+            "{null:?}"
+        );
     }
 }

@@ -131,6 +131,11 @@ pub fn knobs(
         };
         (format, tree, config)
     };
+    let mut found = find(&tree, format, &Concept::KNOBS);
+    // A known schema's keys are its top-level ones.
+    if format != Format::Generic {
+        found.hits.retain(|h| tree.entries[h.entry].depth == 0);
+    }
     let mut notes = Vec::new();
     let mut out = Vec::new();
     for knob in Knob::ALL {
@@ -138,7 +143,7 @@ pub fn knobs(
             Some((_, name)) => user_named(&tree, knob, name, &mut notes),
             None => match &config {
                 Some(c) => Some(trainguard(&tree, c, knob)),
-                None => by_format(&tree, format, knob, &out, &mut notes),
+                None => by_format(&tree, &found, knob, &out, &mut notes),
             },
         };
         out.extend(at);
@@ -268,28 +273,24 @@ fn default_value(format: Format, knob: Knob) -> Scalar {
         (Format::Axolotl, Knob::Batch) => Scalar::Int(1),
         (_, Knob::Accumulation) => Scalar::Int(1),
         (_, Knob::Checkpointing) => Scalar::Bool(false),
-        (_, Knob::CompileMode) => Scalar::Null,
         // Axolotl's `bf16: auto`: bf16 where the GPU has it.
         (Format::Axolotl, Knob::Precision) => Scalar::Str("auto".into()),
         (_, Knob::Precision) => Scalar::Str("no".into()),
-        (_, Knob::Batch) => Scalar::Null,
+        (_, Knob::Batch | Knob::CompileMode) => Scalar::Null,
     }
 }
 
 /// A knob of Hugging Face, Axolotl or a project's own config, by the
-/// format's names (`Concept::names`). `before`: the knobs found so far.
+/// format's names (`Concept::names`; `found`: the keys of them).
+/// `before`: the knobs found so far.
 fn by_format(
     tree: &Tree,
-    format: Format,
+    found: &crate::keys::Found,
     knob: Knob,
     before: &[KnobAt],
     notes: &mut Vec<String>,
 ) -> Option<KnobAt> {
-    let mut found = find(tree, format, &Concept::KNOBS);
-    // A known schema's keys are its top-level ones.
-    if format != Format::Generic {
-        found.hits.retain(|h| tree.entries[h.entry].depth == 0);
-    }
+    let format = found.format;
     let of = |c: Concept| {
         found
             .of(c)
@@ -311,10 +312,11 @@ fn by_format(
         }
     };
     if at.is_empty() {
-        return absent(tree, format, knob, &found, before);
+        return absent(tree, format, knob, found, before);
     }
     let value = match knob {
         Knob::Checkpointing => Scalar::Bool(at.iter().any(|k| checkpointing_on(&k.value))),
+        Knob::CompileMode => compile_mode(&at[0].value, found),
         Knob::Precision => precision(&at, format == Format::Axolotl),
         _ => at[0].value.clone(),
     };
@@ -383,16 +385,24 @@ fn absent(
         }
     }
     let key = *concept_of(knob).names(format).first()?;
-    let mut value = default_value(format, knob);
-    // No mode: torch.compile's `default`, when it compiles at all.
-    if knob == Knob::CompileMode && found.compile_on().is_some() {
-        value = Scalar::Str("default".into());
-    }
+    let value = match knob {
+        Knob::CompileMode => compile_mode(&Scalar::Null, found),
+        _ => default_value(format, knob),
+    };
     Some(KnobAt {
         knob,
         place: Place::Default { key },
         value,
     })
+}
+
+/// The mode in effect: none set (null) is torch.compile's `default` when
+/// it compiles at all, else null.
+fn compile_mode(set: &Scalar, found: &crate::keys::Found) -> Scalar {
+    match set {
+        Scalar::Null if found.compile_on().is_some() => Scalar::Str("default".into()),
+        v => v.clone(),
+    }
 }
 
 /// Axolotl's accumulation when it gives `batch_size` (the effective batch)

@@ -211,6 +211,16 @@ fn plan(format: Format, at: &KnobAt, want: &Scalar) -> Result<Plan, String> {
         let word = want.as_str().unwrap_or("no");
         return precision(format, at, word).map(Plan::Edits);
     }
+    // No mode set (absent or null) is torch.compile's `default` already;
+    // setting one would turn compile on (Hugging Face's reading) where it
+    // is off.
+    if at.knob == Knob::CompileMode && at.value == Scalar::Null && want.as_str() == Some("default")
+    {
+        return Ok(Plan::Nothing(format!(
+            "compile_mode: {} sets no mode, which is torch.compile's `default` wherever it compiles; not set",
+            at.place()
+        )));
+    }
     Ok(match &at.place {
         Place::Keys(keys) => Plan::Edits(
             keys.iter()
@@ -222,13 +232,6 @@ fn plan(format: Format, at: &KnobAt, want: &Scalar) -> Result<Plan, String> {
             at.knob.as_str(),
             edit::shown(want)
         )),
-        // No mode set is torch.compile's `default` already; adding one
-        // would turn compile on (Hugging Face's reading) where it is off.
-        Place::Default { key } if at.knob == Knob::CompileMode && want.as_str() == Some("default") => {
-            Plan::Nothing(format!(
-                "compile_mode: {key} is not set, which is torch.compile's `default` wherever it compiles; not added"
-            ))
-        }
         Place::Default { key } => Plan::Edits(vec![Edit::Add(key, want.clone())]),
     })
 }
