@@ -114,7 +114,7 @@ impl<'a> Fixer<'a> {
         k.found
             .into_iter()
             .map(|(f, _)| {
-                let v = f.value.as_ref().map_or("?".into(), shown);
+                let v = f.value.as_ref().map_or("unknown".into(), shown);
                 (f.knob.as_str().to_string(), format!("{v} ({})", f.place))
             })
             .collect()
@@ -175,7 +175,7 @@ impl<'a> Fixer<'a> {
                 next.changed.push(format!(
                     "{}: {} -> {} ({})",
                     f.place,
-                    f.value.as_ref().map_or("?".into(), shown),
+                    f.value.as_ref().map_or("unknown".into(), shown),
                     shown(&t.value),
                     t.why
                 ));

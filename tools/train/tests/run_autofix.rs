@@ -1,0 +1,385 @@
+//! `train run --auto-fix` on real programs: the repo's Hugging Face Trainer
+//! script (examples/hf_trainer/train.py) running out of memory for real
+//! under its address-space budget, by its flags and by a TrainingArguments
+//! YAML; a project's own nested YAML with its knobs named by --knob; the
+//! CUDA-graph class from its recorded message (a CPU cannot produce it);
+//! and a program with no knob, where no fix is possible.
+
+use std::path::Path;
+use testkit::{ucmd, write, CmdResult};
+
+fn py() -> String {
+    testkit::python().display().to_string()
+}
+
+fn hf_script() -> String {
+    testkit::repo_path("examples/hf_trainer/train.py")
+        .display()
+        .to_string()
+}
+
+fn summary(dir: &Path) -> serde_yaml::Value {
+    testkit::yaml(&std::fs::read(dir.join("summary.yaml")).unwrap())
+}
+
+fn train_run(cwd: &Path, args: &[&str]) -> CmdResult {
+    ucmd("train").arg("run").args(args).current_dir(cwd).run()
+}
+
+/// The Trainer's flags that keep a run short and on the CPU, with an
+/// address space that holds a batch of 32 and not one of 64.
+const HF_FLAGS: [&str; 12] = [
+    "--num_train_epochs",
+    "2",
+    "--disable_tqdm",
+    "true",
+    "--report_to",
+    "none",
+    "--save_strategy",
+    "no",
+    "--use_cpu",
+    "true",
+    "--memory_budget_mib",
+    "300",
+];
+
+fn final_loss(s: &serde_yaml::Value) -> f64 {
+    assert_eq!(s["last"]["metric"], "final_loss", "{s:?}");
+    s["last"]["value"].as_f64().unwrap()
+}
+
+/// Each leg's class (or `-`) and its changes.
+fn legs(s: &serde_yaml::Value) -> Vec<(String, Vec<String>)> {
+    s["legs"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|l| {
+            let changed = l["changed"]
+                .as_sequence()
+                .map(|c| c.iter().map(|w| w.as_str().unwrap().to_string()).collect())
+                .unwrap_or_default();
+            (l["class"].as_str().unwrap_or("-").to_string(), changed)
+        })
+        .collect()
+}
+
+#[test]
+fn a_trainer_run_out_of_memory_ends_at_a_smaller_batch_with_the_same_effective_batch() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let (py, script) = (py(), hf_script());
+    let mut args = vec![
+        "--auto-fix",
+        "--quiet",
+        "--out",
+        "r",
+        "--metric",
+        "final_loss",
+        "--",
+        &py,
+        &script,
+        "--output_dir",
+        "o",
+        "--per_device_train_batch_size",
+        "64",
+    ];
+    args.extend(HF_FLAGS);
+    let r = train_run(d, &args);
+    let err = r.stderr_str();
+    assert_eq!(r.code(), Some(0), "{err}");
+    let s = summary(&d.join("r"));
+    let got = legs(&s);
+    let classes: Vec<&str> = got.iter().map(|(c, _)| c.as_str()).collect();
+    assert_eq!(classes, ["out-of-memory", "out-of-memory", "-"], "{err}");
+    assert!(got[1].1[0].contains("checkpointing"), "{got:?}");
+    let last = got[2].1.join(" | ");
+    assert!(
+        last.contains("--per_device_train_batch_size: 64 -> 32")
+            && last.contains("--gradient_accumulation_steps: 1 -> 2")
+            && last.contains("stays 64"),
+        "{last}"
+    );
+    assert!(s["legs"][0]["evidence"]
+        .as_str()
+        .unwrap()
+        .contains("can't allocate memory"));
+    assert_eq!(s["auto_fix"]["attempts"].as_u64(), Some(3));
+    assert!(s["auto_fix"]["knobs"]["batch"]
+        .as_str()
+        .unwrap()
+        .starts_with("32 "));
+    assert!(
+        err.contains("leg 3 tries again with the fix applied"),
+        "{err}"
+    );
+    // The same run started at that batch and accumulation, unsupervised.
+    let mut reference = vec![
+        script.as_str(),
+        "--output_dir",
+        "o2",
+        "--per_device_train_batch_size",
+        "32",
+        "--gradient_accumulation_steps",
+        "2",
+    ];
+    reference.extend(HF_FLAGS);
+    let out = std::process::Command::new(&py)
+        .args(&reference)
+        .current_dir(d)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().find(|l| l.contains("final_loss")).unwrap();
+    let want = testkit::json(line.as_bytes())["final_loss"]
+        .as_f64()
+        .unwrap();
+    assert!(
+        (final_loss(&s) - want).abs() < 1e-6,
+        "{} vs {want}",
+        final_loss(&s)
+    );
+}
+
+#[test]
+fn a_trainer_yaml_is_fixed_in_a_copy_and_the_users_file_kept() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let original = "# my run\noutput_dir: o\nper_device_train_batch_size: 64\nnum_train_epochs: 2\ndisable_tqdm: true\nreport_to: none\nsave_strategy: 'no'\nuse_cpu: true\nmemory_budget_mib: 300\n";
+    write(d, "args.yaml", original);
+    let (py, script) = (py(), hf_script());
+    let r = train_run(
+        d,
+        &[
+            "--auto-fix",
+            "--quiet",
+            "--out",
+            "r",
+            "--metric",
+            "final_loss",
+            "--config",
+            "args.yaml",
+            "--",
+            &py,
+            &script,
+            "{config}",
+        ],
+    );
+    let err = r.stderr_str();
+    assert_eq!(r.code(), Some(0), "{err}");
+    let s = summary(&d.join("r"));
+    let n = s["legs"].as_sequence().unwrap().len();
+    let last = &s["legs"][n - 1];
+    assert_eq!(last["status"], "finished", "{err}");
+    let config = last["config"].as_str().unwrap();
+    assert_eq!(config, format!("r/config-{n}.yaml"));
+    let text = std::fs::read_to_string(d.join(config)).unwrap();
+    let y: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
+    assert_eq!(
+        y["per_device_train_batch_size"].as_i64(),
+        Some(32),
+        "{text}"
+    );
+    assert_eq!(y["gradient_accumulation_steps"].as_i64(), Some(2), "{text}");
+    assert!(text.starts_with("# my run\n"), "{text}");
+    assert_eq!(
+        std::fs::read_to_string(d.join("args.yaml")).unwrap(),
+        original
+    );
+    assert!(
+        legs(&s)[n - 1].1.iter().any(|c| c
+            .starts_with("args.yaml: per_device_train_batch_size: 64 -> 32")
+            || c.contains("per_device_train_batch_size: 64 -> 32")),
+        "{:?}",
+        legs(&s)
+    );
+}
+
+/// A torch program reading a project's own nested YAML (`--config`), whose
+/// batch is `training.bsz` and accumulation `training.accum`: a batch's
+/// activations of 4 MiB per example, under an address space of what it maps
+/// plus 64 MiB.
+const NESTED: &str = "import resource, sys, torch, yaml\n\
+c = yaml.safe_load(open(sys.argv[sys.argv.index('--config') + 1]))['training']\n\
+pages = int(open('/proc/self/statm').read().split()[0])\n\
+limit = pages * resource.getpagesize() + (64 << 20)\n\
+resource.setrlimit(resource.RLIMIT_AS, (limit, limit))\n\
+for _ in range(c['accum']):\n    torch.ones(c['bsz'], 1 << 20).sum()\n\
+print('valid loss', 1.0 / (c['bsz'] * c['accum']), flush=True)\n";
+
+#[test]
+fn a_projects_own_yaml_is_turned_by_the_names_given() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    write(d, "nested.py", NESTED);
+    let original = "training:\n  bsz: 64  # per step\n  accum: 1\n  lr: 0.1\n";
+    write(d, "cfg.yaml", original);
+    let py = py();
+    let base = [
+        "--quiet",
+        "--out",
+        "r",
+        "--metric",
+        "loss",
+        "--metric-regex",
+        r"valid loss\s+([0-9.e-]+)",
+        "--config",
+        "cfg.yaml",
+    ];
+    let tail = ["--", py.as_str(), "nested.py", "--config", "{config}"];
+    // Without the names, no knob is found: nothing is guessed.
+    let mut args: Vec<&str> = vec!["--auto-fix"];
+    args.extend(base);
+    args.extend(tail);
+    let r = train_run(d, &args);
+    assert_eq!(r.code(), Some(1), "{}", r.stderr_str());
+    let s = summary(&d.join("r"));
+    assert_eq!(s["legs"].as_sequence().unwrap().len(), 1);
+    let why = format!("{:?}", s["auto_fix"]["not_possible"]);
+    assert!(why.contains("--knob batch=NAME"), "{why}");
+    assert_eq!(s["auto_fix"]["stopped"], "no fix left to try");
+    std::fs::remove_dir_all(d.join("r")).unwrap();
+    // With them: 64 -> 32 -> 16 -> 8, accumulation 1 -> 8.
+    let mut args: Vec<&str> = vec![
+        "--auto-fix",
+        "--knob",
+        "batch=bsz",
+        "--knob",
+        "accumulation=training.accum",
+    ];
+    args.extend(base);
+    args.extend(tail);
+    let r = train_run(d, &args);
+    let err = r.stderr_str();
+    assert_eq!(r.code(), Some(0), "{err}");
+    let s = summary(&d.join("r"));
+    assert_eq!(s["legs"].as_sequence().unwrap().len(), 4, "{err}");
+    let text = std::fs::read_to_string(d.join("r/config-4.yaml")).unwrap();
+    assert_eq!(
+        text,
+        "training:\n  bsz: 8  # per step\n  accum: 8\n  lr: 0.1\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(d.join("cfg.yaml")).unwrap(),
+        original
+    );
+    assert_eq!(s["best"]["value"].as_f64(), Some(1.0 / 64.0));
+}
+
+/// A program with a torch.compile mode flag that fails as CUDA graphs
+/// replayed over moved tensors do (their recorded message) unless its
+/// mode records none.
+const GRAPHS: &str = "import argparse, sys\n\
+p = argparse.ArgumentParser()\n\
+p.add_argument('--torch_compile_mode', default='reduce-overhead')\n\
+p.add_argument('--gradient_checkpointing', action='store_true')\n\
+a = p.parse_args()\n\
+if a.torch_compile_mode in ('reduce-overhead', 'max-autotune'):\n    \
+print('RuntimeError: Error: accessing tensor output of CUDAGraphs that has been overwritten by a subsequent run.', file=sys.stderr)\n    \
+sys.exit(1)\n\
+print('valid loss 0.5 checkpointing', a.gradient_checkpointing)\n";
+
+#[test]
+fn cuda_graphs_get_compile_mode_default_and_keep_checkpointing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    write(d, "graphs.py", GRAPHS);
+    let r = train_run(
+        d,
+        &[
+            "--auto-fix",
+            "--quiet",
+            "--out",
+            "r",
+            "--",
+            "python3",
+            "graphs.py",
+            "--gradient_checkpointing",
+        ],
+    );
+    let err = r.stderr_str();
+    assert_eq!(r.code(), Some(0), "{err}");
+    let s = summary(&d.join("r"));
+    let got = legs(&s);
+    assert_eq!(got[0].0, "cuda-graph-pointer");
+    assert!(
+        got[1].1[0].starts_with("--torch_compile_mode: unknown -> default"),
+        "{got:?}"
+    );
+    let cmd: Vec<&str> = s["legs"][1]["command"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|w| w.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        cmd,
+        [
+            "python3",
+            "graphs.py",
+            "--gradient_checkpointing",
+            "--torch_compile_mode",
+            "default"
+        ]
+    );
+    let log = std::fs::read_to_string(d.join("r/output.log")).unwrap();
+    assert!(log.contains("checkpointing True"), "{log}");
+}
+
+#[test]
+fn no_knob_no_fix_and_the_summary_says_why() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    write(
+        d,
+        "oom.py",
+        "import argparse, sys\nargparse.ArgumentParser().parse_args()\nprint(\"RuntimeError: DefaultCPUAllocator: can't allocate memory: you tried to allocate 1073741824 bytes.\", file=sys.stderr)\nsys.exit(1)\n",
+    );
+    let r = train_run(
+        d,
+        &[
+            "--auto-fix",
+            "--quiet",
+            "--out",
+            "r",
+            "--",
+            "python3",
+            "oom.py",
+        ],
+    );
+    assert_eq!(r.code(), Some(1));
+    let err = r.stderr_str();
+    assert!(
+        err.contains("train run: not possible: gradient checkpointing"),
+        "{err}"
+    );
+    let s = summary(&d.join("r"));
+    assert_eq!(s["auto_fix"]["attempts"].as_u64(), Some(1));
+    assert_eq!(s["auto_fix"]["stopped"], "no fix left to try");
+    let why = format!("{:?}", s["auto_fix"]["not_possible"]);
+    assert!(why.contains("a smaller batch"), "{why}");
+    // --max-attempts 1: the first attempt only, said so.
+    std::fs::remove_dir_all(d.join("r")).unwrap();
+    let r = train_run(
+        d,
+        &[
+            "--auto-fix",
+            "--max-attempts",
+            "1",
+            "--quiet",
+            "--out",
+            "r",
+            "--",
+            "python3",
+            "oom.py",
+        ],
+    );
+    assert_eq!(r.code(), Some(1));
+    assert_eq!(
+        summary(&d.join("r"))["auto_fix"]["stopped"],
+        "--max-attempts 1 reached"
+    );
+    // --knob without --auto-fix is bad usage.
+    let r = train_run(d, &["--knob", "batch=bsz", "--", "true"]);
+    assert_eq!(r.code(), Some(2));
+}
