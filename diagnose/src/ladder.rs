@@ -17,6 +17,11 @@ use crate::knobs::{Found, Knob, Turn};
 use common::wire::config::CompileMode;
 use common::wire::failure::Class;
 
+/// Attempts at most by default (`train run --max-attempts`, a sweep's
+/// `max_attempts`): the first and up to four fixes (checkpointing on, then
+/// the batch halved up to three times).
+pub const MAX_ATTEMPTS: u32 = 5;
+
 /// What mixed precision the device the command runs on supports.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Device {

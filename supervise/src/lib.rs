@@ -9,6 +9,7 @@
 //! verdict, and `events` what wakes a supervisor's loop (a bell, the stop
 //! request).
 
+pub mod autofix;
 pub mod child;
 pub mod command;
 pub mod device;

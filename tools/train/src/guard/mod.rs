@@ -6,34 +6,23 @@
 //! with the fix of the failure applied. The supervision is the supervise
 //! crate's (`leg`); this is the chain, the run directory and the exit code.
 
-mod autofix;
-
 use anyhow::Context;
-use autofix::{Attempt, Fixer, Next};
 use clap::Parser;
 use common::bad_input;
 use common::wire::failure::Class;
 use common::wire::program::{ProgramLeg, ProgramStatus, ProgramSummary};
 use common::wire::run_dir::RunDir;
 use common::wire::Versioned;
+use diagnose::ladder::MAX_ATTEMPTS;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+use supervise::autofix::{expand, resume_dir, Attempt, Fixer, Next, CONFIG_WORD, RESUME_WORD};
 use supervise::child::Spec;
 use supervise::command::shell_words;
 use supervise::events::{self, Bell, Interrupter, Waiter};
 use supervise::leg::{Ended, Leg, Objective};
 use supervise::readers::Reader;
 use supervise::verdict::Stop;
-
-/// The word replaced by the current config's path.
-const CONFIG_WORD: &str = "{config}";
-/// The word replaced by a directory kept across `--auto-fix`'s attempts
-/// (DIR/checkpoints), for a script that saves its checkpoints there and
-/// resumes from it.
-const RESUME_WORD: &str = "{resume}";
-/// `--max-attempts`' default: the first attempt and up to four fixes
-/// (checkpointing on, then the batch halved up to three times).
-const MAX_ATTEMPTS: u32 = 5;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -143,7 +132,7 @@ pub fn run(args: &Args, stop: &Interrupter) -> anyhow::Result<u8> {
     if args.command.iter().any(|w| w.contains(RESUME_WORD)) {
         std::fs::create_dir_all(resume_dir(&dir))?;
     }
-    let mut fixer = args.auto_fix.then(|| Fixer::new(&args.knobs, &dir));
+    let mut fixer = args.auto_fix.then(|| Fixer::new(&args.knobs, &dir, None));
     let mut number = 0;
     while let Some(attempt) = queue.pop_front() {
         number += 1;
@@ -313,26 +302,6 @@ fn configs_of(args: &Args) -> anyhow::Result<Vec<Option<String>>> {
         .iter()
         .map(|f| Some(f.display().to_string()))
         .collect())
-}
-
-/// The command as it runs: `{config}` and `{resume}` replaced.
-fn expand(command: &[String], config: Option<&str>, dir: &RunDir) -> Vec<String> {
-    let resume = resume_dir(dir).display().to_string();
-    command
-        .iter()
-        .map(|w| {
-            let w = match config {
-                Some(c) => w.replace(CONFIG_WORD, c),
-                None => w.clone(),
-            };
-            w.replace(RESUME_WORD, &resume)
-        })
-        .collect()
-}
-
-/// `{resume}`'s directory.
-fn resume_dir(dir: &RunDir) -> PathBuf {
-    dir.path().join("checkpoints")
 }
 
 /// The known fixes for this command's environment, said once per run.

@@ -1,10 +1,13 @@
-//! `train run --auto-fix`: after a failed attempt, the next one with the
-//! fix ladder's turns made (`diagnose::ladder`), in the command's own flags
-//! (those its `--help` shows it defines, read once) or in a copy of its
-//! config written into the run directory (the user's file is never
-//! changed), and resumed from the script's last checkpoint where it can.
+//! `train run --auto-fix` and a sweep's `auto_fix: true`: after a failed
+//! attempt, the next one with the fix ladder's turns made
+//! (`diagnose::ladder`), in the command's own flags (those its `--help`
+//! shows it defines, read once; `knobs`) or in a copy of its config written
+//! into the run directory (the user's file is never changed), and resumed
+//! from the script's last checkpoint where it can. An attempt's command
+//! keeps the words `{config}` and `{resume}`, replaced as it runs
+//! (`expand`).
 
-use super::RESUME_WORD;
+use crate::knobs::{self as flags, Defined, FlagKnob, Source};
 use common::wire::failure::Class;
 use common::wire::run_dir::RunDir;
 use diagnose::any_config;
@@ -13,7 +16,6 @@ use diagnose::knobs::{Found, Knob, Turn};
 use diagnose::ladder::{self, Device};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use supervise::knobs::{self as flags, Defined, FlagKnob, Source};
 
 /// What one leg runs: its command (with `{config}` and `{resume}` words
 /// still in it) and config, and how it came from the leg before.
@@ -45,28 +47,58 @@ pub enum Next {
     None(Vec<String>),
 }
 
+/// The word replaced by the attempt's config's path.
+pub const CONFIG_WORD: &str = "{config}";
+/// The word replaced by a directory kept across attempts (RUN/checkpoints),
+/// for a script that saves its checkpoints there and resumes from it.
+pub const RESUME_WORD: &str = "{resume}";
+
+/// The command as it runs: `{config}` and `{resume}` replaced.
+pub fn expand(command: &[String], config: Option<&str>, dir: &RunDir) -> Vec<String> {
+    let resume = resume_dir(dir).display().to_string();
+    command
+        .iter()
+        .map(|w| {
+            let w = match config {
+                Some(c) => w.replace(CONFIG_WORD, c),
+                None => w.clone(),
+            };
+            w.replace(RESUME_WORD, &resume)
+        })
+        .collect()
+}
+
+/// `{resume}`'s directory.
+pub fn resume_dir(dir: &RunDir) -> PathBuf {
+    dir.path().join("checkpoints")
+}
+
 pub struct Fixer<'a> {
     user: &'a [(Knob, String)],
     dir: &'a RunDir,
+    /// Where the command runs (None: here).
+    cwd: Option<PathBuf>,
     device: Device,
     /// The program's flags, from its `--help` (read at the first need).
     defined: Option<Option<Defined>>,
 }
 
 impl<'a> Fixer<'a> {
-    pub fn new(user: &'a [(Knob, String)], dir: &'a RunDir) -> Fixer<'a> {
+    pub fn new(user: &'a [(Knob, String)], dir: &'a RunDir, cwd: Option<PathBuf>) -> Fixer<'a> {
         Fixer {
             user,
             dir,
-            device: supervise::device::mixed_precision(),
+            cwd,
+            device: crate::device::mixed_precision(),
             defined: None,
         }
     }
 
     fn defined(&mut self, argv: &[String]) -> Option<&Defined> {
+        let cwd = self.cwd.as_deref();
         self.defined
             .get_or_insert_with(|| {
-                flags::read_help(argv, None, flags::HELP_TIMEOUT).map(|h| Defined::parse(&h))
+                flags::read_help(argv, cwd, flags::HELP_TIMEOUT).map(|h| Defined::parse(&h))
             })
             .as_ref()
     }
@@ -84,7 +116,7 @@ impl<'a> Fixer<'a> {
         };
         let (by_key, notes) = match &a.config {
             Some(path) => {
-                let input = common::input::read(Path::new(path))?;
+                let input = common::input::read(&self.at(path))?;
                 let k = any_config::knobs(&input, None, user)?;
                 (k.knobs, k.notes)
             }
@@ -107,7 +139,7 @@ impl<'a> Fixer<'a> {
 
     /// The knobs as `a` runs them, by name: `value (where)`.
     pub fn effective(&mut self, a: &Attempt) -> BTreeMap<String, String> {
-        let argv = super::expand(&a.command, a.config.as_deref(), self.dir);
+        let argv = expand(&a.command, a.config.as_deref(), self.dir);
         let Ok(k) = self.knobs(a, &argv) else {
             return BTreeMap::new();
         };
@@ -128,7 +160,7 @@ impl<'a> Fixer<'a> {
         class: Class,
         fragmented: bool,
     ) -> anyhow::Result<Next> {
-        let argv = super::expand(&a.command, a.config.as_deref(), self.dir);
+        let argv = expand(&a.command, a.config.as_deref(), self.dir);
         let knobs = self.knobs(a, &argv)?;
         let found: Vec<Found> = knobs.found.iter().map(|(f, _)| f.clone()).collect();
         let plan = ladder::next(class, fragmented, &found, self.device);
@@ -183,7 +215,7 @@ impl<'a> Fixer<'a> {
         }
         if !on_keys.is_empty() {
             let path = a.config.as_deref().expect("keys were found in it");
-            let input = common::input::read(Path::new(path))?;
+            let input = common::input::read(&self.at(path))?;
             let turned = match any_config::turn(&input, None, &on_keys, self.user)? {
                 Ok(t) => t,
                 Err(e) => return Ok(Next::None(vec![format!("{path}: {e}")])),
@@ -202,6 +234,14 @@ impl<'a> Fixer<'a> {
         Ok(Next::Attempt(next))
     }
 
+    /// A path of the command's, from where it runs.
+    fn at(&self, path: &str) -> PathBuf {
+        match &self.cwd {
+            Some(c) => c.join(path),
+            None => PathBuf::from(path),
+        }
+    }
+
     /// DIR/config-N.EXT: leg N's config.
     fn config_copy(&self, original: &str, number: u32) -> PathBuf {
         let ext = Path::new(original)
@@ -216,13 +256,13 @@ impl<'a> Fixer<'a> {
     /// `{resume}` directory, for a script that saves there.
     fn resume(&mut self, next: &mut Attempt) -> Option<String> {
         if next.command.iter().any(|w| w.contains(RESUME_WORD)) {
-            let dir = super::resume_dir(self.dir);
+            let dir = resume_dir(self.dir);
             let any = std::fs::read_dir(&dir).ok()?.next().is_some();
             return any.then(|| dir.display().to_string());
         }
-        let argv = super::expand(&next.command, next.config.as_deref(), self.dir);
+        let argv = expand(&next.command, next.config.as_deref(), self.dir);
         let out = flags::value_of(&argv, &["--output_dir", "--output-dir"])?;
-        let newest = newest_checkpoint(Path::new(&out))?;
+        let newest = newest_checkpoint(&self.at(&out))?;
         let d = self.defined(&argv)?;
         let path = newest.display().to_string();
         next.command = flags::with_flag(&next.command, d, "--resume_from_checkpoint", &path)?;
