@@ -47,7 +47,7 @@ pub struct Context<'a> {
 }
 
 /// The macros, for messages.
-const MACROS: [&str; 13] = [
+const MACROS: [&str; 14] = [
     "${env}",
     "${interpreter}",
     "${program}",
@@ -61,6 +61,7 @@ const MACROS: [&str; 13] = [
     "${args_override_hydra}",
     "${envvar:NAME}",
     "${config}",
+    "${resume}",
 ];
 
 /// The trial's argv: `command`, or W&B's default when it is absent or empty
@@ -172,6 +173,9 @@ fn macro_args(name: &str, ctx: &Context) -> anyhow::Result<Vec<String>> {
         }),
         "args_json" => vec![args_json(ctx.params)],
         "args_json_file" => vec![ctx.args_json_file.into()],
+        // A directory kept across the trial's attempts (auto_fix), put in
+        // as the fixer's word and replaced as each attempt runs.
+        "resume" => vec![crate::autofix::RESUME_WORD.into()],
         "config" => match ctx.config {
             Some(path) => vec![path.into()],
             None => {

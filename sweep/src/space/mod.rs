@@ -60,6 +60,18 @@ pub struct Program {
     /// `preload`: the modules a server imports once, each trial a fork of
     /// it (`supervise::preload`), in the file's order, without repeats.
     pub preload: Vec<String>,
+    /// `auto_fix: true`: a trial that fails in a way a setting fixes runs
+    /// again with the fix applied (`supervise::autofix`).
+    pub auto_fix: Option<AutoFix>,
+}
+
+/// A program space's `auto_fix: true`, `fix:` and `max_attempts`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AutoFix {
+    /// `fix: {batch: bsz}`: the user's names for the knobs (flags the
+    /// program defines, or keys of its `${config}`).
+    pub knobs: Vec<(diagnose::knobs::Knob, String)>,
+    pub max_attempts: u32,
 }
 
 /// One parameter: held at a value, or drawn from a distribution.
@@ -88,7 +100,7 @@ pub struct Parsed {
     pub warnings: Vec<String>,
 }
 
-const TOP_KEYS: [&str; 10] = [
+const TOP_KEYS: [&str; 13] = [
     "method",
     "bayes",
     "metric",
@@ -99,6 +111,9 @@ const TOP_KEYS: [&str; 10] = [
     "command",
     "working_dir",
     "preload",
+    "auto_fix",
+    "fix",
+    "max_attempts",
 ];
 /// W&B keys that do not apply to train sweep; accepted so that a W&B file
 /// reads as it is.

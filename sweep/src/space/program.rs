@@ -1,5 +1,6 @@
 //! A space that names the user's `program` (W&B's meaning): the program
-//! block (`program`, `command`, `working_dir`, `preload`), its command checked before
+//! block (`program`, `command`, `working_dir`, `preload`, `auto_fix`,
+//! `fix`, `max_attempts`), its command checked before
 //! any trial, a trial's parameters as the program gets them, and the
 //! `${config}` file (the base config with the trial's values at their
 //! dotted keys, comments kept).
@@ -8,16 +9,28 @@ use super::*;
 use crate::trial::Choice;
 use serde_json::Value as Json;
 
+/// The space's keys of the program block, as found.
+pub(super) struct ProgramKeys<'a> {
+    pub program: Option<&'a Value>,
+    pub command: Option<&'a Value>,
+    pub working_dir: Option<&'a Value>,
+    pub preload: Option<&'a Value>,
+    pub auto_fix: Option<&'a Value>,
+    pub fix: Option<&'a Value>,
+    pub max_attempts: Option<&'a Value>,
+}
+
 impl Reader<'_> {
     /// The program block; without `program`, `command` is W&B's only and
-    /// ignored (said), and `working_dir` and `preload` are refused.
-    pub(super) fn program(
-        &mut self,
-        program: Option<&Value>,
-        command: Option<&Value>,
-        working_dir: Option<&Value>,
-        preload: Option<&Value>,
-    ) -> anyhow::Result<Option<Program>> {
+    /// ignored (said), and the block's other keys are refused.
+    pub(super) fn program(&mut self, keys: &ProgramKeys) -> anyhow::Result<Option<Program>> {
+        let ProgramKeys {
+            program,
+            command,
+            working_dir,
+            preload,
+            ..
+        } = *keys;
         let Some(program) = program else {
             if command.is_some() {
                 self.warn(
@@ -25,7 +38,13 @@ impl Reader<'_> {
                     "ignored: without `program`, train sweep runs train itself with each trial's config",
                 );
             }
-            for (key, v) in [("working_dir", working_dir), ("preload", preload)] {
+            for (key, v) in [
+                ("working_dir", working_dir),
+                ("preload", preload),
+                ("auto_fix", keys.auto_fix),
+                ("fix", keys.fix),
+                ("max_attempts", keys.max_attempts),
+            ] {
                 if v.is_some() {
                     return Err(self.err(key, "only for a space that names `program`"));
                 }
@@ -86,6 +105,73 @@ impl Reader<'_> {
             command,
             work_in_trial,
             preload: self.preload(preload)?,
+            auto_fix: self.auto_fix(keys)?,
+        }))
+    }
+
+    /// `auto_fix: true`, with `fix: {knob: name}` and `max_attempts: N`
+    /// only beside it.
+    fn auto_fix(&self, keys: &ProgramKeys) -> anyhow::Result<Option<AutoFix>> {
+        let on = match keys.auto_fix {
+            None => false,
+            Some(Value::Bool(b)) => *b,
+            Some(v) => {
+                return Err(self.err(
+                    "auto_fix",
+                    format!("expected true or false, found {}", show(v)),
+                ))
+            }
+        };
+        if !on {
+            for (key, v) in [("fix", keys.fix), ("max_attempts", keys.max_attempts)] {
+                if v.is_some() {
+                    return Err(self.err(key, "only with `auto_fix: true`"));
+                }
+            }
+            return Ok(None);
+        }
+        let mut knobs = Vec::new();
+        if let Some(v) = keys.fix {
+            let map = v.as_mapping().ok_or_else(|| {
+                self.err(
+                    "fix",
+                    format!("expected a mapping of settings to your names for them, e.g. {{batch: bsz, accumulation: accum_steps}}, found {}", show(v)),
+                )
+            })?;
+            for (k, name) in map {
+                let key = k.as_str().unwrap_or_default();
+                let path = format!("fix.{key}");
+                let knob = diagnose::knobs::Knob::parse(key).map_err(|e| self.err(&path, e))?;
+                let name = match name.as_str() {
+                    Some(n) if !n.trim().is_empty() => n.trim().to_string(),
+                    _ => {
+                        return Err(self.err(
+                            &path,
+                            format!("expected the name of a flag your program defines or a key of its config, found {}", show(name)),
+                        ))
+                    }
+                };
+                knobs.push((knob, name));
+            }
+        }
+        let max_attempts = match keys.max_attempts {
+            None => diagnose::ladder::MAX_ATTEMPTS,
+            Some(v) => match v.as_u64() {
+                Some(n @ 1..=100) => n as u32,
+                _ => {
+                    return Err(self.err(
+                        "max_attempts",
+                        format!(
+                            "expected a whole number of attempts from 1 to 100, found {}",
+                            show(v)
+                        ),
+                    ))
+                }
+            },
+        };
+        Ok(Some(AutoFix {
+            knobs,
+            max_attempts,
         }))
     }
 
@@ -250,6 +336,47 @@ mod tests {
         let preload = s.program.unwrap().preload;
         assert_eq!(preload, ["torch", "transformers.trainer"]);
         assert!(parse(PROGRAM).unwrap().program.unwrap().preload.is_empty());
+    }
+
+    #[test]
+    fn auto_fix_with_its_names_and_attempts() {
+        let s = parse(&format!(
+            "{PROGRAM}auto_fix: true\nfix: {{batch: bsz, accumulation: accum}}\nmax_attempts: 3\n"
+        ))
+        .unwrap();
+        let a = s.program.unwrap().auto_fix.unwrap();
+        use diagnose::knobs::Knob;
+        assert_eq!(
+            a.knobs,
+            [
+                (Knob::Batch, "bsz".to_string()),
+                (Knob::Accumulation, "accum".to_string())
+            ]
+        );
+        assert_eq!(a.max_attempts, 3);
+        let s = parse(&format!("{PROGRAM}auto_fix: true\n")).unwrap();
+        assert_eq!(
+            s.program.unwrap().auto_fix.unwrap().max_attempts,
+            diagnose::ladder::MAX_ATTEMPTS
+        );
+        assert!(parse(PROGRAM).unwrap().program.unwrap().auto_fix.is_none());
+        let refused = |text: &str| format!("{:#}", parse(text).expect_err("refused"));
+        let m = refused(&format!("{PROGRAM}fix: {{batch: bsz}}\n"));
+        assert!(m.contains("`fix`: only with `auto_fix: true`"), "{m}");
+        let m = refused(&format!("{PROGRAM}auto_fix: true\nfix: {{bsz: batch}}\n"));
+        assert!(
+            m.contains("`fix.bsz`: unknown knob \"bsz\"; expected one of batch"),
+            "{m}"
+        );
+        let m = refused(&format!("{PROGRAM}auto_fix: yes please\n"));
+        assert!(m.contains("`auto_fix`: expected true or false"), "{m}");
+        let m = refused(&format!("{PROGRAM}auto_fix: true\nmax_attempts: 0\n"));
+        assert!(m.contains("from 1 to 100"), "{m}");
+        let m = refused("method: grid\nmetric: {name: val_loss}\nparameters: {lr: {value: 0.1}}\nauto_fix: true\n");
+        assert!(
+            m.contains("`auto_fix`: only for a space that names `program`"),
+            "{m}"
+        );
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! and checking it against the config schema; each parameter's own block
 //! is read in `params`.
 
+use super::program::ProgramKeys;
 use super::*;
 
 impl Reader<'_> {
@@ -18,12 +19,15 @@ impl Reader<'_> {
             }
         }
         let get = |key: &str| entries.iter().find(|(k, _)| k == key).map(|(_, v)| *v);
-        let program = self.program(
-            get("program"),
-            get("command"),
-            get("working_dir"),
-            get("preload"),
-        )?;
+        let program = self.program(&ProgramKeys {
+            program: get("program"),
+            command: get("command"),
+            working_dir: get("working_dir"),
+            preload: get("preload"),
+            auto_fix: get("auto_fix"),
+            fix: get("fix"),
+            max_attempts: get("max_attempts"),
+        })?;
 
         let method = match get("method") {
             None => {
