@@ -26,6 +26,10 @@ pub struct Attempt {
     /// Each knob changed from the leg before, in words.
     pub changed: Vec<String>,
     pub resumed_from: Option<String>,
+    /// The flags turned so far (this attempt's and the earlier ones'), as
+    /// the command names them, with their values: a sweep maps them back to
+    /// its parameters.
+    pub flags_set: Vec<(String, Scalar)>,
 }
 
 /// Where a knob is turned.
@@ -189,6 +193,7 @@ impl<'a> Fixer<'a> {
             config: a.config.clone(),
             changed: Vec::new(),
             resumed_from: None,
+            flags_set: a.flags_set.clone(),
         };
         if !on_flags.is_empty() {
             let user = self.user;
@@ -204,6 +209,7 @@ impl<'a> Fixer<'a> {
                     .find(|(f, _)| f.knob == t.knob)
                     .unwrap()
                     .0;
+                next.flags_set.push((f.place.clone(), t.value.clone()));
                 next.changed.push(format!(
                     "{}: {} -> {} ({})",
                     f.place,

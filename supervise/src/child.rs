@@ -43,6 +43,7 @@ const MAX_LINE: usize = 64 * 1024;
 const DRAIN: Duration = Duration::from_secs(1);
 
 /// What to run and where its output goes.
+#[derive(Clone)]
 pub struct Spec {
     pub argv: Vec<String>,
     /// Its working directory (None: ours).

@@ -276,6 +276,8 @@ impl Claimed {
             slot: self.slot,
             dir,
             started: Instant::now(),
+            attempt_started: Instant::now(),
+            earlier: Vec::new(),
             reported: BTreeMap::new(),
             ending: None,
             crowd: self.crowd,

@@ -37,6 +37,7 @@
 //! - `slurm`: sbatch scripts of workers, MaxArraySize, squeue;
 //! - `report`: journal -> table, csv, json, yaml, best config, plot.
 
+mod attempts;
 mod banner;
 pub mod cli;
 mod context;

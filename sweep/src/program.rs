@@ -14,6 +14,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use supervise::autofix::{self, Attempt, CONFIG_WORD};
 use supervise::child::Spec;
 use supervise::env::{TorchVersion, Wants};
 use supervise::leg::{Leg, Objective};
@@ -112,6 +113,13 @@ pub struct Started {
     pub env_said: Vec<String>,
     /// Forked from the preload server.
     pub forked: bool,
+    /// What this attempt runs (its command with the `{config}` and
+    /// `{resume}` words), for the fixer's next one.
+    pub attempt: Attempt,
+    /// Its attempt's number, from 1.
+    pub number: u32,
+    /// The spec it started with, for another attempt.
+    pub spec: Spec,
 }
 
 /// The launch directory of a sweep (where `train sweep` was first started).
@@ -168,15 +176,24 @@ pub fn start(space: &Space, settings: &Settings, l: &Launch) -> anyhow::Result<S
     let params = space.program_params(l.values);
     let config = write_inputs(program, settings, l, &dir, &params)?;
     let get = |k: &str| std::env::var(k).ok();
-    let (cwd, argv) = command_line(
+    // The command with the config's place kept as the fixer's word.
+    let (cwd, template) = command_line(
         program,
         settings,
         &launch,
         &dir,
         &params,
-        config.as_deref(),
+        config.as_ref().map(|_| CONFIG_WORD),
         &get,
     )?;
+    let attempt = Attempt {
+        command: template,
+        config: config.clone(),
+        changed: vec![],
+        resumed_from: None,
+        flags_set: vec![],
+    };
+    let argv = autofix::expand(&attempt.command, config.as_deref(), &dir.run());
     let fixes = supervise::env::fixes(
         &get,
         l.torch,
@@ -222,7 +239,58 @@ pub fn start(space: &Space, settings: &Settings, l: &Launch) -> anyhow::Result<S
         argv,
         env_said: fixes.said,
         forked,
+        attempt,
+        number: 1,
+        spec,
     })
+}
+
+impl Started {
+    /// Attempt `number` of the same trial, `attempt` in place of this one's
+    /// command and config: its environment, directory and log as before.
+    pub fn again(
+        space: &Space,
+        dir: &TrialDir,
+        spec: &Spec,
+        env_said: Vec<String>,
+        attempt: Attempt,
+        number: u32,
+    ) -> anyhow::Result<Started> {
+        let dir = TrialDir::new(std::path::absolute(dir.path())?);
+        let run = dir.run();
+        let argv = autofix::expand(&attempt.command, attempt.config.as_deref(), &run);
+        let spec = Spec {
+            argv: argv.clone(),
+            ..spec.clone()
+        };
+        let reader = Reader::new(
+            &space.metric.name.to_string(),
+            space.metric.regex.as_deref(),
+        )?;
+        let objective = Objective {
+            metric: space.metric.name.to_string(),
+            maximize: space.metric.goal == crate::trial::Direction::Maximize,
+        };
+        let leg = Leg::start(
+            &spec,
+            reader,
+            &run,
+            number,
+            objective,
+            attempt.config.clone(),
+        )?;
+        supervise::group::write_pid_file(&dir.pid(), leg.pid())?;
+        Ok(Started {
+            leg,
+            cwd: spec.cwd.clone().unwrap_or_default(),
+            argv,
+            env_said,
+            forked: spec.preload.is_some(),
+            attempt,
+            number,
+            spec,
+        })
+    }
 }
 
 /// The files a trial's program reads its values from: params.json, W&B's

@@ -49,6 +49,17 @@ fn row(t: &Trial) -> Row {
         error_message: text("error_message"),
         retried_from: t.user_attrs.get("retried_from").and_then(Value::as_u64),
         discarded: t.discarded,
+        attempts: t.user_attrs.get("attempts").and_then(Value::as_u64),
+        knobs: t
+            .user_attrs
+            .get("knobs")
+            .and_then(Value::as_object)
+            .map(|m| {
+                m.iter()
+                    .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
+                    .collect()
+            })
+            .unwrap_or_default(),
     }
 }
 
@@ -288,7 +299,7 @@ pub fn report(dir: &Path, format: Option<Format>) -> anyhow::Result<u8> {
             t.number,
             space.metric.name,
             t.value.unwrap_or(f64::NAN),
-            best_text(&settings, &space, &t.params)?
+            best_text(&settings, &space, t)?
         );
         common::files::write_atomic(&SweepDir::new(dir).best_config(), text.as_bytes())?;
     }
@@ -317,26 +328,66 @@ pub fn report(dir: &Path, format: Option<Format>) -> anyhow::Result<u8> {
 
 /// The best trial's config: the base with its values; for a program, its
 /// `${config}` text, or without one its parameters as YAML.
-fn best_text(
-    settings: &Settings,
-    space: &Space,
-    params: &std::collections::BTreeMap<String, crate::trial::ParamValue>,
-) -> anyhow::Result<String> {
+fn best_text(settings: &Settings, space: &Space, trial: &Trial) -> anyhow::Result<String> {
+    let params = &trial.params;
     if space.program.is_none() {
         return Ok(space.apply(&settings.base, params)?.to_yaml());
     }
     let mut values = space.search_space().fixed;
     values.extend(params.clone());
-    match &settings.base_text {
-        Some(base) => Space::trial_config_text(base, &settings.base_name, &values),
+    // auto_fix: the settings its last attempt ran with, so that the config
+    // does not reproduce the failure its first attempt met.
+    let mut note = String::new();
+    if let Some(changes) = trial.user_attrs.get("auto_fix").and_then(Value::as_array) {
+        note.push_str(
+            "# auto_fix: the trial ran these changes (its last attempt's settings are below):\n",
+        );
+        for c in changes.iter().filter_map(Value::as_str) {
+            note.push_str(&format!("#   {c}\n"));
+        }
+    }
+    if let Some(used) = trial.user_attrs.get("config_used").and_then(Value::as_str) {
+        if let Ok(text) = std::fs::read_to_string(used) {
+            return Ok(format!("{note}{text}"));
+        }
+    }
+    if let Some(eff) = trial
+        .user_attrs
+        .get("effective_params")
+        .and_then(Value::as_object)
+    {
+        for (k, v) in eff {
+            if let Some(p) = values.get(k).cloned() {
+                values.insert(k.clone(), with_json(&p, v));
+            }
+        }
+    }
+    let text = match &settings.base_text {
+        Some(base) => Space::trial_config_text(base, &settings.base_name, &values)?,
         None => {
             let map: serde_yaml::Mapping = space
                 .program_params(&values)
                 .into_iter()
                 .map(|(k, v)| (k.into(), serde_yaml::to_value(v).unwrap_or_default()))
                 .collect();
-            Ok(serde_yaml::to_string(&map)?)
+            serde_yaml::to_string(&map)?
         }
+    };
+    Ok(format!("{note}{text}"))
+}
+
+/// `v` (JSON) as a value of the kind `like` is.
+fn with_json(like: &ParamValue, v: &Value) -> ParamValue {
+    use crate::trial::Choice;
+    match (like, v) {
+        (ParamValue::Int(_), v) if v.is_i64() => ParamValue::Int(v.as_i64().unwrap_or_default()),
+        (ParamValue::Float(_), v) if v.is_number() => {
+            ParamValue::Float(v.as_f64().unwrap_or_default())
+        }
+        (_, Value::Bool(b)) => ParamValue::Choice(Choice::Bool(*b)),
+        (_, v) if v.is_i64() => ParamValue::Choice(Choice::Int(v.as_i64().unwrap_or_default())),
+        (_, Value::String(s)) => ParamValue::Choice(Choice::Str(s.clone())),
+        _ => like.clone(),
     }
 }
 
@@ -372,6 +423,11 @@ fn write_csv(r: &SweepReport, w: &mut dyn Write) -> anyhow::Result<()> {
     if discards {
         header.push("discarded".into());
     }
+    // Only sweeps with `auto_fix` have the column.
+    let attempts = r.trials.iter().any(|t| t.attempts.is_some());
+    if attempts {
+        header.push("attempts".into());
+    }
     csv.write_record(&header)?;
     for t in &r.trials {
         let mut rec = vec![
@@ -389,6 +445,9 @@ fn write_csv(r: &SweepReport, w: &mut dyn Write) -> anyhow::Result<()> {
         ]);
         if discards {
             rec.push(t.discarded.to_string());
+        }
+        if attempts {
+            rec.push(t.attempts.map(|a| a.to_string()).unwrap_or_default());
         }
         csv.write_record(&rec)?;
     }
@@ -411,9 +470,17 @@ fn write_table(r: &SweepReport, w: &mut dyn Write) -> anyhow::Result<()> {
         "s".into(),
         "error".into(),
     ]);
+    let attempts = r.trials.iter().any(|t| t.attempts.is_some());
+    if attempts {
+        header.push("attempts".into());
+    }
     t.set_header(header);
     for row in &r.trials {
-        t.add_row(trial_cells(row, &names));
+        let mut cells = trial_cells(row, &names);
+        if attempts {
+            cells.push(attempts_cell(row));
+        }
+        t.add_row(cells);
     }
     writeln!(w, "{t}")?;
     let counts: Vec<String> = r.counts.iter().map(|(s, n)| format!("{s} {n}")).collect();
@@ -460,6 +527,31 @@ fn write_table(r: &SweepReport, w: &mut dyn Write) -> anyhow::Result<()> {
 }
 
 /// One trial's row of the `--report` table, in the header's order.
+/// `2: batch 32, accumulation 2`: the attempts, and the batch settings
+/// the last one ran with when a fix changed them.
+fn attempts_cell(row: &Row) -> String {
+    let n = row.attempts.unwrap_or(1);
+    let knobs: Vec<String> = [
+        "batch",
+        "accumulation",
+        "checkpointing",
+        "compile_mode",
+        "precision",
+    ]
+    .iter()
+    .filter(|_| n > 1)
+    .filter_map(|k| {
+        let v = row.knobs.get(*k)?;
+        Some(format!("{k} {}", v.split(' ').next().unwrap_or(v)))
+    })
+    .collect();
+    if knobs.is_empty() {
+        n.to_string()
+    } else {
+        format!("{n}: {}", knobs.join(", "))
+    }
+}
+
 fn trial_cells(row: &Row, names: &[String]) -> Vec<String> {
     let state = match row.discarded {
         true => format!("{} (discarded)", row.state),

@@ -37,6 +37,9 @@ const TIMEOUT_GRACE: Duration = Duration::from_secs(5);
 pub(crate) enum Proc {
     Train(Box<Child>),
     Program(Box<crate::program::Started>),
+    /// A program trial whose last attempt has ended (`attempts`), on its
+    /// way to be recorded.
+    Ended(Box<crate::attempts::Done>),
 }
 
 pub(crate) struct Running {
@@ -46,6 +49,10 @@ pub(crate) struct Running {
     pub slot: usize,
     pub dir: TrialDir,
     pub started: Instant,
+    /// When its attempt started (`--trial-timeout` is each attempt's).
+    pub attempt_started: Instant,
+    /// Its earlier attempts' legs (auto_fix), oldest first.
+    pub earlier: Vec<ProgramLeg>,
     pub reported: BTreeMap<u64, f64>,
     pub ending: Option<Ending>,
     /// Trials sharing its slot's device (itself included) when it started.
@@ -72,12 +79,13 @@ impl Running {
                 match &why {
                     Ending::Pruned(w) => Stop::Pruned(w.clone()),
                     Ending::Timeout => Stop::Timeout {
-                        limit_s: self.started.elapsed().as_secs_f64(),
+                        limit_s: self.attempt_started.elapsed().as_secs_f64(),
                     },
                     Ending::Interrupted => Stop::Interrupted("the sweep was stopped".into()),
                 },
                 grace,
             ),
+            Proc::Ended(_) => {}
         }
         self.ending = Some(why);
     }
@@ -87,6 +95,7 @@ impl Running {
         match &mut self.proc {
             Proc::Train(c) => c.try_wait(),
             Proc::Program(p) => p.leg.tick(),
+            Proc::Ended(_) => Ok(None),
         }
     }
 
@@ -96,18 +105,19 @@ impl Running {
         let grace = match &self.proc {
             Proc::Train(c) => c.deadline(),
             Proc::Program(p) => p.leg.deadline(),
+            Proc::Ended(_) => None,
         };
         let timeout = timeout_s
             .filter(|_| self.ending.is_none())
-            .map(|s| self.started + Duration::from_secs_f64(s));
+            .map(|s| self.attempt_started + Duration::from_secs_f64(s));
         grace.into_iter().chain(timeout).min()
     }
 
     /// Its process tree's host memory peak so far (a program trial's).
     pub fn host_peak_mib(&self) -> Option<f64> {
         match &self.proc {
-            Proc::Train(_) => None,
             Proc::Program(p) => p.leg.host_peak_mib(),
+            Proc::Train(_) | Proc::Ended(_) => None,
         }
     }
 
@@ -138,6 +148,7 @@ impl Running {
                     .map(|r| (r.step, r.value))
                     .collect()
             }
+            Proc::Ended(_) => Vec::new(),
         }
     }
 }
@@ -166,7 +177,7 @@ impl Look<'_> {
             self.report_values(&mut trials[i], study)?;
             let r = &mut trials[i];
             if let (None, Some(limit)) = (&r.ending, self.sweep.settings.trial_timeout_s) {
-                if r.started.elapsed().as_secs_f64() > limit {
+                if r.attempt_started.elapsed().as_secs_f64() > limit {
                     r.stop(Ending::Timeout);
                 }
             }
@@ -175,6 +186,12 @@ impl Look<'_> {
                 Some(status) => {
                     let r = trials.remove(i);
                     let busy: Vec<usize> = trials.iter().map(|t| t.slot).collect();
+                    let (r, again) = self.end_attempt(r, status, &busy)?;
+                    if again {
+                        trials.insert(i, r);
+                        i += 1;
+                        continue;
+                    }
                     let reruns = reruns_for(study, r.number, outcome::RERUN_ALLOCATOR);
                     if let Some(why) = self.finish(r, status, reruns, &busy)? {
                         disk_full = Some(why);
@@ -229,32 +246,25 @@ impl Look<'_> {
         let sweep = self.sweep;
         let full = full_disk(&sweep.dir);
         let name = sweep.space.metric.name.to_string();
-        let (verdict, mut attrs) = match r.proc {
-            Proc::Train(_) => judge_train(
+        // end_attempt ends a program's leg first; this is for safety.
+        let r = match r.proc {
+            Proc::Program(p) => Running {
+                proc: Proc::Ended(Box::new(crate::attempts::Done::without_fixes(*p, status))),
+                ..r
+            },
+            proc => Running { proc, ..r },
+        };
+        let (verdict, mut attrs) = if let Proc::Ended(d) = &r.proc {
+            self.judge_done(&r, d, seconds, full.as_deref(), allocator_reruns, busy)
+        } else {
+            judge_train(
                 sweep,
                 &r.dir,
                 r.ending.as_ref(),
                 status,
                 full.as_deref(),
                 allocator_reruns,
-            ),
-            Proc::Program(p) => {
-                let ended = p.leg.end(status);
-                let summary = program_summary(&p.cwd, &p.env_said, &ended, seconds);
-                let _ = common::files::write_yaml(&r.dir.run().summary(), &summary);
-                let verdict = outcome::judge_program(&ProgramEnd {
-                    summary: &summary,
-                    summary_last: sweep.space.metric.summary_last,
-                    wandb_value: ended.wandb_summary,
-                    metric: &name,
-                    // Shared while it ran: at its start or at its end.
-                    crowd: r.crowd.max(self.slots.crowd(r.slot, busy) + 1),
-                    launch_blocking: r.launch_blocking,
-                    disk_full: full.as_deref(),
-                    allocator_reruns,
-                });
-                (verdict, leg_attrs(&ended.leg, r.reported.len()))
-            }
+            )
         };
         attrs.push(("seconds", Value::from(seconds)));
         let crowded = verdict.attrs.iter().any(|(k, v)| {
@@ -270,6 +280,36 @@ impl Look<'_> {
         common::say!("train sweep: trial {} {}", r.number, verdict.word(&name));
         self.storage.finish(r.id, &attrs, verdict.outcome)?;
         Ok(if verdict.for_the_disk { full } else { None })
+    }
+
+    /// A program trial's end: its summary.yaml written, judged, and its
+    /// attributes.
+    fn judge_done(
+        &self,
+        r: &Running,
+        d: &crate::attempts::Done,
+        seconds: f64,
+        full: Option<&str>,
+        allocator_reruns: usize,
+        busy: &[usize],
+    ) -> (outcome::Verdict, Vec<(&'static str, Value)>) {
+        let sweep = self.sweep;
+        let summary = program_summary(d, &r.earlier, seconds);
+        let _ = common::files::write_yaml(&r.dir.run().summary(), &summary);
+        let verdict = outcome::judge_program(&ProgramEnd {
+            summary: &summary,
+            summary_last: sweep.space.metric.summary_last,
+            wandb_value: d.ended.wandb_summary,
+            metric: &sweep.space.metric.name.to_string(),
+            // Shared while it ran: at its start or at its end.
+            crowd: r.crowd.max(self.slots.crowd(r.slot, busy) + 1),
+            launch_blocking: r.launch_blocking,
+            disk_full: full,
+            allocator_reruns,
+        });
+        let mut attrs = leg_attrs(&d.ended.leg, r.reported.len());
+        attrs.extend(crate::attempts::attrs(d, &r.earlier));
+        (verdict, attrs)
     }
 }
 
@@ -330,26 +370,29 @@ fn log_tail(path: &Path) -> String {
     }
 }
 
-/// A program trial's summary.yaml, from its one leg.
+/// A program trial's summary.yaml: its earlier attempts' legs, then the
+/// last one's.
 fn program_summary(
-    cwd: &std::path::Path,
-    env_said: &[String],
-    ended: &supervise::leg::Ended,
+    d: &crate::attempts::Done,
+    earlier: &[ProgramLeg],
     seconds: f64,
 ) -> ProgramSummary {
+    let ended = &d.ended;
+    let mut legs = earlier.to_vec();
+    legs.push(ended.leg.clone());
     ProgramSummary {
         schema: ProgramSummary::SCHEMA.into(),
         status: ended.leg.status,
         class: ended.leg.class,
         evidence: ended.leg.evidence.clone(),
         advice: ended.leg.advice.clone(),
-        cwd: cwd.display().to_string(),
-        env_set: env_said.to_vec(),
+        cwd: d.cwd.display().to_string(),
+        env_set: d.env_said.clone(),
         best: ended.best.clone(),
         last: ended.last.clone(),
         seconds,
-        legs: vec![ended.leg.clone()],
-        auto_fix: None,
+        legs,
+        auto_fix: d.account.clone(),
     }
 }
 

@@ -115,6 +115,14 @@ pub struct Row {
     /// trial). Absent when false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub discarded: bool,
+    /// A program trial's attempts (the space's `auto_fix: true`); absent:
+    /// one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempts: Option<u64>,
+    /// With more than one attempt: the settings its last attempt ran with,
+    /// by name (`batch`, `accumulation`, ...): `value (where)`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub knobs: BTreeMap<String, String>,
 }
 
 /// Failed trials of one class, and the parameter values all of them share.
@@ -142,6 +150,12 @@ impl Versioned for SweepReport {
             error_message: Some("out of memory at epoch 1 step 1 ...".into()),
             retried_from: Some(1),
             discarded: true,
+            attempts: Some(2),
+            knobs: [(
+                "batch".to_string(),
+                "32 (--per_device_train_batch_size)".to_string(),
+            )]
+            .into(),
         };
         SweepReport {
             schema: Self::SCHEMA.into(),

@@ -127,6 +127,7 @@ pub fn run(args: &Args, stop: &Interrupter) -> anyhow::Result<u8> {
             config,
             changed: vec![],
             resumed_from: None,
+            flags_set: vec![],
         })
         .collect();
     if args.command.iter().any(|w| w.contains(RESUME_WORD)) {

@@ -1,0 +1,226 @@
+//! A program trial's attempts (the space's `auto_fix: true`): when its
+//! attempt fails in a way a setting fixes, and crowding is ruled out, the
+//! next attempt runs in the same trial with the fix applied
+//! (`supervise::autofix`); the trial keeps the parameters the sampler
+//! asked for, and its value is its last attempt's. What the journal keeps
+//! of them: `attempts`, `auto_fix` (each change, in words), `knobs` (the
+//! settings as the last attempt ran them), `effective_params` (a parameter
+//! whose flag was turned, at its new value) and `config_used` (the last
+//! attempt's config, when a fix changed it).
+
+use crate::program::Started;
+use crate::trials::{Look, Proc, Running};
+use common::wire::program::{AutoFix as Account, ProgramLeg, ProgramStatus};
+use common::wire::run_dir::TrialDir;
+use serde_json::Value;
+use std::path::PathBuf;
+use std::process::ExitStatus;
+use std::time::Instant;
+use supervise::autofix::{Attempt, Fixer, Next};
+use supervise::leg::Ended;
+
+/// A program trial whose last attempt has ended.
+pub(crate) struct Done {
+    pub ended: Ended,
+    pub cwd: PathBuf,
+    pub env_said: Vec<String>,
+    pub attempt: Attempt,
+    /// With `auto_fix`: the attempts, the settings, what was not possible.
+    pub account: Option<Account>,
+}
+
+impl Done {
+    /// A trial's attempt that exited with `status`, ended, without
+    /// `auto_fix`.
+    pub fn without_fixes(s: Started, status: ExitStatus) -> Done {
+        let Started {
+            leg,
+            cwd,
+            env_said,
+            attempt,
+            ..
+        } = s;
+        Done {
+            ended: leg.end(status),
+            cwd,
+            env_said,
+            attempt,
+            account: None,
+        }
+    }
+}
+
+impl Look<'_> {
+    /// Ends `r`'s attempt that exited with `status` (`busy`: the slots of
+    /// the others running). True: another attempt of it started, and it
+    /// runs on; false: its `proc` is `Ended`, for `finish` to record.
+    pub(crate) fn end_attempt(
+        &mut self,
+        mut r: Running,
+        status: ExitStatus,
+        busy: &[usize],
+    ) -> anyhow::Result<(Running, bool)> {
+        let s = match r.proc {
+            Proc::Program(p) => *p,
+            other => {
+                r.proc = other;
+                return Ok((r, false));
+            }
+        };
+        let auto_fix = self
+            .sweep
+            .space
+            .program
+            .as_ref()
+            .and_then(|p| p.auto_fix.as_ref());
+        let Some(af) = auto_fix else {
+            r.proc = Proc::Ended(Box::new(Done::without_fixes(s, status)));
+            return Ok((r, false));
+        };
+        let Started {
+            leg,
+            cwd,
+            env_said,
+            attempt,
+            number,
+            spec,
+            ..
+        } = s;
+        let ended = leg.end(status);
+        let mut leg = ended.leg.clone();
+        leg.changed = attempt.changed.clone();
+        leg.resumed_from = attempt.resumed_from.clone();
+        let class = leg.class;
+        let fixable = r.ending.is_none()
+            && leg.status == ProgramStatus::Failed
+            && supervise::leg::config_caused(class);
+        // On a shared device, the rerun alone comes first (`outcome`).
+        let crowded = r.crowd.max(self.slots.crowd(r.slot, busy) + 1) > 1;
+        let run = TrialDir::new(std::path::absolute(r.dir.path())?).run();
+        let mut fixer = Fixer::new(&af.knobs, &run, Some(cwd.clone()));
+        let mut account = Account {
+            attempts: number,
+            ..Account::default()
+        };
+        let next = if !fixable || crowded {
+            None
+        } else if number >= af.max_attempts {
+            account.stopped = Some(format!("max_attempts {} reached", af.max_attempts));
+            None
+        } else {
+            let fragmented = ended.verdict.known
+                == Some(common::wire::hazard::HazardId::AllocatorFragmentation.as_str());
+            let class = class.unwrap_or(common::wire::failure::Class::Other);
+            match fixer.next(&attempt, number, class, fragmented)? {
+                Next::Attempt(a) => Some(a),
+                Next::None(why) => {
+                    account.stopped = Some("no fix left to try".into());
+                    account.not_possible = why;
+                    None
+                }
+            }
+        };
+        if let Some(a) = next {
+            for c in &a.changed {
+                common::say!(
+                    "train sweep: trial {} attempt {}: {c}",
+                    r.number,
+                    number + 1
+                );
+            }
+            let again = Started::again(
+                &self.sweep.space,
+                &r.dir,
+                &spec,
+                env_said.clone(),
+                a,
+                number + 1,
+            );
+            match again {
+                Ok(started) => {
+                    r.earlier.push(leg);
+                    r.proc = Proc::Program(Box::new(started));
+                    r.attempt_started = Instant::now();
+                    return Ok((r, true));
+                }
+                Err(e) => {
+                    account.stopped = Some(format!("the next attempt could not start: {e:#}"));
+                }
+            }
+        }
+        if !r.earlier.is_empty() || account.stopped.is_some() {
+            account.knobs = fixer.effective(&attempt);
+        }
+        r.proc = Proc::Ended(Box::new(Done {
+            ended: Ended { leg, ..ended },
+            cwd,
+            env_said,
+            attempt,
+            account: Some(account),
+        }));
+        Ok((r, false))
+    }
+}
+
+/// The journal attributes of a trial's attempts, when it had more than one
+/// or a fix was looked for.
+pub(crate) fn attrs(d: &Done, earlier: &[ProgramLeg]) -> Vec<(&'static str, Value)> {
+    let Some(account) = &d.account else {
+        return vec![];
+    };
+    let mut attrs = vec![("attempts", Value::from(account.attempts))];
+    let changed: Vec<Value> = earlier
+        .iter()
+        .chain([&d.ended.leg])
+        .flat_map(|l| l.changed.iter().cloned().map(Value::from))
+        .collect();
+    if !changed.is_empty() {
+        attrs.push(("auto_fix", Value::from(changed)));
+    }
+    if !account.knobs.is_empty() {
+        let knobs: serde_json::Map<String, Value> = account
+            .knobs
+            .iter()
+            .map(|(k, v)| (k.clone(), Value::from(v.clone())))
+            .collect();
+        attrs.push(("knobs", Value::Object(knobs)));
+    }
+    let params = effective_params(&d.attempt);
+    if !params.is_empty() {
+        attrs.push(("effective_params", Value::Object(params)));
+    }
+    if !earlier.is_empty() && d.attempt.config != earlier[0].config {
+        if let Some(c) = &d.attempt.config {
+            attrs.push(("config_used", Value::from(c.clone())));
+        }
+    }
+    if let Some(why) = &account.stopped {
+        attrs.push(("auto_fix_stopped", Value::from(why.clone())));
+    }
+    if !account.not_possible.is_empty() {
+        attrs.push((
+            "auto_fix_not_possible",
+            Value::from(account.not_possible.clone()),
+        ));
+    }
+    attrs
+}
+
+/// The flags the fixes turned, by their bare names (`--bsz=64` -> `bsz`),
+/// at their last values: a parameter of the same name took that value.
+fn effective_params(a: &Attempt) -> serde_json::Map<String, Value> {
+    use diagnose::keys::Scalar;
+    let mut out = serde_json::Map::new();
+    for (place, value) in &a.flags_set {
+        let name = place.trim_start_matches('-');
+        let name = name.split('=').next().unwrap_or(name).to_string();
+        let v = match value {
+            Scalar::Bool(b) => Value::from(*b),
+            Scalar::Int(n) => Value::from(*n),
+            Scalar::Str(s) => Value::from(s.clone()),
+            Scalar::Null | Scalar::Other => continue,
+        };
+        out.insert(name, v);
+    }
+    out
+}
