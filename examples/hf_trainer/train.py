@@ -107,10 +107,12 @@ def main():
         limit_address_space(model_args.memory_budget_mib)
     trainer.train(resume_from_checkpoint=args.resume_from_checkpoint)
     model.eval()
+    # In batches of the training's size: what fits for training fits here.
+    b = args.per_device_train_batch_size
     with torch.no_grad():
         total = sum(
-            model(data.x[i : i + 64], data.y[i : i + 64])["loss"].item() * len(data.y[i : i + 64])
-            for i in range(0, len(data), 64)
+            model(data.x[i : i + b], data.y[i : i + b])["loss"].item() * len(data.y[i : i + b])
+            for i in range(0, len(data), b)
         )
     print(json.dumps({"final_loss": total / len(data)}), flush=True)
 

@@ -167,7 +167,7 @@ fn mistakes_wandb_passes_on_are_refused() {
         m.starts_with("command: unknown macro `${nope}`; the macros are ${env}, ${interpreter},"),
         "{m}"
     );
-    assert!(m.ends_with("${envvar:NAME}, ${config}"), "{m}");
+    assert!(m.ends_with("${envvar:NAME}, ${config}, ${resume}"), "{m}");
     let m = refused(&["--lr=${args}"], None);
     assert!(
         m.starts_with("command: `--lr=${args}`: a macro is expanded only as a whole item"),
