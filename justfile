@@ -239,6 +239,7 @@ reliability-program: build
     python scripts/reliability/program_sweep.py --mode soak --train "{{ release }}/train" --out runs/reliability/program --trials 300
     python scripts/reliability/program_sweep.py --mode kill --train "{{ release }}/train" --out runs/reliability/program-preload --kills 20 --seed 1 --preload torch --preload torch._dynamo
     python scripts/reliability/program_sweep.py --mode soak --train "{{ release }}/train" --out runs/reliability/program-preload --trials 120 --preload torch --preload torch._dynamo
+    python scripts/reliability/program_sweep.py --mode soak --train "{{ release }}/train" --out runs/reliability/program-autofix --trials 70 --auto-fix
 
 # Reliability, recorded: train's output and a sweep's journal filesystem filled up mid-run (tmpfs), read-only output; needs root for the mounts
 [group('test')]

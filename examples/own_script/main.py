@@ -13,6 +13,10 @@ a failure happen for real:
   oom       the process limits its own address space to `memory_limit_mib`
             (RLIMIT_AS, a small machine) and then allocates a batch that does
             not fit: torch's "DefaultCPUAllocator: can't allocate memory"
+  oom-batch the process limits its address space to what it maps plus
+            `budget_mib`, then allocates a step's activations, 16 MiB per
+            example of `batch_size`: a batch too large fails as `oom` does,
+            a smaller one fits (what `train run --auto-fix` turns)
   sigkill   at epoch 2 the process SIGKILLs itself, standing in for the
             kernel's OOM killer (seed 002's exit -9), with no message
   hang      at epoch 2 it sleeps for an hour
@@ -36,6 +40,7 @@ import yaml
 DEFAULTS = {
     "lr": 0.05,
     "batch_size": 64,
+    "accum_steps": 1,
     "hidden": 32,
     "epochs": 3,
     "num_classes": 5,
@@ -44,6 +49,7 @@ DEFAULTS = {
     "fault_epoch": 2,
     "hold_mib": 0,
     "memory_limit_mib": 0,
+    "budget_mib": 700,
     "epoch_seconds": 0.0,
 }
 
@@ -104,13 +110,24 @@ def main():
                 resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
                 # A batch of activations that does not fit under the limit.
                 torch.empty(limit // 4 + (1 << 20), dtype=torch.float32).fill_(1.0)
+            if s["fault"] == "oom-batch":
+                with open("/proc/self/statm") as f:
+                    mapped = int(f.read().split()[0]) * resource.getpagesize()
+                limit = mapped + (int(s["budget_mib"]) << 20)
+                resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+                torch.empty(bs, 4 << 20, dtype=torch.float32).fill_(1.0)
         model.train()
         total = 0.0
-        for i in range(0, n, bs):
+        # `accum_steps` batches per update: the effective batch is
+        # batch_size x accum_steps.
+        accum = int(s["accum_steps"])
+        opt.zero_grad()
+        for k, i in enumerate(range(0, n, bs)):
             loss = F.cross_entropy(model(x[i : i + bs]), y[i : i + bs])
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
+            (loss / accum).backward()
+            if (k + 1) % accum == 0 or i + bs >= n:
+                opt.step()
+                opt.zero_grad()
             total += loss.item() * len(x[i : i + bs])
         model.eval()
         with torch.no_grad():

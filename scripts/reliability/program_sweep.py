@@ -21,6 +21,15 @@ IndexError, an out-of-memory under RLIMIT_AS, a SIGKILL, a hang past the
 timeout. Checks: exit 0; Optuna loads the journal; exactly --trials trials,
 numbered once each; each in the state and class its fault calls for;
 `--report` agrees.
+
+`--mode soak --auto-fix`: the same with `auto_fix: true` in the space and one
+more fault, `oom-batch` (a batch of 64 whose activations do not fit under
+the process's address-space limit; 32 fits): those trials COMPLETE in their
+second attempt at batch 32 x accumulation 2 (the effective batch kept), the
+`oom` trials (a fixed allocation past the limit, which no batch fixes) FAIL
+after max_attempts attempts, every other fault ends as without auto_fix, in
+one attempt. Checks as above, plus each trial's attempts and effective
+batch.
 """
 
 import argparse
@@ -143,14 +152,40 @@ def kill_mode(args, checks, figures):
                     "slowest_trial_end_after_a_kill_s": round(ended_after, 2)})
 
 
+# With auto_fix: (state, class, attempts, effective batch x accumulation).
+EXPECT_FIXED = {
+    "none": ("COMPLETE", None, 1, None),
+    "nan": ("FAIL", "non-finite-loss", 1, None),
+    "label": ("FAIL", "label-out-of-range", 1, None),
+    "oom": ("FAIL", "out-of-memory", 5, None),
+    "oom-batch": ("COMPLETE", None, 2, (32, 2)),
+    "sigkill": ("FAIL", "killed", 1, None),
+    "hang": ("FAIL", "timeout", 1, None),
+}
+
+
+def outcome(x, auto_fix):
+    """A trial's outcome as EXPECT / EXPECT_FIXED word it."""
+    a = x["user_attrs"]
+    got = (x["state"], a.get("error_class"))
+    if not auto_fix:
+        return got
+    eff = a.get("effective_params") or {}
+    batch = (eff["batch_size"], eff["accum_steps"]) if "batch_size" in eff else None
+    return got + (a.get("attempts"), batch)
+
+
 def soak_mode(args, checks, figures):
-    seeds = max(1, args.trials // len(EXPECT))
+    expect = EXPECT_FIXED if args.auto_fix else EXPECT
+    seeds = max(1, args.trials // len(expect))
     project = tempfile.mkdtemp(prefix="program-soak-", dir=args.out)
+    fix = "auto_fix: true\nfix: {batch: batch_size, accumulation: accum_steps}\n" if args.auto_fix else ""
     with open(os.path.join(project, "space.yaml"), "w") as f:
-        f.write(f"program: {SCRIPT}\nmethod: grid\nmetric: {{name: val_loss}}\n{preload_line(args)}parameters:\n"
-                f"  fault: {{values: [{', '.join(EXPECT)}]}}\n"
+        f.write(f"program: {SCRIPT}\nmethod: grid\nmetric: {{name: val_loss}}\n{preload_line(args)}{fix}parameters:\n"
+                f"  fault: {{values: [{', '.join(expect)}]}}\n"
                 f"  seed: {{values: [{', '.join(str(s) for s in range(seeds))}]}}\n"
-                "  epochs: {value: 2}\n  fault_epoch: {value: 1}\n  memory_limit_mib: {value: 1500}\n")
+                "  epochs: {value: 2}\n  fault_epoch: {value: 1}\n  memory_limit_mib: {value: 1500}\n"
+                "  batch_size: {value: 64}\n  accum_steps: {value: 1}\n  budget_mib: {value: 700}\n")
     sweep = os.path.join(project, "s")
     t = rc.Timer()
     with open(os.path.join(project, "driver.log"), "w") as log:
@@ -161,10 +196,10 @@ def soak_mode(args, checks, figures):
     seconds = t.s()
     checks.check(code == 0, f"train sweep exited {code}")
     trials = rc.optuna_trials(os.path.join(sweep, "journal.log"), "s")
-    want = seeds * len(EXPECT)
+    want = seeds * len(expect)
     checks.check([x["number"] for x in trials] == list(range(want)), f"{len(trials)} trials, expected {want}")
-    wrong = [(x["number"], x["params"]["fault"], x["state"], x["user_attrs"].get("error_class"))
-             for x in trials if (x["state"], x["user_attrs"].get("error_class")) != EXPECT[x["params"]["fault"]]]
+    wrong = [(x["number"], x["params"]["fault"]) + outcome(x, args.auto_fix)
+             for x in trials if outcome(x, args.auto_fix) != expect[x["params"]["fault"]]]
     checks.check(not wrong, f"{len(wrong)} trial(s) not in their class: {wrong[:10]}")
     rep = subprocess.run([args.train, "sweep", "--report", sweep, "--format", "json"], capture_output=True, text=True)
     if checks.check(rep.returncode == 0, f"--report exited {rep.returncode}"):
@@ -172,6 +207,8 @@ def soak_mode(args, checks, figures):
         states = dict(collections.Counter(x["state"] for x in trials))
         checks.check(counts == states, f"--report {counts} != Optuna {states}")
     classes = collections.Counter(x["user_attrs"].get("error_class") for x in trials if x["state"] == "FAIL")
+    if args.auto_fix:
+        figures["attempts"] = dict(collections.Counter(x["user_attrs"].get("attempts") for x in trials))
     figures.update({"trials": len(trials), "seconds": round(seconds, 1),
                     "trials_per_hour": round(len(trials) / seconds * 3600),
                     "error_classes": dict(classes), "wrong_outcomes": len(wrong)})
@@ -191,13 +228,15 @@ def main():
     ap.add_argument("--orphan-wait", type=float, default=25.0,
                     help="kill: seconds a killed driver's trials get to end (the keeper's grace is 20 s)")
     ap.add_argument("--trial-timeout", type=float, default=8.0, help="soak: a hang ends after this")
+    ap.add_argument("--auto-fix", action="store_true",
+                    help="soak: the space has auto_fix: true, and an out-of-memory a smaller batch fixes")
     args = ap.parse_args()
     args.train = os.path.abspath(args.train)
     args.out = os.path.abspath(args.out)
     os.makedirs(args.out, exist_ok=True)
     started = rc.utc_now()
     checks = rc.Checks()
-    figures = {"mode": args.mode, "preload": args.preload}
+    figures = {"mode": args.mode, "preload": args.preload, "auto_fix": args.auto_fix}
     t = rc.Timer()
     (kill_mode if args.mode == "kill" else soak_mode)(args, checks, figures)
     figures["wall_seconds"] = round(t.s(), 1)

@@ -420,7 +420,7 @@ fn parallel_auto_follows_the_measured_peak_and_reruns_a_crowded_trial() {
         p.path(),
         "hold.py",
         "import sys, time\nmib = int(sys.argv[1].split('=')[1])\nb = bytearray(b'\\x01') * (mib << 20)\n\
-for e in (1, 2):\n    time.sleep(0.5)\n    print(f'Epoch {e}/2 | Train Loss: 1.0 | Val Loss: {1.0 / mib:.6f} | LR: 0.1 | Time: 0.5s', flush=True)\n",
+for e in (1, 2):\n    time.sleep(1.0)\n    print(f'Epoch {e}/2 | Train Loss: 1.0 | Val Loss: {1.0 / mib:.6f} | LR: 0.1 | Time: 0.5s', flush=True)\n",
     );
     write(
         p.path(),
