@@ -47,7 +47,9 @@ struct Knobs {
 
 /// The next attempt, or why there is none.
 pub enum Next {
-    Attempt(Attempt),
+    /// The next attempt, and the fixes passed over as not possible (a
+    /// knob not found), with why.
+    Attempt(Attempt, Vec<String>),
     None(Vec<String>),
 }
 
@@ -197,18 +199,17 @@ impl<'a> Fixer<'a> {
         };
         if !on_flags.is_empty() {
             let user = self.user;
-            let d = self.defined(&argv).expect("flags were found in it");
+            let Some(d) = self.defined(&argv) else {
+                return Ok(Next::None(why_not));
+            };
             next.command = match flags::turn(&a.command, d, &on_flags, user) {
                 Ok(c) => c,
                 Err(e) => return Ok(Next::None(vec![e])),
             };
             for t in &on_flags {
-                let f = &knobs
-                    .found
-                    .iter()
-                    .find(|(f, _)| f.knob == t.knob)
-                    .unwrap()
-                    .0;
+                let Some((f, _)) = knobs.found.iter().find(|(f, _)| f.knob == t.knob) else {
+                    continue;
+                };
                 next.flags_set.push((f.place.clone(), t.value.clone()));
                 next.changed.push(format!(
                     "{}: {} -> {} ({})",
@@ -219,8 +220,7 @@ impl<'a> Fixer<'a> {
                 ));
             }
         }
-        if !on_keys.is_empty() {
-            let path = a.config.as_deref().expect("keys were found in it");
+        if let (false, Some(path)) = (on_keys.is_empty(), a.config.as_deref()) {
             let input = common::input::read(&self.at(path))?;
             let turned = match any_config::turn(&input, None, &on_keys, self.user)? {
                 Ok(t) => t,
@@ -236,8 +236,12 @@ impl<'a> Fixer<'a> {
             );
             next.config = Some(copy.display().to_string());
         }
+        if next.changed.is_empty() {
+            why_not.push("the fix changed nothing in the command or its config".into());
+            return Ok(Next::None(why_not));
+        }
         next.resumed_from = self.resume(&mut next);
-        Ok(Next::Attempt(next))
+        Ok(Next::Attempt(next, why_not))
     }
 
     /// A path of the command's, from where it runs.

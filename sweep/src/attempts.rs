@@ -112,7 +112,10 @@ impl Look<'_> {
                 == Some(common::wire::hazard::HazardId::AllocatorFragmentation.as_str());
             let class = class.unwrap_or(common::wire::failure::Class::Other);
             match fixer.next(&attempt, number, class, fragmented)? {
-                Next::Attempt(a) => Some(a),
+                Next::Attempt(a, passed) => {
+                    account.not_possible = passed;
+                    Some(a)
+                }
                 Next::None(why) => {
                     account.stopped = Some("no fix left to try".into());
                     account.not_possible = why;

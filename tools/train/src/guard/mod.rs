@@ -178,13 +178,16 @@ pub fn run(args: &Args, stop: &Interrupter) -> anyhow::Result<u8> {
                     account.stopped = Some(format!("--max-attempts {} reached", args.max_attempts));
                 } else {
                     match f.next(&attempt, number, class.unwrap_or(Class::Other), fragmented)? {
-                        Next::Attempt(a) => queue.push_back(a),
+                        Next::Attempt(a, passed) => {
+                            add_new(&mut account.not_possible, passed);
+                            queue.push_back(a)
+                        }
                         Next::None(why) => {
                             account.stopped = Some("no fix left to try".into());
                             for w in &why {
                                 common::say!("train run: not possible: {w}");
                             }
-                            account.not_possible.extend(why);
+                            add_new(&mut account.not_possible, why);
                         }
                     }
                 }
@@ -260,6 +263,15 @@ fn run_leg(
     );
     let status = watch.until_end(&mut leg, args)?;
     Ok(leg.end(status))
+}
+
+/// `more`'s lines not yet in `list`.
+fn add_new(list: &mut Vec<String>, more: Vec<String>) {
+    for m in more {
+        if !list.contains(&m) {
+            list.push(m);
+        }
+    }
 }
 
 /// How leg `number` ended, and what to change, on stderr.
