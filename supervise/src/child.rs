@@ -73,6 +73,9 @@ pub struct Child {
     /// The largest resident set of the command (and the descendants it
     /// waited for), from wait4, MiB.
     max_rss_mib: Option<f64>,
+    /// Its CPU time, user and system (and the descendants it waited for),
+    /// from wait4, seconds.
+    cpu_seconds: Option<f64>,
     /// Told to the exit watcher when we stop caring (it then reaps).
     dropped: Arc<AtomicBool>,
     /// A forked trial's raw wait status, as its server reported it (None
@@ -145,6 +148,7 @@ impl Child {
             forked,
             status: None,
             max_rss_mib: None,
+            cpu_seconds: None,
             dropped,
             lines,
             drained: false,
@@ -255,6 +259,8 @@ impl Child {
             self.status = Some(ExitStatus::from_raw(raw));
             // ru_maxrss is in KiB on Linux.
             self.max_rss_mib = Some(usage.ru_maxrss as f64 / 1024.0);
+            let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+            self.cpu_seconds = Some(secs(usage.ru_utime) + secs(usage.ru_stime));
         }
         self.drain();
         Ok(self.status)
@@ -285,6 +291,12 @@ impl Child {
     /// under the sampled peak, which a short command may end before.
     pub fn max_rss_mib(&self) -> Option<f64> {
         self.max_rss_mib
+    }
+
+    /// Its CPU seconds (user and system), once reaped by wait4; None for a
+    /// command forked from a preload server (its parent reaps it).
+    pub fn cpu_seconds(&self) -> Option<f64> {
+        self.cpu_seconds
     }
 
     /// Its line reader (the W&B run summary it kept).

@@ -242,12 +242,14 @@ impl Leg {
         // The kernel's largest resident set is a floor under the sampled
         // one (a short command may end between samples).
         let floor = self.child.max_rss_mib().unwrap_or(0.0);
-        let peak = match &peaks {
+        let mut peak = match &peaks {
             Some(p) => ProgramPeak {
                 host_pss_mib: (p.samples > 0).then(|| round1(p.host_pss_mib)),
                 host_rss_mib: Some(round1(p.host_rss_mib.max(floor))),
+                host_uss_mib: (p.samples > 0).then(|| round1(p.host_uss_mib)),
                 gpu_mib: p.gpu_mib.map(round1),
                 gpu_note: p.gpu_note.clone(),
+                address_limit_mib: p.address_limit_mib.map(round1),
             },
             None => ProgramPeak {
                 host_rss_mib: self.child.max_rss_mib().map(round1),
@@ -255,6 +257,17 @@ impl Leg {
                 ..ProgramPeak::default()
             },
         };
+        let mut verdict = verdict;
+        // Only the host's allocator meets an address-space limit.
+        let host = verdict.known == Some("host-out-of-memory");
+        let limit = peak.address_limit_mib.filter(|_| host && oom_killed.is_none());
+        if let Some(limit) = limit {
+            verdict.evidence.push_str(&format!(
+                " (it ran under its own address-space limit, RLIMIT_AS {limit:.0} MiB: the limit, not the host, ran out)"
+            ));
+        }
+        // What the sweep reads to tell its own limit from crowding.
+        peak.address_limit_mib = limit;
         let leg = ProgramLeg {
             config: self.config.clone(),
             command: self.command.clone(),
@@ -265,6 +278,11 @@ impl Leg {
             exit_code: status.code(),
             signal: status.signal(),
             seconds: round1(seconds),
+            cpu_cores: self
+                .child
+                .cpu_seconds()
+                .filter(|_| seconds > 0.0)
+                .map(|c| (c / seconds * 100.0).round() / 100.0),
             reports: self.reports,
             peak,
             changed: vec![],

@@ -17,6 +17,8 @@ pub fn program_plan(gpus: &[Gpu], parallel: Option<u32>, budget_mib: Option<f64>
     match parallel {
         None => placement::measured(&Measured {
             peak_mib: None,
+            copy_mib: None,
+            cores_busy: None,
             host_mib: budget_mib.unwrap_or_else(available_mib),
             cores: cores(),
             gpus: gpus.to_vec(),
@@ -89,8 +91,19 @@ pub(crate) fn replan(slots: &mut Slots, largest: &mut Option<f64>, p: &Peaks) {
     let host = p
         .memory_budget_mib
         .unwrap_or_else(|| available_mib() + ours);
+    // The most any finished trial had: what a copy adds, the cores it
+    // keeps busy.
+    let most = |key: &str| {
+        p.study
+            .trials
+            .iter()
+            .filter_map(|t| t.user_attrs.get(key).and_then(|v| v.as_f64()))
+            .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))))
+    };
     let plan = placement::measured(&Measured {
         peak_mib: peak,
+        copy_mib: most("peak_host_uss_mib"),
+        cores_busy: most("cpu_cores"),
         host_mib: host,
         cores: cores(),
         gpus: Vec::new(),

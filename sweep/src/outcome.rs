@@ -273,9 +273,13 @@ pub fn judge_program(e: &ProgramEnd) -> Verdict {
         v.for_the_disk = true;
         return v;
     }
-    // Not the trial's fault: run again with the same parameters.
+    // Not the trial's fault: run again with the same parameters. An
+    // out-of-memory at the trial's own address-space limit is its own,
+    // however many trials share the host.
     let sigkill = s.legs.last().and_then(|l| l.signal) == Some(libc::SIGKILL);
+    let own_limit = s.legs.last().and_then(|l| l.peak.address_limit_mib);
     let rerun = match s.class {
+        Some(Class::OutOfMemory) if own_limit.is_some() => None,
         Some(Class::OutOfMemory) | Some(Class::Killed) if e.crowd > 1 && (s.class == Some(Class::OutOfMemory) || sigkill) => Some(format!(
             "{RERUN_CROWDED}: out of memory while sharing its device with {} other trial(s); it runs again with one trial fewer there",
             e.crowd - 1
@@ -598,5 +602,11 @@ mod tests {
         let v = end(&s, 2, 0);
         assert!(v.attr("rerun").unwrap().starts_with(RERUN_CROWDED));
         assert_eq!(v.attrs.iter().filter(|(k, _)| *k == "rerun").count(), 1);
+        // Out of memory at its own address-space limit: not crowding, even
+        // when it shared the host.
+        s.legs[0].peak.address_limit_mib = Some(1500.0);
+        let v = end(&s, 2, 0);
+        assert_eq!(v.attr("error_class"), Some("out-of-memory"));
+        assert_eq!(v.attr("rerun"), None);
     }
 }

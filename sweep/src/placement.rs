@@ -121,6 +121,13 @@ pub struct Measured {
     /// The largest peak any trial reached so far, MiB (host PSS on the CPU,
     /// NVML's on a GPU); None until the first trial has run.
     pub peak_mib: Option<f64>,
+    /// On the CPU: what each copy past the first adds (the largest private
+    /// memory, USS, a trial had: the shared libraries every copy maps are
+    /// counted once, in the first); None: the whole peak each.
+    pub copy_mib: Option<f64>,
+    /// On the CPU: the cores one trial keeps busy (its CPU seconds over its
+    /// seconds, the most any trial had); None: not measured (one each).
+    pub cores_busy: Option<f64>,
     /// Host memory available now plus what our own running trials hold
     /// (theirs to keep), or `--memory-budget`.
     pub host_mib: f64,
@@ -148,23 +155,7 @@ pub fn measured(m: &Measured) -> Plan {
     };
     let need = (peak * MEASURED_HEADROOM).max(1.0);
     if m.gpus.is_empty() {
-        let by_memory = (m.host_mib / need).floor().max(1.0) as u32;
-        let k = by_memory.min(m.cores.max(1) as u32);
-        let binding = if by_memory <= m.cores as u32 {
-            "memory binds"
-        } else {
-            "the cores bind"
-        };
-        let slots = cpu_slots(k, m.cores);
-        return Plan {
-            why: vec![format!(
-                "auto, measured: largest peak {peak:.0} MiB × {MEASURED_HEADROOM} = {need:.0} MiB per trial; {:.0} MiB of host memory -> {by_memory}, {} core(s) -> {k} trial(s) at once ({binding}), {} thread(s) each",
-                m.host_mib,
-                m.cores,
-                slots[0].threads.unwrap_or(1)
-            )],
-            slots,
-        };
+        return on_cpu(m, peak, need);
     }
     let mut slots = Vec::new();
     let mut why = Vec::new();
@@ -183,6 +174,53 @@ pub fn measured(m: &Measured) -> Plan {
         }
     }
     Plan { slots, why }
+}
+
+/// `measured` on the CPU: the first copy needs the whole peak, each further
+/// one what it adds (its USS); as many as the cores hold at the cores a
+/// trial keeps busy.
+fn on_cpu(m: &Measured, peak: f64, need: f64) -> Plan {
+    let each = m
+        .copy_mib
+        .map_or(need, |u| (u * MEASURED_HEADROOM).max(1.0))
+        .min(need);
+    let by_memory = if need > m.host_mib {
+        1
+    } else {
+        1 + ((m.host_mib - need) / each).floor() as u32
+    };
+    let cores = m.cores.max(1);
+    let busy = m
+        .cores_busy
+        .map_or(1, |c| (c.round() as usize).clamp(1, cores));
+    let by_cores = (cores / busy).max(1) as u32;
+    let k = by_memory.min(by_cores);
+    let binding = if by_memory < by_cores {
+        "memory binds".to_string()
+    } else if busy > 1 {
+        format!("the cores bind: a trial keeps {busy} busy")
+    } else {
+        "the cores bind".to_string()
+    };
+    let slots = cpu_slots(k, m.cores);
+    let copies = match m.copy_mib {
+        Some(u) if each < need => format!(
+            ", each further copy {each:.0} MiB (its own memory, {u:.0} MiB × {MEASURED_HEADROOM})"
+        ),
+        _ => String::new(),
+    };
+    let busy_said = m
+        .cores_busy
+        .map_or(String::new(), |c| format!(" (a trial kept {c:.1} busy)"));
+    Plan {
+        why: vec![format!(
+            "auto, measured: largest peak {peak:.0} MiB × {MEASURED_HEADROOM} = {need:.0} MiB for one trial{copies}; {:.0} MiB of host memory -> {by_memory}, {} core(s){busy_said} -> {by_cores}; {k} trial(s) at once ({binding}), {} thread(s) each",
+            m.host_mib,
+            m.cores,
+            slots[0].threads.unwrap_or(1)
+        )],
+        slots,
+    }
 }
 
 #[cfg(test)]
@@ -228,6 +266,8 @@ mod tests {
     fn measured_parallelism_follows_the_largest_peak() {
         let m = |peak: Option<f64>, host: f64, cores: usize| Measured {
             peak_mib: peak,
+            copy_mib: None,
+            cores_busy: None,
             host_mib: host,
             cores,
             gpus: Vec::new(),
@@ -251,5 +291,30 @@ mod tests {
         let p = measured(&g);
         let on = |i| p.slots.iter().filter(|s| s.gpu == Some(i)).count();
         assert_eq!((on(0), on(1)), (3, 0), "{:?}", p.why);
+    }
+
+    #[test]
+    fn copies_add_their_own_memory_and_a_busy_trial_takes_its_cores() {
+        let m = |copy: Option<f64>, busy: Option<f64>| Measured {
+            peak_mib: Some(700.0),
+            copy_mib: copy,
+            cores_busy: busy,
+            host_mib: 3000.0,
+            cores: 8,
+            gpus: Vec::new(),
+        };
+        // The whole peak each: 805 MiB -> 3 in 3000.
+        assert_eq!(measured(&m(None, None)).slots.len(), 3);
+        // torch's libraries counted once: 805 + 115 each -> 1 + 19, the cores bind at 8.
+        let p = measured(&m(Some(100.0), None));
+        assert_eq!(p.slots.len(), 8, "{:?}", p.why);
+        assert!(p.why[0].contains("each further copy 115 MiB"), "{:?}", p.why);
+        // A trial that keeps 2 cores busy: 4 trials of 2 threads on 8 cores.
+        let p = measured(&m(Some(100.0), Some(1.9)));
+        assert_eq!((p.slots.len(), p.slots[0].threads), (4, Some(2)), "{:?}", p.why);
+        assert!(p.why[0].contains("a trial keeps 2 busy"), "{:?}", p.why);
+        // A trial that keeps every core busy runs alone, with all of them.
+        let p = measured(&Measured { cores: 2, ..m(Some(100.0), Some(1.97)) });
+        assert_eq!((p.slots.len(), p.slots[0].threads), (1, Some(2)), "{:?}", p.why);
     }
 }

@@ -36,6 +36,21 @@ impl Slots {
         busy.iter().filter(|b| self.slots[**b].gpu == gpu).count()
     }
 
+    /// Gives back a slot closed for crowding: a trial re-run alone ran out
+    /// of memory again, so it was too big, not crowded out. False: none
+    /// was closed so.
+    pub fn reopen(&mut self) -> bool {
+        if self.crowded == 0 {
+            return false;
+        }
+        let Some(i) = (0..self.slots.len()).find(|i| self.closed[*i]) else {
+            return false;
+        };
+        self.closed[i] = false;
+        self.crowded -= 1;
+        true
+    }
+
     /// One trial fewer on the device of `slot` (a trial there ran out of
     /// memory while it shared it): `slot` closes, if another stays open.
     pub fn close(&mut self, slot: usize) {
@@ -99,5 +114,9 @@ mod tests {
         s.close(0);
         assert!(!s.closed[0], "the last open slot stays open");
         assert_eq!(s.crowded, 1);
+        // Given back: a re-run alone ran out of memory too.
+        assert!(s.reopen());
+        assert_eq!((s.closed[1], s.crowded), (false, 0));
+        assert!(!s.reopen(), "only what crowding took");
     }
 }

@@ -193,7 +193,8 @@ impl Look<'_> {
                         continue;
                     }
                     let reruns = reruns_for(study, r.number, outcome::RERUN_ALLOCATOR);
-                    if let Some(why) = self.finish(r, status, reruns, &busy)? {
+                    let crowded_before = reruns_for(study, r.number, outcome::RERUN_CROWDED) > 0;
+                    if let Some(why) = self.finish(r, status, reruns, crowded_before, &busy)? {
                         disk_full = Some(why);
                     }
                 }
@@ -240,6 +241,7 @@ impl Look<'_> {
         r: Running,
         status: ExitStatus,
         allocator_reruns: usize,
+        crowded_before: bool,
         busy: &[usize],
     ) -> anyhow::Result<Option<String>> {
         let seconds = (r.started.elapsed().as_secs_f64() * 10.0).round() / 10.0;
@@ -274,6 +276,19 @@ impl Look<'_> {
         });
         if crowded {
             self.slots.close(r.slot);
+        }
+        // A crowded trial's re-run that ran out of memory alone too was too
+        // big, not crowded out: the slot it cost comes back.
+        let oom = verdict
+            .attrs
+            .iter()
+            .any(|(k, v)| *k == "error_class" && v.as_str() == Some("out-of-memory"));
+        let alone = r.crowd.max(self.slots.crowd(r.slot, busy) + 1) == 1;
+        if crowded_before && oom && alone && self.slots.reopen() {
+            common::say!(
+                "train sweep: placement: trial {} ran out of memory alone too: it is too big for this machine, not crowded out; the trial at once it cost is back",
+                r.number
+            );
         }
         attrs.extend(verdict.attrs.iter().cloned());
         let attrs: Vec<(String, Value)> = attrs.into_iter().map(|(k, v)| (k.into(), v)).collect();
@@ -405,6 +420,15 @@ fn leg_attrs(leg: &ProgramLeg, epochs: usize) -> Vec<(&'static str, Value)> {
     ];
     if let Some(m) = leg.peak.host_pss_mib {
         attrs.push(("peak_host_pss_mib", Value::from(m)));
+    }
+    if let Some(m) = leg.peak.host_uss_mib {
+        attrs.push(("peak_host_uss_mib", Value::from(m)));
+    }
+    if let Some(m) = leg.peak.address_limit_mib {
+        attrs.push(("address_limit_mib", Value::from(m)));
+    }
+    if let Some(c) = leg.cpu_cores {
+        attrs.push(("cpu_cores", Value::from(c)));
     }
     if let Some(m) = leg.peak.gpu_mib {
         attrs.push(("peak_gpu_mib", Value::from(m)));

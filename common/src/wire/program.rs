@@ -37,6 +37,11 @@ pub struct ProgramLeg {
     pub exit_code: Option<i32>,
     pub signal: Option<i32>,
     pub seconds: f64,
+    /// CPU cores it kept busy on average: its CPU seconds (user and system,
+    /// from wait4) over its seconds; absent where not measured (a command
+    /// forked from a preload server).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_cores: Option<f64>,
     /// Reports read (output lines and its own metrics.csv).
     pub reports: u64,
     pub peak: ProgramPeak,
@@ -71,8 +76,16 @@ pub struct AutoFix {
 pub struct ProgramPeak {
     pub host_pss_mib: Option<f64>,
     pub host_rss_mib: Option<f64>,
+    /// Its private memory (USS): what one more copy of it adds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_uss_mib: Option<f64>,
     pub gpu_mib: Option<f64>,
     pub gpu_note: Option<String>,
+    /// When it ran out of host memory under an address-space limit
+    /// (RLIMIT_AS) of its own: that limit, MiB. The limit, not the host (nor
+    /// trials beside it), ran out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address_limit_mib: Option<f64>,
 }
 
 /// The objective's best (or last) report.
@@ -118,12 +131,15 @@ impl Versioned for ProgramSummary {
             exit_code: Some(1),
             signal: None,
             seconds: 4.2,
+            cpu_cores: Some(1.9),
             reports: 3,
             peak: ProgramPeak {
                 host_pss_mib: Some(812.4),
                 host_rss_mib: Some(905.0),
+                host_uss_mib: Some(330.2),
                 gpu_mib: None,
                 gpu_note: Some("not available: NVML cannot be loaded".into()),
+                address_limit_mib: None,
             },
             changed: vec![],
             resumed_from: None,

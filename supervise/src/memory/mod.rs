@@ -28,6 +28,12 @@ pub const HEADER: &str = "seconds,host_pss_mib,host_rss_mib,processes,gpu_mib\n"
 pub struct Peaks {
     pub host_pss_mib: f64,
     pub host_rss_mib: f64,
+    /// The tree's private memory (USS: smaps_rollup's Private_Clean +
+    /// Private_Dirty): what one more copy of it adds.
+    pub host_uss_mib: f64,
+    /// The smallest address-space limit (RLIMIT_AS) its first process had
+    /// while sampled, MiB; None: unlimited.
+    pub address_limit_mib: Option<f64>,
     /// None where the GPU side was not measured (`gpu_note` says why).
     pub gpu_mib: Option<f64>,
     pub gpu_note: Option<String>,
@@ -88,15 +94,17 @@ fn run(pid: u32, mut csv: File, period: Duration, peaks: &Mutex<Peaks>, stop: &R
     let mut last = false;
     for n in 0usize.. {
         let pids = tree(pid);
-        let (mut pss, mut rss) = (0u64, 0u64);
+        let (mut pss, mut rss, mut uss) = (0u64, 0u64, 0u64);
         let mut seen = 0u32;
         for p in &pids {
-            if let Some((a, b)) = pss_kib(*p) {
-                pss += a;
-                rss += b;
+            if let Some(m) = pss_kib(*p) {
+                pss += m.pss;
+                rss += m.rss;
+                uss += m.uss;
                 seen += 1;
             }
         }
+        let limit = address_limit_mib(pid);
         let gpu = nvml
             .as_ref()
             .and_then(|n| n.as_ref().map(|n| gpu_mib(n, &pids)));
@@ -115,6 +123,10 @@ fn run(pid: u32, mut csv: File, period: Duration, peaks: &Mutex<Peaks>, stop: &R
                 p.samples += 1;
                 p.host_pss_mib = p.host_pss_mib.max(pss);
                 p.host_rss_mib = p.host_rss_mib.max(rss);
+                p.host_uss_mib = p.host_uss_mib.max(uss as f64 / 1024.0);
+                if let Some(l) = limit {
+                    p.address_limit_mib = Some(p.address_limit_mib.map_or(l, |m: f64| m.min(l)));
+                }
                 p.processes = p.processes.max(seen);
                 match gpu {
                     Some(Ok(m)) => p.gpu_mib = Some(p.gpu_mib.unwrap_or(0.0).max(m)),
@@ -234,9 +246,17 @@ fn stat(pid: u32) -> Option<(u32, u32)> {
     Some((ppid, pgrp))
 }
 
-/// (PSS, RSS) in KiB from /proc/PID/smaps_rollup; None when the process
-/// is gone (or not ours to read).
-pub fn pss_kib(pid: u32) -> Option<(u64, u64)> {
+/// One process's memory, KiB.
+pub struct ProcessMemory {
+    pub pss: u64,
+    pub rss: u64,
+    /// Private_Clean + Private_Dirty: its unique set.
+    pub uss: u64,
+}
+
+/// PSS, RSS and USS in KiB from /proc/PID/smaps_rollup; None when the
+/// process is gone (or not ours to read).
+pub fn pss_kib(pid: u32) -> Option<ProcessMemory> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).ok()?;
     let field = |name: &str| {
         text.lines()
@@ -244,5 +264,18 @@ pub fn pss_kib(pid: u32) -> Option<(u64, u64)> {
             .and_then(|l| l.split_whitespace().nth(1))
             .and_then(|v| v.parse::<u64>().ok())
     };
-    Some((field("Pss:")?, field("Rss:")?))
+    Some(ProcessMemory {
+        pss: field("Pss:")?,
+        rss: field("Rss:")?,
+        uss: field("Private_Clean:").unwrap_or(0) + field("Private_Dirty:").unwrap_or(0),
+    })
+}
+
+/// The soft address-space limit (RLIMIT_AS) of `pid`, MiB, from
+/// /proc/PID/limits; None when unlimited or unreadable.
+pub fn address_limit_mib(pid: u32) -> Option<f64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/limits")).ok()?;
+    let line = text.lines().find(|l| l.starts_with("Max address space"))?;
+    let soft = line.trim_start_matches("Max address space").split_whitespace().next()?;
+    soft.parse::<f64>().ok().map(|b| b / (1024.0 * 1024.0))
 }

@@ -336,7 +336,7 @@ impl Gate<'_> {
                 None,
             );
         };
-        let mut fit = Fit::host(host, leg.seconds);
+        let mut fit = Fit::host(host, leg);
         self.fit_gpu(&mut fit, leg);
         fit.saw
             .push(format!("--parallel would take {}", fit.parallel));
@@ -362,6 +362,8 @@ impl Gate<'_> {
             (Some(g), Some(mem), Some(peak)) if peak > 0.0 => {
                 let plan = placement::measured(&Measured {
                     peak_mib: Some(peak),
+                    copy_mib: None,
+                    cores_busy: None,
                     host_mib: fit.available,
                     cores: fit.cores,
                     gpus: vec![Gpu {
@@ -462,12 +464,17 @@ struct Fit {
 
 impl Fit {
     /// The host's part: the copies its available memory and cores hold at
-    /// the measured peak (`host`, MiB) of a smoke of `seconds`.
-    fn host(host: f64, seconds: f64) -> Fit {
+    /// the measured peak (`host`, MiB) of the smoke `leg`, each copy past
+    /// the first adding its private memory (USS), each keeping the cores
+    /// it kept busy.
+    fn host(host: f64, leg: &ProgramLeg) -> Fit {
+        let seconds = leg.seconds;
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let available = sweep::measured::available_mib();
         let host_plan = placement::measured(&Measured {
             peak_mib: Some(host),
+            copy_mib: leg.peak.host_uss_mib,
+            cores_busy: leg.cpu_cores,
             host_mib: available,
             cores,
             gpus: Vec::new(),
