@@ -157,7 +157,9 @@ EXPECT_FIXED = {
     "none": ("COMPLETE", None, 1, None),
     "nan": ("FAIL", "non-finite-loss", 1, None),
     "label": ("FAIL", "label-out-of-range", 1, None),
-    "oom": ("FAIL", "out-of-memory", 5, None),
+    # A fixed allocation past the limit: the batch halved four times (64 x 1
+    # -> 4 x 16), max_attempts reached, still out of memory.
+    "oom": ("FAIL", "out-of-memory", 5, (4, 16)),
     "oom-batch": ("COMPLETE", None, 2, (32, 2)),
     "sigkill": ("FAIL", "killed", 1, None),
     "hang": ("FAIL", "timeout", 1, None),

@@ -260,7 +260,9 @@ impl Leg {
         let mut verdict = verdict;
         // Only the host's allocator meets an address-space limit.
         let host = verdict.known == Some("host-out-of-memory");
-        let limit = peak.address_limit_mib.filter(|_| host && oom_killed.is_none());
+        let limit = peak
+            .address_limit_mib
+            .filter(|_| host && oom_killed.is_none());
         if let Some(limit) = limit {
             verdict.evidence.push_str(&format!(
                 " (it ran under its own address-space limit, RLIMIT_AS {limit:.0} MiB: the limit, not the host, ran out)"

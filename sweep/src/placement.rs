@@ -308,13 +308,30 @@ mod tests {
         // torch's libraries counted once: 805 + 115 each -> 1 + 19, the cores bind at 8.
         let p = measured(&m(Some(100.0), None));
         assert_eq!(p.slots.len(), 8, "{:?}", p.why);
-        assert!(p.why[0].contains("each further copy 115 MiB"), "{:?}", p.why);
+        assert!(
+            p.why[0].contains("each further copy 115 MiB"),
+            "{:?}",
+            p.why
+        );
         // A trial that keeps 2 cores busy: 4 trials of 2 threads on 8 cores.
         let p = measured(&m(Some(100.0), Some(1.9)));
-        assert_eq!((p.slots.len(), p.slots[0].threads), (4, Some(2)), "{:?}", p.why);
+        assert_eq!(
+            (p.slots.len(), p.slots[0].threads),
+            (4, Some(2)),
+            "{:?}",
+            p.why
+        );
         assert!(p.why[0].contains("a trial keeps 2 busy"), "{:?}", p.why);
         // A trial that keeps every core busy runs alone, with all of them.
-        let p = measured(&Measured { cores: 2, ..m(Some(100.0), Some(1.97)) });
-        assert_eq!((p.slots.len(), p.slots[0].threads), (1, Some(2)), "{:?}", p.why);
+        let p = measured(&Measured {
+            cores: 2,
+            ..m(Some(100.0), Some(1.97))
+        });
+        assert_eq!(
+            (p.slots.len(), p.slots[0].threads),
+            (1, Some(2)),
+            "{:?}",
+            p.why
+        );
     }
 }

@@ -276,6 +276,9 @@ pub fn pss_kib(pid: u32) -> Option<ProcessMemory> {
 pub fn address_limit_mib(pid: u32) -> Option<f64> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/limits")).ok()?;
     let line = text.lines().find(|l| l.starts_with("Max address space"))?;
-    let soft = line.trim_start_matches("Max address space").split_whitespace().next()?;
+    let soft = line
+        .trim_start_matches("Max address space")
+        .split_whitespace()
+        .next()?;
     soft.parse::<f64>().ok().map(|b| b / (1024.0 * 1024.0))
 }

@@ -444,7 +444,7 @@ for e in (1, 2):\n    time.sleep(1.0)\n    print(f'Epoch {e}/2 | Train Loss: 1.0
     assert_eq!(out.status.code(), Some(0), "{err}");
     assert!(err.contains("the first trial runs alone"), "{err}");
     assert!(
-        err.contains("-> 2 trial(s) at once"),
+        err.contains("; 2 trial(s) at once ("),
         "the peak (~410 MiB × 1.15) fits 2 in 1400 MiB: {err}"
     );
 
