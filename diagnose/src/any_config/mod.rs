@@ -166,7 +166,7 @@ fn strict_note(e: anyhow::Error, tally: &recognise::Tally) -> anyhow::Error {
         return e;
     }
     bad_input!(
-        "{message}\n(read as a trainguard config: {} of its {} top-level keys are trainguard's or a typo of one{}; if it is another format, name it: {AS_HINT})",
+        "{message}\n(read as a trainguard config: {} of its {} top-level keys are trainguard's or a typo of one{}; if it is another format, tell cfgcheck which: {AS_HINT})",
         tally.trainguard,
         tally.keys,
         match tally.strangers {

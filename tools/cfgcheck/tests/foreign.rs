@@ -247,7 +247,7 @@ fn trainguard_configs_with_a_typo_stay_strict() {
             "line 2: unknown key `batchsize`; did you mean `batch_size`?",
         ))
         .stderr(predicate::str::contains(
-            "5 of its 5 top-level keys are trainguard's or a typo of one; if it is another format, name it: --as hf",
+            "5 of its 5 top-level keys are trainguard's or a typo of one; if it is another format, tell cfgcheck which: --as hf",
         ))
         .stderr(predicate::str::contains("--as any (every format's keys"));
     // Spelt right, it is read as trainguard's, with its estimate.
