@@ -99,7 +99,7 @@ run cfgcheck-seed 0 cfgcheck --gpu "$tmp/t4.yaml" configs/colab_optimized_full.y
     says cfgcheck-seed out "allocator-fragmentation" && ok "cfgcheck configs/colab_optimized_full.yaml"
 sed 's/^torch_compile_mode: .*/torch_compile_mode: "reduce-overhead"/' configs/colab_optimized_full.yaml >"$tmp/a.yaml"
 run cfgcheck-a 1 cfgcheck --gpu "$tmp/t4.yaml" "$tmp/a.yaml" --format csv &&
-    says cfgcheck-a out "cuda-graphs-checkpointing,error" && ok "cfgcheck of seed 000's option A: exit 1, the CUDA-graph clash"
+    says cfgcheck-a out "cuda-graphs-checkpointing,error" && ok "cfgcheck of the reduce-overhead config: exit 1, the CUDA-graph clash"
 run cfgcheck-pipe 0 sh -c 'memdiag --from t4 | cfgcheck configs/demo_cpu.yaml --format csv' &&
     says cfgcheck-pipe out "Tesla T4 (GPU 0),ok" && ok "memdiag | cfgcheck configs/demo_cpu.yaml"
 run cfgcheck-named 0 sh -c 'cd / && cfgcheck --gpu t4 "$0" --format csv' "$PWD/configs/demo_cpu.yaml" &&
@@ -146,10 +146,10 @@ fi
 # What needs libtorch: exit 5 and the message, never a loader error.
 run info 0 train info && says info out "libtorch: not in this build" && ok "train info: libtorch: not in this build"
 run train-config 5 train --config configs/demo_cpu.yaml --out "$tmp/own" &&
-    says train-config err "train --config (the seeds' model) needs libtorch, and $bin/train was built without it" &&
+    says train-config err "train --config (the built-in model) needs libtorch, and $bin/train was built without it" &&
     says train-config err 'docs/GUIDE.md, "Install"' && ok "train --config: exit 5, needs libtorch"
 run own-sweep 5 train sweep --config configs/sweeps/demo_base.yaml --space configs/sweeps/demo_faults.yaml --out "$tmp/own-sweep" &&
-    says own-sweep err "a space without \`program\`" && [ ! -e "$tmp/own-sweep" ] && ok "train sweep of the seeds' model: exit 5, nothing written"
+    says own-sweep err "a space without \`program\`" && [ ! -e "$tmp/own-sweep" ] && ok "train sweep of the built-in model: exit 5, nothing written"
 run verify 5 verify-fixes --config configs/demo_cpu.yaml --gpu "$tmp/t4.yaml" &&
     says verify err "needs libtorch" && ok "verify-fixes --config: exit 5, needs the full build"
 # verify-fixes -- CMD needs no libtorch: it gates the example script's config C.
