@@ -56,12 +56,12 @@ demo: setup build
     "$bin/train" info
     step memdiag
     "$bin/memdiag" --format table
-    step memdiag --from configs/gpus/t4.yaml
-    "$bin/memdiag" --from configs/gpus/t4.yaml --format table
-    step 'memdiag --from configs/gpus/t4.yaml --watch 0.2 --count 3'
-    "$bin/memdiag" --from configs/gpus/t4.yaml --watch 0.2 --count 3
-    step 'memdiag --from configs/gpus/t4.yaml | cfgcheck configs/colab_optimized_full.yaml'
-    "$bin/memdiag" --from configs/gpus/t4.yaml | "$bin/cfgcheck" configs/colab_optimized_full.yaml --format table
+    step memdiag --from t4
+    "$bin/memdiag" --from t4 --format table
+    step 'memdiag --from t4 --watch 0.2 --count 3'
+    "$bin/memdiag" --from t4 --watch 0.2 --count 3
+    step 'memdiag --from t4 | cfgcheck configs/colab_optimized_full.yaml'
+    "$bin/memdiag" --from t4 | "$bin/cfgcheck" configs/colab_optimized_full.yaml --format table
     step 'memdiag | cfgcheck configs/demo_cpu.yaml   # the demo config on this machine'
     "$bin/memdiag" | "$bin/cfgcheck" configs/demo_cpu.yaml --format table
     step 'memdiag | verify-fixes --config configs/demo_cpu.yaml   # the gate before a run'

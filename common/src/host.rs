@@ -1,5 +1,6 @@
 //! Facts about this machine and this process's stdin that several tools need.
 
+use crate::gpus;
 use crate::input;
 use crate::report::Report;
 use std::io::IsTerminal;
@@ -28,11 +29,12 @@ pub fn stdin_has_data() -> bool {
             .is_ok_and(|m| m.file_type().is_fifo() || m.file_type().is_file())
 }
 
-/// The target GPU report of cfgcheck and verify-fixes: `--gpu FILE` when
-/// given, else memdiag's report piped on stdin, else none.
+/// The target GPU report of cfgcheck and verify-fixes: `--gpu NAME|FILE`
+/// when given (a built-in profile or a file, `gpus::read`), else memdiag's
+/// report piped on stdin, else none.
 pub fn target_report(gpu: Option<&Path>) -> anyhow::Result<Option<Report>> {
-    if let Some(path) = gpu {
-        return Ok(Some(Report::parse(&input::read(path)?)?));
+    if let Some(value) = gpu {
+        return Ok(Some(Report::parse(&gpus::read(value)?)?));
     }
     if !stdin_has_data() {
         return Ok(None);

@@ -16,7 +16,8 @@
 //! - model knowledge: `config` (loading and validating a config), `model`
 //!   (the model spec), `estimate` (the memory estimate, the `Budget`,
 //!   `BATCH_CAP`), `tiers` and `report` (reading and writing tiers/v1 and
-//!   memdiag/v1);
+//!   memdiag/v1), `gpus` (the GPU profiles built in, and what a `--gpu`
+//!   value names);
 //! - `host`: host RAM, host name, a process's start time, free disk space,
 //!   and the target GPU's report (memdiag's, parsed by `report`).
 //!
@@ -49,6 +50,7 @@ pub mod estimate;
 pub mod exit;
 pub mod files;
 pub mod format;
+pub mod gpus;
 pub mod host;
 pub mod input;
 pub mod model;

@@ -28,7 +28,10 @@ pub fn plan_fix(loaded: &LoadedConfig, target: &Target) -> Plan {
 /// the target instead of seed 002's fixed tiers.
 pub fn plan_fit(loaded: &LoadedConfig, target: &Target) -> Result<Plan, String> {
     let Some(budget) = target.budget(loaded.config.parallel_trials) else {
-        return Err("--fit needs a target GPU with known memory: pipe memdiag's report in or give --gpu FILE".into());
+        return Err(format!(
+            "--fit needs a target GPU with known memory: pipe memdiag's report in, or {}",
+            common::gpus::how_to_name()
+        ));
     };
     let mib = budget.per_trial_mib();
     let mut p = Planner::new(&loaded.config);

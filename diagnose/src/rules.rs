@@ -65,7 +65,10 @@ fn unmet(needs: Needs, target: &Target) -> Option<String> {
                 gpu.index
             )),
             None if target.known_no_gpu => Some("the report holds no GPU".into()),
-            None => Some("no target GPU: pipe memdiag's report in, or give --gpu FILE (a report or a profile in configs/gpus/)".into()),
+            None => Some(format!(
+                "no target GPU: pipe memdiag's report in, or {}",
+                common::gpus::how_to_name()
+            )),
         },
         Needs::HostRam => target
             .host_ram_mib

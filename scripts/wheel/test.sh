@@ -86,21 +86,24 @@ for tool in memdiag cfgcheck verify-fixes train; do
 done
 
 # memdiag: NVML is loaded at run time, so it runs (and says why there is no
-# GPU) on a machine without a driver, and reads a GPU profile.
+# GPU) on a machine without a driver, and reads a GPU profile: one built in,
+# by name, from a directory with no configs/ (the wheel has none).
 run memdiag 0 memdiag --format yaml && says memdiag out "schema: memdiag/v1" && ok "memdiag"
-run memdiag-t4 0 memdiag --from configs/gpus/t4.yaml --format yaml && says memdiag-t4 out "Tesla T4" && ok "memdiag --from configs/gpus/t4.yaml"
+run memdiag-t4 0 sh -c 'cd / && memdiag --from t4 --format yaml' && says memdiag-t4 out "Tesla T4" && ok "memdiag --from t4 (built in, from /)"
 
 # cfgcheck, the T4 as target, on a seed config (exit 0: warnings only), on
 # it with seed 000's "reduce-overhead" (exit 1: CUDA graphs clash with
 # checkpointing), and through a pipe from memdiag.
-memdiag --from configs/gpus/t4.yaml --format yaml >"$tmp/t4.yaml"
+memdiag --from t4 --format yaml >"$tmp/t4.yaml"
 run cfgcheck-seed 0 cfgcheck --gpu "$tmp/t4.yaml" configs/colab_optimized_full.yaml --format csv &&
     says cfgcheck-seed out "allocator-fragmentation" && ok "cfgcheck configs/colab_optimized_full.yaml"
 sed 's/^torch_compile_mode: .*/torch_compile_mode: "reduce-overhead"/' configs/colab_optimized_full.yaml >"$tmp/a.yaml"
 run cfgcheck-a 1 cfgcheck --gpu "$tmp/t4.yaml" "$tmp/a.yaml" --format csv &&
-    says cfgcheck-a out "cuda-graphs-checkpointing,error" && ok "cfgcheck of seed 000's option A: exit 1, the CUDA-graph clash"
-run cfgcheck-pipe 0 sh -c 'memdiag --from configs/gpus/t4.yaml | cfgcheck configs/demo_cpu.yaml --format csv' &&
+    says cfgcheck-a out "cuda-graphs-checkpointing,error" && ok "cfgcheck of the reduce-overhead config: exit 1, the CUDA-graph clash"
+run cfgcheck-pipe 0 sh -c 'memdiag --from t4 | cfgcheck configs/demo_cpu.yaml --format csv' &&
     says cfgcheck-pipe out "Tesla T4 (GPU 0),ok" && ok "memdiag | cfgcheck configs/demo_cpu.yaml"
+run cfgcheck-named 0 sh -c 'cd / && cfgcheck --gpu t4 "$0" --format csv' "$PWD/configs/demo_cpu.yaml" &&
+    says cfgcheck-named out "Tesla T4 (GPU 0),ok" && ok "cfgcheck --gpu t4 (built in, from /)"
 # cfgcheck --scan (tree-sitter, compiled into the wheel's cfgcheck by zig's
 # C compiler): the example script is clean (exit 0); seed 001's reproducer
 # pairs torch.compile "reduce-overhead" with checkpointing (exit 1).
@@ -143,10 +146,10 @@ fi
 # What needs libtorch: exit 5 and the message, never a loader error.
 run info 0 train info && says info out "libtorch: not in this build" && ok "train info: libtorch: not in this build"
 run train-config 5 train --config configs/demo_cpu.yaml --out "$tmp/own" &&
-    says train-config err "train --config (the seeds' model) needs libtorch, and $bin/train was built without it" &&
+    says train-config err "train --config (the built-in model) needs libtorch, and $bin/train was built without it" &&
     says train-config err 'docs/GUIDE.md, "Install"' && ok "train --config: exit 5, needs libtorch"
 run own-sweep 5 train sweep --config configs/sweeps/demo_base.yaml --space configs/sweeps/demo_faults.yaml --out "$tmp/own-sweep" &&
-    says own-sweep err "a space without \`program\`" && [ ! -e "$tmp/own-sweep" ] && ok "train sweep of the seeds' model: exit 5, nothing written"
+    says own-sweep err "a space without \`program\`" && [ ! -e "$tmp/own-sweep" ] && ok "train sweep of the built-in model: exit 5, nothing written"
 run verify 5 verify-fixes --config configs/demo_cpu.yaml --gpu "$tmp/t4.yaml" &&
     says verify err "needs libtorch" && ok "verify-fixes --config: exit 5, needs the full build"
 # verify-fixes -- CMD needs no libtorch: it gates the example script's config C.

@@ -50,7 +50,7 @@ pub fn fixes(get: &dyn Fn(&str) -> Option<String>, torch: TorchVersion, wants: &
                     name,
                     EXPANDABLE,
                     format!(
-                        "fragmentation ends long runs (seed 004); {which}; set PYTORCH_ALLOC_CONF yourself to choose"
+                        "without it, fragmentation (\"reserved by PyTorch but unallocated\") can end a long run; {which}; set PYTORCH_ALLOC_CONF yourself to choose"
                     ),
                 );
             }
@@ -255,7 +255,7 @@ mod tests {
                 "CUDA_LAUNCH_BLOCKING"
             ]
         );
-        assert!(f.said[0].contains("seed 004"));
+        assert!(f.said[0].contains("fragmentation"));
     }
 
     #[test]

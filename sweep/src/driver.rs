@@ -160,7 +160,7 @@ fn what_to_run(
     crate::program::check(&space, &settings)?;
     if space.program.is_none() && !libtorch {
         let who = format!(
-            "train sweep of {} (a space without `program`: each trial trains the seeds' model with `train --config`)",
+            "train sweep of {} (a space without `program`: each trial trains train's built-in model with `train --config`)",
             settings.space_name
         );
         return Err(common::exit::no_libtorch(&who, train));

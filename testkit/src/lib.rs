@@ -5,7 +5,7 @@
 //!
 //! ```no_run
 //! let r = testkit::ucmd("cfgcheck")
-//!     .args(["--gpu", "configs/gpus/t4.yaml", "configs/demo_cpu.yaml"])
+//!     .args(["--gpu", "t4", "configs/demo_cpu.yaml"])
 //!     .run();
 //! r.code_is(0).stdout_contains("verdict");
 //! ```

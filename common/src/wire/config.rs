@@ -192,7 +192,7 @@ pub struct Config {
     pub grad_clip: Option<f64>,
     pub dropout: f64,
     pub seed: u64,
-    /// Trials run at once on one GPU (seed 004).
+    /// Trials run at once on one GPU.
     pub parallel_trials: u32,
     /// Trials in a sweep; 1 for a single run.
     pub trials: u32,

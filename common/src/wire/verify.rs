@@ -47,7 +47,7 @@ pub struct Smoke {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SmokeMetric {
     pub name: String,
-    /// seed epoch lines | JSON or dict lines | the regex | metrics.csv rows
+    /// epoch lines | JSON or dict lines | the regex | metrics.csv rows
     pub reader: String,
     pub reports: u64,
     /// Its last finite value.
@@ -112,7 +112,7 @@ impl Versioned for Output {
                 ended: "stopped by verify-fixes after 2 epoch(s)".into(),
                 metrics: vec![SmokeMetric {
                     name: "val_loss".into(),
-                    reader: "seed epoch lines".into(),
+                    reader: "epoch lines".into(),
                     reports: 2,
                     last: Some(1.21),
                     non_finite: None,

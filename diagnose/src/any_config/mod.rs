@@ -50,6 +50,10 @@ pub fn parse_as(s: &str) -> Result<Format, String> {
     }
 }
 
+/// Every `--as`, for the messages that offer another reading: each says
+/// what it reads.
+pub const AS_HINT: &str = "--as hf (Hugging Face TrainingArguments), --as axolotl, --as trainguard (trainguard's own schema, strictly) or --as any (every format's keys, at any depth: a project's own config)";
+
 /// A config checked: its format, the findings and skipped rules, and either
 /// trainguard's loaded config with its estimate or the keys the rules read.
 pub struct Checked {
@@ -140,7 +144,7 @@ fn read(input: &Input, named: Option<Format>) -> anyhow::Result<Read> {
     if named.is_none() && format == Format::Generic && found.hits.is_empty() {
         let top: Vec<&str> = tree.top().map(|e| e.name.as_str()).take(6).collect();
         return Err(bad_input!(
-            "{}: not a config cfgcheck knows (top-level keys: {}), and none of the keys its rules read is in it ({}); nothing to check. Give --as trainguard for trainguard's own errors on it, or --as any to check it anyway",
+            "{}: not a config cfgcheck knows (top-level keys: {}), and none of the keys its rules read is in it ({}); nothing to check. To read it anyway, name its format: {AS_HINT}",
             input.name,
             top.join(", "),
             Concept::RULES
@@ -162,9 +166,13 @@ fn strict_note(e: anyhow::Error, tally: &recognise::Tally) -> anyhow::Error {
         return e;
     }
     bad_input!(
-        "{message}\n(read as a trainguard config: {} of its {} top-level keys are trainguard's or a typo of one; if it is a Hugging Face or Axolotl config, say so with --as hf or --as axolotl)",
+        "{message}\n(read as a trainguard config: {} of its {} top-level keys are trainguard's or a typo of one{}; if it is another format, tell cfgcheck which: {AS_HINT})",
         tally.trainguard,
-        tally.keys
+        tally.keys,
+        match tally.strangers {
+            0 => String::new(),
+            n => format!(", {n} no known schema's"),
+        }
     )
 }
 

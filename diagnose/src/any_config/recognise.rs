@@ -8,9 +8,15 @@
 //!   schema has but within a typo of a trainguard key (an edit distance of a
 //!   quarter of the longer key's length, at least 1: `batchsize`,
 //!   `gradient_checkpoint`, not `step` for `seed`) belongs to trainguard;
-//! - trainguard when more than half the top-level keys belong to it and it
+//! - a "stranger" is a top-level key no schema has and no typo of ours:
+//!   the mark of a project's own config (`hidden`, `num_layers`);
+//! - trainguard when more than half the top-level keys belong to it, it
 //!   has at least as many keys of its own (no other schema has them) as
-//!   either other schema;
+//!   either other schema, and the strangers, if any, are fewer than its
+//!   own keys spelled exactly (a typo is a guess, not evidence): a file of
+//!   ours with one stray key is still ours and refused for it, while
+//!   `{learning_rate, epochs, dropout_p, hidden}` (one exact key of ours,
+//!   `epochs`, against one stranger) is a project's own;
 //! - else Hugging Face or Axolotl when more than half the top-level keys
 //!   belong to it, the one with more keys of its own winning (then the one
 //!   with more keys);
@@ -92,6 +98,8 @@ impl Known {
 pub struct Tally {
     pub keys: usize,
     pub trainguard: usize,
+    /// Keys no schema has and no typo of ours.
+    pub strangers: usize,
 }
 
 /// The format of a file whose top-level keys are `top`.
@@ -109,11 +117,24 @@ pub fn recognise<'a>(top: impl IntoIterator<Item = &'a str>) -> (ConfigFormat, T
             .count()
     };
     let most = |f: ConfigFormat| 2 * count(f) > top.len();
+    let strangers = top
+        .iter()
+        .filter(|k| schemas.iter().all(|f| !belongs(*f, k)))
+        .count();
+    let exact_own = top
+        .iter()
+        .filter(|k| known.has(Trainguard, k) && !known.has(Hf, k) && !known.has(Axolotl, k))
+        .count();
     let tally = Tally {
         keys: top.len(),
         trainguard: count(Trainguard),
+        strangers,
     };
-    if top.is_empty() || (most(Trainguard) && own(Trainguard) >= own(Hf).max(own(Axolotl))) {
+    if top.is_empty()
+        || (most(Trainguard)
+            && own(Trainguard) >= own(Hf).max(own(Axolotl))
+            && (strangers == 0 || exact_own > strangers))
+    {
         return (Trainguard, tally);
     }
     let rank = |f: ConfigFormat| (own(f), count(f));
@@ -188,6 +209,32 @@ mod tests {
             ConfigFormat::Trainguard
         );
         assert_eq!(format(""), ConfigFormat::Trainguard);
+        // One stray key among many of ours: ours, refused for the stray one.
+        assert_eq!(
+            format("batch_size epochs image_size memory_optimized notes"),
+            ConfigFormat::Trainguard
+        );
+    }
+
+    #[test]
+    fn a_project_config_sharing_a_few_names_with_ours_is_its_own() {
+        // learning_rate is ours (and Hugging Face's), epochs ours, dropout_p
+        // a typo of dropout; hidden is nobody's. One exact key of ours
+        // against one stranger: the project's own nesting.
+        let (f, tally) = recognise("learning_rate hidden epochs dropout_p".split_whitespace());
+        assert_eq!(f, ConfigFormat::Generic);
+        assert_eq!(
+            tally,
+            Tally {
+                keys: 4,
+                trainguard: 3,
+                strangers: 1
+            }
+        );
+        assert_eq!(
+            format("learning_rate batch_size epochs hidden_size num_layers"),
+            ConfigFormat::Generic
+        );
     }
 
     #[test]

@@ -89,7 +89,7 @@ impl Hazard for CudaGraphsCheckpointing {
             "torch_compile_mode",
             yaml_edit::scalar(CompileMode::Default.as_str()),
             format!(
-                "\"{}\" uses CUDA graphs, which crash with gradient checkpointing at epoch 2; \"default\" keeps most of the speed-up (seed 001, Option A)",
+                "\"{}\" uses CUDA graphs, which crash with gradient checkpointing at epoch 2; \"default\" keeps most of the speed-up",
                 mode.as_str()
             ),
             |c| c.torch_compile_mode = CompileMode::Default,
@@ -146,7 +146,7 @@ impl Hazard for CudaGraphsCheckpointing {
                 g,
                 Self::fixed(g),
                 format!(
-                    "{} records CUDA graphs, which crash with gradient checkpointing at epoch 2; without them compile keeps most of the speed-up (seed 001, Option A)",
+                    "{} records CUDA graphs, which crash with gradient checkpointing at epoch 2; without them compile keeps most of the speed-up",
                     g.shown
                 ),
             );

@@ -49,8 +49,7 @@ pub fn long_run(c: &Config) -> bool {
     c.epochs >= LONG_RUN_EPOCHS || c.parallel_trials > 1 || c.trials > 1
 }
 
-const EXPANDABLE_WHY: &str =
-    "expandable segments keep fragmentation from ending long runs (seed 004)";
+const EXPANDABLE_WHY: &str = "expandable segments keep fragmentation from ending long runs";
 
 pub struct AllocatorFragmentation;
 
@@ -75,7 +74,7 @@ impl Hazard for AllocatorFragmentation {
         vec![cx.finding(
             self.id(),
             key,
-            format!("{why} without expandable_segments:True: the caching allocator fragments (\"X GiB is reserved by PyTorch but unallocated\") until a small allocation fails (seed 004 died at trial 182)"),
+            format!("{why} without expandable_segments:True: the caching allocator fragments (\"X GiB is reserved by PyTorch but unallocated\") until a small allocation fails, in a sweep often hundreds of trials in"),
             "set environment: {PYTORCH_ALLOC_CONF: \"expandable_segments:True\"} (PYTORCH_CUDA_ALLOC_CONF before PyTorch 2.9); trainguard's train sets it itself when neither is set".into(),
         )]
     }

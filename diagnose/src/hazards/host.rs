@@ -31,7 +31,7 @@ pub fn workers_too_many(workers: u64, ram_mib: u64) -> bool {
 
 /// What happens with `workers` worker processes on that host.
 pub fn workers_message(workers: u64, ram_mib: u64) -> String {
-    format!("{workers} DataLoader workers on a host with {:.1} GiB of RAM: each worker is a process with its own copies, and the OOM killer ends the run with exit code -9 (seed 002)", ram_mib as f64 / 1024.0)
+    format!("{workers} DataLoader workers on a host with {:.1} GiB of RAM: each worker is a process with its own copies, and the OOM killer ends the run with exit code -9", ram_mib as f64 / 1024.0)
 }
 
 /// The fix, `set` naming the setting where it lives.
@@ -61,7 +61,7 @@ impl Hazard for WorkersSmallHost {
                 "num_workers",
                 "0".into(),
                 format!(
-                    "{:.1} GiB of host RAM is too little for worker processes (seed 002)",
+                    "{:.1} GiB of host RAM is too little for worker processes",
                     ram as f64 / 1024.0
                 ),
                 |c| c.num_workers = 0,
@@ -82,7 +82,7 @@ impl Hazard for WorkersSmallHost {
                 self.id(),
                 h,
                 &[],
-                format!("{n} DataLoader workers {} on a host with {:.1} GiB of RAM: each worker is a process with its own copies, and the OOM killer ends the run with exit code -9 (seed 002)", h.aside(), ram as f64 / 1024.0),
+                format!("{n} DataLoader workers {} on a host with {:.1} GiB of RAM: each worker is a process with its own copies, and the OOM killer ends the run with exit code -9", h.aside(), ram as f64 / 1024.0),
                 format!("set {}: 0 on small hosts (Colab, Kaggle)", h.path),
             ))
             .collect()
@@ -96,7 +96,7 @@ impl Hazard for WorkersSmallHost {
                 h,
                 Scalar::Int(0),
                 format!(
-                    "{:.1} GiB of host RAM is too little for worker processes (seed 002)",
+                    "{:.1} GiB of host RAM is too little for worker processes",
                     ram as f64 / 1024.0
                 ),
             );
@@ -161,7 +161,7 @@ impl Hazard for UncappedDataset {
         vec![cx.finding(
             self.id(),
             "max_train_examples",
-            format!("no max_train_examples and the training set takes {} MiB against {ram_mib} MiB of host RAM: loading it can get the process killed (exit -9, seed 002)", estimate::whole_mib(bytes)),
+            format!("no max_train_examples and the training set takes {} MiB against {ram_mib} MiB of host RAM: loading it can get the process killed (exit -9)", estimate::whole_mib(bytes)),
             format!("set max_train_examples{}", cap.unwrap_or_default()),
         )]
     }
@@ -200,7 +200,7 @@ impl Hazard for PinMemoryWithoutWorkers {
             self.id(),
             "pin_memory",
             format!("pin_memory {PIN_ALONE}"),
-            "set pin_memory: false, or use it only with num_workers > 0 (seed 002)".into(),
+            "set pin_memory: false, or use it only with num_workers > 0".into(),
         )]
     }
     fn reads_keys(&self) -> bool {
@@ -229,10 +229,7 @@ impl Hazard for PinMemoryWithoutWorkers {
             pin,
             &workers,
             format!("pin memory {} {PIN_ALONE}", pin.aside()),
-            format!(
-                "set {}: false, or use it only with {name} > 0 (seed 002)",
-                pin.path
-            ),
+            format!("set {}: false, or use it only with {name} > 0", pin.path),
         )]
     }
 }

@@ -117,7 +117,7 @@ impl Hazard for MemoryExceedsFree {
             p.change(
                 "torch_compile",
                 "false".into(),
-                "memory does not fit: the seeds' next step (Option B) turns compile off, which saves its compilation memory; the estimate does not model compile, so it does not count on this".into(),
+                "memory does not fit: compile off saves the memory its compilation takes; the estimate does not model compile, so it does not count on this".into(),
                 |c| c.torch_compile = false,
             );
         }
@@ -131,7 +131,7 @@ impl Hazard for MemoryExceedsFree {
             });
             let after = estimate::estimate(&p.config).peak_mib();
             p.plan.changes.last_mut().expect("just pushed").why =
-                format!("memory does not fit: the 32/64/128 model (Option C) brings the estimate from {before} to {after} MiB");
+                format!("memory does not fit: the memory-optimized model (32/64/128 channels) brings the estimate from {before} to {after} MiB");
         }
         if !fits(&p.config) {
             let mib = budget.per_trial_mib();
@@ -231,7 +231,7 @@ impl Hazard for ParallelTrialsOverflow {
             self.id(),
             "parallel_trials",
             format!(
-                "{n} trials × {peak} MiB = {} MiB on {name}'s {} MiB less the {:.0}% margin ({usable} MiB): no breathing room, fragmentation turns into OOM and device-side asserts (seed 004: 4 trials of ~6 GB on 24 GB died, 3 ran)",
+                "{n} trials × {peak} MiB = {} MiB on {name}'s {} MiB less the {:.0}% margin ({usable} MiB): no breathing room, fragmentation turns into OOM and device-side asserts (4 trials of ~6 GB on a 24 GB card die where 3 run)",
                 n * peak,
                 mem.total_mib,
                 budget.margin * 100.0
@@ -255,7 +255,12 @@ impl Hazard for ParallelTrialsOverflow {
         let n = u64::from(p.config.parallel_trials);
         if n * peak > usable && usable >= peak {
             let fits = budget.trials_that_fit(peak) as u32;
-            p.change("parallel_trials", fits.to_string(), format!("{n} trials of {peak} MiB do not fit in {usable} MiB; {fits} do (seed 004: 4 → 3)"), |c| c.parallel_trials = fits);
+            p.change(
+                "parallel_trials",
+                fits.to_string(),
+                format!("{n} trials of {peak} MiB do not fit in {usable} MiB; {fits} do"),
+                |c| c.parallel_trials = fits,
+            );
         }
     }
 }

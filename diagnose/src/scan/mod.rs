@@ -339,7 +339,7 @@ fn workers(
                     file,
                     at,
                     format!(
-                        "{why}: above 0 it is too many for a host with {:.1} GiB of RAM (seed 002)",
+                        "{why}: above 0 it is too many for a host with {:.1} GiB of RAM",
                         ram as f64 / 1024.0
                     ),
                 ));

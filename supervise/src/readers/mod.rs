@@ -32,7 +32,7 @@ pub struct Report {
 /// a sweep knows how the metric will be seen.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Source {
-    /// The seeds' `Epoch N/M | Val Loss: ...` lines.
+    /// `Epoch N/M | Val Loss: ...` lines.
     EpochLine,
     /// A JSON object or Python dict per line.
     Dict,
@@ -45,7 +45,7 @@ pub enum Source {
 impl Source {
     pub fn as_str(self) -> &'static str {
         match self {
-            Source::EpochLine => "seed epoch lines",
+            Source::EpochLine => "epoch lines",
             Source::Dict => "JSON or dict lines",
             Source::Regex => "the regex",
             Source::Csv => "metrics.csv rows",

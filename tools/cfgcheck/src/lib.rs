@@ -1,6 +1,6 @@
 //! cfgcheck: will this config run on that GPU? Known-hazard rules and a memory
 //! estimate (`diagnose` and `common`), before the run. The target GPU comes from a
-//! memdiag report on stdin, `--gpu FILE`, or nothing.
+//! memdiag report on stdin, `--gpu NAME|FILE`, or nothing.
 
 mod concise;
 mod configs;
@@ -31,7 +31,7 @@ use std::process::ExitCode;
     version,
     about = "Will this config run on that GPU? Known-hazard rules and a memory estimate, before the run",
     after_help = "The target GPU: a memdiag report piped on stdin (memdiag | cfgcheck cfg.yaml), \
-                  --gpu FILE (a saved report or configs/gpus/*.yaml), or none (memory rules skipped).\n\
+                  --gpu NAME (a GPU profile built in, such as t4), --gpu FILE (a saved report), or none (memory rules skipped).\n\
                   Exit codes: 0 no errors (warnings allowed unless --strict), 1 errors found, \
                   2 could not check (bad input or usage, such as --format sarif without --scan), 4 cfgcheck broke (an I/O failure or a bug). \
                   With --explain: 0 a known failure found, 1 nothing known found."
@@ -55,8 +55,7 @@ struct Cli {
     /// With --explain: give the fix as a diff of this config.
     #[arg(long, value_name = "CFG", requires = "explain")]
     config: Option<PathBuf>,
-    /// The target GPU's report or profile, instead of stdin.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "NAME|FILE", help = common::gpus::help())]
     gpu: Option<PathBuf>,
     /// Which GPU of the report [default: the one with most free memory].
     #[arg(long, value_name = "N")]

@@ -27,9 +27,10 @@ struct Cli {
     /// Output format [default: table on a terminal, yaml otherwise]
     #[arg(long, value_enum)]
     format: Option<Format>,
-    /// Replay a saved report or a GPU profile (configs/gpus/*.yaml) instead of
-    /// asking the driver; `-` reads stdin.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "NAME|FILE", help = format!(
+        "Replay a built-in GPU profile ({}) or a saved report's file (a value holding a `/` or ending in .yaml or .json; `-` reads stdin) instead of asking the driver",
+        common::gpus::names()
+    ))]
     from: Option<PathBuf>,
     /// Replace the built-in memory tiers with a `tiers/v1` file.
     #[arg(long, value_name = "FILE")]
@@ -71,7 +72,7 @@ fn run(cli: &Cli) -> anyhow::Result<u8> {
     // Opened only when asked for, and once: `--watch` reuses the session.
     let session = cli.from.is_none().then(nvml::Session::open);
     let mut report = match (&cli.from, &session) {
-        (Some(path), _) => Report::parse(&common::input::read(path)?)?,
+        (Some(value), _) => Report::parse(&common::gpus::read(value)?)?,
         (None, Some(session)) => {
             let mut r = session.report();
             r.time = Some(humantime::format_rfc3339_seconds(SystemTime::now()).to_string());

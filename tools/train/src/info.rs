@@ -87,7 +87,7 @@ fn without_libtorch() -> TrainInfo {
         allocator_view: false,
         notes: vec![
             "libtorch: not in this build (the pip wheel's train): `train run -- CMD`, program \
-             sweeps and `train info` work; training the seeds' model (train --config, --resume, \
+             sweeps and `train info` work; training the built-in model (train --config, --resume, \
              bench, check-data, a sweep without `program`) needs the source build \
              (docs/GUIDE.md, \"Install\")"
                 .to_string(),

@@ -29,7 +29,7 @@ use train_cli::{InfoArgs, ModelCommand, TrainingArgs};
 #[command(
     name = "train",
     version,
-    about = "libtorch trainer for the seeds' model",
+    about = "Runs and sweeps your training command under guard (train run, train sweep); trains its built-in video model with libtorch (train --config)",
     args_conflicts_with_subcommands = true,
     after_help = "Exit codes: 0 finished, 1 training failed (reason in summary.yaml and on stderr), \
                   2 bad input or usage, 3 --device cuda without a GPU, 4 train broke (an unexpected \

@@ -33,9 +33,9 @@ fn what_needs_libtorch_exits_5_naming_the_command() {
     let cases: [(&[&str], &str); 4] = [
         (
             &["--config", "CFG", "--out", "OUT"],
-            "train --config (the seeds' model)",
+            "train --config (the built-in model)",
         ),
-        (&["--resume", "OUT"], "train --resume (the seeds' model)"),
+        (&["--resume", "OUT"], "train --resume (the built-in model)"),
         (
             &["bench", "--config", "CFG", "--save", "OUT"],
             "train bench",

@@ -176,7 +176,7 @@ impl Gate<'_> {
                 None,
             ),
             Some((var, value, _)) => FORM.row(id, Status::Fail,
-                format!("{var}={value} (from the shell) has no expandable_segments:True: fragmentation (\"reserved but unallocated\") can end a long run (seed 004)"),
+                format!("{var}={value} (from the shell) has no expandable_segments:True: fragmentation (\"reserved but unallocated\") can end a long run"),
                 Some(format!("set {var}={}", rules::with_expandable(&value))),
             ),
         };
@@ -217,7 +217,7 @@ impl Gate<'_> {
                 id,
                 Status::Warn,
                 format!(
-                    "{saw}: epoch {} not reached (seed 001's crash came at epoch 2)",
+                    "{saw}: epoch {} not reached (some crashes, such as CUDA graphs with gradient checkpointing, come only at epoch 2)",
                     self.epochs
                 ),
                 Some("a longer --smoke-seconds, or a smaller dataset for the smoke".into()),

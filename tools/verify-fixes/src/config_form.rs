@@ -81,7 +81,7 @@ impl Context<'_> {
                 FORM.row("allocator", Status::Pass, format!("{var}={value} (from the {source})"), None)
             }
             Some((var, value, source)) => FORM.row("allocator", Status::Fail,
-                format!("{var}={value} (from the {source}) has no expandable_segments:True: fragmentation (\"reserved but unallocated\") can end a long run (seed 004)"),
+                format!("{var}={value} (from the {source}) has no expandable_segments:True: fragmentation (\"reserved but unallocated\") can end a long run"),
                 Some(format!("set {var}={}", rules::with_expandable(&value))),
             ),
         }

@@ -37,7 +37,8 @@ use supervise::command::shell_words;
     name = "verify-fixes",
     version,
     about = "The gate before a long run: allocator, config, memory, runtime, GPU state, smoke run, data, disk",
-    after_help = "The target GPU: memdiag's report piped on stdin, or --gpu FILE. \
+    after_help = "The target GPU: memdiag's report piped on stdin, --gpu NAME (a GPU profile built in, such as t4) \
+                  or --gpu FILE (a saved report). \
                   `verify-fixes [OPTIONS] -- CMD...` gates your own command instead of train's \
                   config: it runs it for a short while (docs/GUIDE.md, \"verify-fixes -- CMD\"). \
                   Exit codes: 0 no check failed, 1 a check failed, 2 bad input or usage, \
@@ -48,8 +49,7 @@ struct Cli {
     /// The config of the run to gate.
     #[arg(long, value_name = "CFG", required_unless_present_any = ["print_env", "command"])]
     config: Option<PathBuf>,
-    /// The target GPU's report or profile, instead of stdin.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "NAME|FILE", help = common::gpus::help())]
     gpu: Option<PathBuf>,
     /// Which GPU of the report [default: the one with most free memory].
     #[arg(long, value_name = "N")]
@@ -93,7 +93,8 @@ struct Cli {
     #[arg(long, value_name = "S", default_value_t = 300.0, requires = "command")]
     smoke_seconds: f64,
     /// With -- CMD: stop the smoke after this many epochs (reports of the
-    /// metric); seed 001's crash came at epoch 2.
+    /// metric); some crashes, such as CUDA graphs with gradient
+    /// checkpointing, come only at epoch 2.
     #[arg(long, value_name = "N", default_value_t = 2, requires = "command")]
     smoke_epochs: u64,
     /// With -- CMD: the metric a sweep will rank by, which must be read

@@ -1,5 +1,5 @@
 //! What verify-fixes knows of the machine, for both forms: the target GPU
-//! (memdiag's report on stdin or `--gpu FILE`), the shell's variables, and
+//! (memdiag's report on stdin or `--gpu NAME|FILE`), the shell's variables, and
 //! the check that reads only those (GPU state); how a check that needs a
 //! GPU is skipped, or failed with `--require-gpu`.
 
@@ -46,7 +46,10 @@ impl Machine<'_> {
 
     pub fn no_gpu_reason(&self) -> String {
         match self.report {
-            None => "no target GPU: pipe memdiag's report in, or give --gpu FILE".into(),
+            None => format!(
+                "no target GPU: pipe memdiag's report in, or {}",
+                common::gpus::how_to_name()
+            ),
             Some(r) if r.gpus.is_empty() => {
                 format!("the report holds no GPU ({})", r.notes.join("; "))
             }

@@ -75,7 +75,7 @@ fn the_repos_pytorch_script_passes_with_a_fit_count_from_its_measured_peak() {
     let (s, saw) = check(&v, "metric");
     assert_eq!(s, "pass");
     assert!(
-        saw.starts_with("val_loss by seed epoch lines (2 report(s), last "),
+        saw.starts_with("val_loss by epoch lines (2 report(s), last "),
         "{saw}"
     );
     assert!(saw.contains("val_accuracy by JSON or dict lines"), "{saw}");

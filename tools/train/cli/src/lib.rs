@@ -47,9 +47,9 @@ impl TrainingArgs {
     /// The command, in the words a message names it by.
     pub fn who(&self) -> &'static str {
         if self.resume.is_some() {
-            "train --resume (the seeds' model)"
+            "train --resume (the built-in model)"
         } else {
-            "train --config (the seeds' model)"
+            "train --config (the built-in model)"
         }
     }
 }

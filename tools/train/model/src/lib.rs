@@ -42,7 +42,7 @@ static TORCH_RNG: std::sync::Mutex<()> = std::sync::Mutex::new(());
 #[command(
     name = "train",
     version,
-    about = "train's libtorch half: `train` runs it for the seeds' model",
+    about = "train's libtorch half: `train` runs it to train its built-in model",
     args_conflicts_with_subcommands = true
 )]
 struct Cli {
