@@ -221,20 +221,9 @@ impl<'a> Fixer<'a> {
             }
         }
         if let (false, Some(path)) = (on_keys.is_empty(), a.config.as_deref()) {
-            let input = common::input::read(&self.at(path))?;
-            let turned = match any_config::turn(&input, None, &on_keys, self.user)? {
-                Ok(t) => t,
-                Err(e) => return Ok(Next::None(vec![format!("{path}: {e}")])),
-            };
-            let copy = self.config_copy(path, number + 1);
-            common::files::write_atomic(&copy, turned.text.as_bytes())?;
-            next.changed.extend(
-                turned
-                    .changes
-                    .iter()
-                    .map(|c| format!("{path}: {}", c.words())),
-            );
-            next.config = Some(copy.display().to_string());
+            if let Err(why) = self.turn_config(path, &on_keys, number + 1, &mut next)? {
+                return Ok(Next::None(vec![why]));
+            }
         }
         if next.changed.is_empty() {
             why_not.push("the fix changed nothing in the command or its config".into());
@@ -242,6 +231,32 @@ impl<'a> Fixer<'a> {
         }
         next.resumed_from = self.resume(&mut next);
         Ok(Next::Attempt(next, why_not))
+    }
+
+    /// `turns` made in a copy of the config at `path`, leg `number`'s, which
+    /// `next` then runs; Err(why) when they cannot be made.
+    fn turn_config(
+        &self,
+        path: &str,
+        turns: &[Turn],
+        number: u32,
+        next: &mut Attempt,
+    ) -> anyhow::Result<Result<(), String>> {
+        let input = common::input::read(&self.at(path))?;
+        let turned = match any_config::turn(&input, None, turns, self.user)? {
+            Ok(t) => t,
+            Err(e) => return Ok(Err(format!("{path}: {e}"))),
+        };
+        let copy = self.config_copy(path, number);
+        common::files::write_atomic(&copy, turned.text.as_bytes())?;
+        next.changed.extend(
+            turned
+                .changes
+                .iter()
+                .map(|c| format!("{path}: {}", c.words())),
+        );
+        next.config = Some(copy.display().to_string());
+        Ok(Ok(()))
     }
 
     /// A path of the command's, from where it runs.

@@ -258,18 +258,7 @@ impl Leg {
             },
         };
         let mut verdict = verdict;
-        // Only the host's allocator meets an address-space limit.
-        let host = verdict.known == Some("host-out-of-memory");
-        let limit = peak
-            .address_limit_mib
-            .filter(|_| host && oom_killed.is_none());
-        if let Some(limit) = limit {
-            verdict.evidence.push_str(&format!(
-                " (it ran under its own address-space limit, RLIMIT_AS {limit:.0} MiB: the limit, not the host, ran out)"
-            ));
-        }
-        // What the sweep reads to tell its own limit from crowding.
-        peak.address_limit_mib = limit;
+        peak.address_limit_mib = own_limit(&mut verdict, &peak, oom_killed.as_deref());
         let leg = ProgramLeg {
             config: self.config.clone(),
             command: self.command.clone(),
@@ -301,6 +290,24 @@ impl Leg {
             last: self.last.take(),
         }
     }
+}
+
+/// The address-space limit of its own a host out-of-memory met (said in
+/// the evidence), or None: the limit, not the host, ran out.
+fn own_limit(
+    v: &mut verdict::Verdict,
+    peak: &ProgramPeak,
+    oom_killed: Option<&str>,
+) -> Option<f64> {
+    // Only the host's allocator meets an address-space limit.
+    let host = v.known == Some("host-out-of-memory");
+    let limit = peak
+        .address_limit_mib
+        .filter(|_| host && oom_killed.is_none())?;
+    v.evidence.push_str(&format!(
+        " (it ran under its own address-space limit, RLIMIT_AS {limit:.0} MiB: the limit, not the host, ran out)"
+    ));
+    Some(limit)
 }
 
 fn status_of(v: &verdict::Verdict) -> ProgramStatus {

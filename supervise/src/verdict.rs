@@ -54,6 +54,12 @@ pub struct Verdict {
 }
 
 impl Verdict {
+    /// An out-of-memory with more memory reserved but unallocated than it
+    /// asked for: fragmentation, not size.
+    pub fn fragmented(&self) -> bool {
+        self.known == Some(common::wire::hazard::HazardId::AllocatorFragmentation.as_str())
+    }
+
     fn new(status: Status, class: Option<Class>, evidence: String) -> Verdict {
         Verdict {
             status,

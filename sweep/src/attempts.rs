@@ -67,13 +67,8 @@ impl Look<'_> {
                 return Ok((r, false));
             }
         };
-        let auto_fix = self
-            .sweep
-            .space
-            .program
-            .as_ref()
-            .and_then(|p| p.auto_fix.as_ref());
-        let Some(af) = auto_fix else {
+        let space = &self.sweep.space;
+        let Some(af) = space.program.as_ref().and_then(|p| p.auto_fix.as_ref()) else {
             r.proc = Proc::Ended(Box::new(Done::without_fixes(s, status)));
             return Ok((r, false));
         };
@@ -104,46 +99,21 @@ impl Look<'_> {
         };
         let next = if !fixable || crowded {
             None
-        } else if number >= af.max_attempts {
-            account.stopped = Some(format!("max_attempts {} reached", af.max_attempts));
-            None
         } else {
-            let fragmented = ended.verdict.known
-                == Some(common::wire::hazard::HazardId::AllocatorFragmentation.as_str());
-            let class = class.unwrap_or(common::wire::failure::Class::Other);
-            match fixer.next(&attempt, number, class, fragmented)? {
-                Next::Attempt(a, passed) => {
-                    account.not_possible = passed;
-                    Some(a)
-                }
-                Next::None(why) => {
-                    account.stopped = Some("no fix left to try".into());
-                    account.not_possible = why;
-                    None
-                }
-            }
+            let at = Failed {
+                attempt: &attempt,
+                number,
+                class: class.unwrap_or(common::wire::failure::Class::Other),
+                fragmented: ended.verdict.fragmented(),
+            };
+            next_attempt(&mut fixer, af, &at, &mut account)?
         };
         if let Some(a) = next {
-            for c in &a.changed {
-                common::say!(
-                    "train sweep: trial {} attempt {}: {c}",
-                    r.number,
-                    number + 1
-                );
-            }
-            let again = Started::again(
-                &self.sweep.space,
-                &r.dir,
-                &spec,
-                env_said.clone(),
-                a,
-                number + 1,
-            );
-            match again {
+            match self.restart(r.number, &r.dir, &spec, &env_said, a, number + 1) {
                 Ok(started) => {
-                    r.earlier.push(leg);
                     r.proc = Proc::Program(Box::new(started));
                     r.attempt_started = Instant::now();
+                    r.earlier.push(leg);
                     return Ok((r, true));
                 }
                 Err(e) => {
@@ -163,6 +133,59 @@ impl Look<'_> {
         }));
         Ok((r, false))
     }
+}
+
+impl Look<'_> {
+    /// Attempt `number` of trial `trial` (in `dir`), `a`, started in place
+    /// of the one that ended.
+    fn restart(
+        &self,
+        trial: u64,
+        dir: &TrialDir,
+        spec: &supervise::child::Spec,
+        env_said: &[String],
+        a: Attempt,
+        number: u32,
+    ) -> anyhow::Result<Started> {
+        for c in &a.changed {
+            common::say!("train sweep: trial {trial} attempt {number}: {c}");
+        }
+        Started::again(&self.sweep.space, dir, spec, env_said.to_vec(), a, number)
+    }
+}
+
+/// An attempt that failed in a way a setting fixes.
+struct Failed<'a> {
+    attempt: &'a Attempt,
+    number: u32,
+    class: common::wire::failure::Class,
+    fragmented: bool,
+}
+
+/// The attempt after `at`, or None with why in `account`.
+fn next_attempt(
+    fixer: &mut Fixer,
+    af: &crate::space::AutoFix,
+    at: &Failed,
+    account: &mut Account,
+) -> anyhow::Result<Option<Attempt>> {
+    if at.number >= af.max_attempts {
+        account.stopped = Some(format!("max_attempts {} reached", af.max_attempts));
+        return Ok(None);
+    }
+    Ok(
+        match fixer.next(at.attempt, at.number, at.class, at.fragmented)? {
+            Next::Attempt(a, passed) => {
+                account.not_possible = passed;
+                Some(a)
+            }
+            Next::None(why) => {
+                account.stopped = Some("no fix left to try".into());
+                account.not_possible = why;
+                None
+            }
+        },
+    )
 }
 
 /// The journal attributes of a trial's attempts, when it had more than one

@@ -9,7 +9,8 @@ use super::*;
 use crate::trial::Choice;
 use serde_json::Value as Json;
 
-/// The space's keys of the program block, as found.
+/// The space's keys of the program block, as found (`get`: the space's
+/// top-level key).
 pub(super) struct ProgramKeys<'a> {
     pub program: Option<&'a Value>,
     pub command: Option<&'a Value>,
@@ -20,18 +21,26 @@ pub(super) struct ProgramKeys<'a> {
     pub max_attempts: Option<&'a Value>,
 }
 
+impl<'a> ProgramKeys<'a> {
+    pub fn of(get: &dyn Fn(&str) -> Option<&'a Value>) -> ProgramKeys<'a> {
+        ProgramKeys {
+            program: get("program"),
+            command: get("command"),
+            working_dir: get("working_dir"),
+            preload: get("preload"),
+            auto_fix: get("auto_fix"),
+            fix: get("fix"),
+            max_attempts: get("max_attempts"),
+        }
+    }
+}
+
 impl Reader<'_> {
     /// The program block; without `program`, `command` is W&B's only and
     /// ignored (said), and the block's other keys are refused.
     pub(super) fn program(&mut self, keys: &ProgramKeys) -> anyhow::Result<Option<Program>> {
-        let ProgramKeys {
-            program,
-            command,
-            working_dir,
-            preload,
-            ..
-        } = *keys;
-        let Some(program) = program else {
+        let (command, working_dir, preload) = (keys.command, keys.working_dir, keys.preload);
+        let Some(program) = keys.program else {
             if command.is_some() {
                 self.warn(
                     "command",

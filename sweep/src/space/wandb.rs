@@ -19,15 +19,7 @@ impl Reader<'_> {
             }
         }
         let get = |key: &str| entries.iter().find(|(k, _)| k == key).map(|(_, v)| *v);
-        let program = self.program(&ProgramKeys {
-            program: get("program"),
-            command: get("command"),
-            working_dir: get("working_dir"),
-            preload: get("preload"),
-            auto_fix: get("auto_fix"),
-            fix: get("fix"),
-            max_attempts: get("max_attempts"),
-        })?;
+        let program = self.program(&ProgramKeys::of(&get))?;
 
         let method = match get("method") {
             None => {

@@ -10,7 +10,7 @@ use anyhow::Context;
 use clap::Parser;
 use common::bad_input;
 use common::wire::failure::Class;
-use common::wire::program::{ProgramLeg, ProgramStatus, ProgramSummary};
+use common::wire::program::{AutoFix, ProgramLeg, ProgramStatus, ProgramSummary};
 use common::wire::run_dir::RunDir;
 use common::wire::Versioned;
 use diagnose::ladder::MAX_ATTEMPTS;
@@ -105,54 +105,36 @@ pub fn run(args: &Args, stop: &Interrupter) -> anyhow::Result<u8> {
         wait: &wait,
     };
     let started = Instant::now();
-    let mut summary = ProgramSummary {
-        schema: ProgramSummary::SCHEMA.into(),
-        status: ProgramStatus::Failed,
-        class: None,
-        evidence: String::new(),
-        advice: None,
-        cwd: cwd.display().to_string(),
-        env_set: Vec::new(),
-        best: None,
-        last: None,
-        seconds: 0.0,
-        legs: Vec::new(),
-        auto_fix: None,
-    };
+    let mut summary = new_summary(&cwd);
     let mut code = common::exit::FOUND;
-    let mut queue: std::collections::VecDeque<Attempt> = configs
-        .into_iter()
-        .map(|config| Attempt {
-            command: args.command.clone(),
-            config,
-            changed: vec![],
-            resumed_from: None,
-            flags_set: vec![],
-        })
-        .collect();
     if args.command.iter().any(|w| w.contains(RESUME_WORD)) {
         std::fs::create_dir_all(resume_dir(&dir))?;
     }
-    let mut fixer = args.auto_fix.then(|| Fixer::new(&args.knobs, &dir, None));
+    let mut legs = Legs {
+        queue: configs
+            .into_iter()
+            .map(|config| Attempt {
+                command: args.command.clone(),
+                config,
+                changed: vec![],
+                resumed_from: None,
+                flags_set: vec![],
+            })
+            .collect(),
+        fixer: args.auto_fix.then(|| Fixer::new(&args.knobs, &dir, None)),
+        max_attempts: args.max_attempts,
+    };
     let mut number = 0;
-    while let Some(attempt) = queue.pop_front() {
+    while let Some(attempt) = legs.queue.pop_front() {
         number += 1;
         let argv = expand(&attempt.command, attempt.config.as_deref(), &dir);
         let env = fixes(&argv, &mut summary);
         for c in &attempt.changed {
             common::say!("train run: leg {number}: {c}");
         }
-        let ended = run_leg(
-            args,
-            &watch,
-            &dir,
-            number,
-            argv,
-            env,
-            attempt.config.clone(),
-        )?;
-        let fragmented = ended.verdict.known
-            == Some(common::wire::hazard::HazardId::AllocatorFragmentation.as_str());
+        let config = attempt.config.clone();
+        let ended = run_leg(args, &watch, &dir, number, argv, env, config)?;
+        let fragmented = ended.verdict.fragmented();
         let mut l = ended.leg;
         l.changed = attempt.changed.clone();
         l.resumed_from = attempt.resumed_from.clone();
@@ -165,59 +147,107 @@ pub fn run(args: &Args, stop: &Interrupter) -> anyhow::Result<u8> {
         summary.last = ended.last.or(summary.last.take());
         summary.seconds = (started.elapsed().as_secs_f64() * 10.0).round() / 10.0;
         say_leg_end(number, &l);
-        let failed = l.status == ProgramStatus::Failed;
-        let class = l.class;
+        let fixable = l.status == ProgramStatus::Failed && supervise::leg::config_caused(l.class);
+        let account = summary.auto_fix.take();
+        summary.auto_fix = legs.after(&attempt, number, &l, fragmented, account)?;
         summary.legs.push(l);
-        let fixable = failed && supervise::leg::config_caused(class);
-        if let Some(f) = fixer.as_mut() {
-            let mut account = summary.auto_fix.take().unwrap_or_default();
-            account.attempts = number;
-            account.knobs = f.effective(&attempt);
-            if fixable && queue.is_empty() {
-                if number >= args.max_attempts {
-                    account.stopped = Some(format!("--max-attempts {} reached", args.max_attempts));
-                } else {
-                    match f.next(&attempt, number, class.unwrap_or(Class::Other), fragmented)? {
-                        Next::Attempt(a, passed) => {
-                            add_new(&mut account.not_possible, passed);
-                            queue.push_back(a)
-                        }
-                        Next::None(why) => {
-                            account.stopped = Some("no fix left to try".into());
-                            for w in &why {
-                                common::say!("train run: not possible: {w}");
-                            }
-                            add_new(&mut account.not_possible, why);
-                        }
-                    }
-                }
-            } else if failed && queue.is_empty() {
-                account.stopped = Some(format!(
-                    "a failure no setting fixes ({})",
-                    class.map_or("unknown", Class::as_str)
-                ));
-            }
-            summary.auto_fix = Some(account);
-        }
         common::files::write_yaml(&dir.summary(), &summary)?;
         if !fixable {
             break;
         }
-        match queue.front() {
-            Some(next) if next.changed.is_empty() => common::say!(
-                "train run: {} ended in a failure a config causes: the next config, {}, takes over",
-                attempt.config.as_deref().unwrap_or("the config"),
-                next.config.as_deref().unwrap_or("?")
-            ),
-            Some(_) => common::say!(
-                "train run: leg {} tries again with the fix applied",
-                number + 1
-            ),
-            None => {}
-        }
+        say_next(&attempt, number, legs.queue.front());
     }
     common::say!("train run: summary in {}", dir.summary().display());
     Ok(code)
+}
+
+/// A run's summary before its first leg.
+fn new_summary(cwd: &Path) -> ProgramSummary {
+    ProgramSummary {
+        schema: ProgramSummary::SCHEMA.into(),
+        status: ProgramStatus::Failed,
+        class: None,
+        evidence: String::new(),
+        advice: None,
+        cwd: cwd.display().to_string(),
+        env_set: Vec::new(),
+        best: None,
+        last: None,
+        seconds: 0.0,
+        legs: Vec::new(),
+        auto_fix: None,
+    }
+}
+
+/// What takes over after leg `number` (`attempt`) failed: the next config
+/// given, or the fix.
+fn say_next(attempt: &Attempt, number: u32, next: Option<&Attempt>) {
+    match next {
+        Some(n) if n.changed.is_empty() => common::say!(
+            "train run: {} ended in a failure a config causes: the next config, {}, takes over",
+            attempt.config.as_deref().unwrap_or("the config"),
+            n.config.as_deref().unwrap_or("?")
+        ),
+        Some(_) => common::say!(
+            "train run: leg {} tries again with the fix applied",
+            number + 1
+        ),
+        None => {}
+    }
+}
+
+/// The legs still to run: the configs given (`--config`, `--fallback`),
+/// then `--auto-fix`'s attempts.
+struct Legs<'a> {
+    queue: std::collections::VecDeque<Attempt>,
+    fixer: Option<Fixer<'a>>,
+    max_attempts: u32,
+}
+
+impl Legs<'_> {
+    /// After leg `number` (`attempt`, which ended as `leg`): with
+    /// `--auto-fix`, the next attempt queued when a fix applies and the
+    /// last config given has run, and the run's account; None without.
+    fn after(
+        &mut self,
+        attempt: &Attempt,
+        number: u32,
+        leg: &ProgramLeg,
+        fragmented: bool,
+        account: Option<AutoFix>,
+    ) -> anyhow::Result<Option<AutoFix>> {
+        let Some(f) = self.fixer.as_mut() else {
+            return Ok(None);
+        };
+        let mut account = account.unwrap_or_default();
+        account.attempts = number;
+        account.knobs = f.effective(attempt);
+        let failed = leg.status == ProgramStatus::Failed;
+        if !failed || !self.queue.is_empty() {
+            return Ok(Some(account));
+        }
+        let class = leg.class.unwrap_or(Class::Other);
+        if !class.config_caused() {
+            account.stopped = Some(format!("a failure no setting fixes ({})", class.as_str()));
+        } else if number >= self.max_attempts {
+            account.stopped = Some(format!("--max-attempts {} reached", self.max_attempts));
+        } else {
+            match f.next(attempt, number, class, fragmented)? {
+                Next::Attempt(a, passed) => {
+                    add_new(&mut account.not_possible, passed);
+                    self.queue.push_back(a);
+                }
+                Next::None(why) => {
+                    account.stopped = Some("no fix left to try".into());
+                    for w in &why {
+                        common::say!("train run: not possible: {w}");
+                    }
+                    add_new(&mut account.not_possible, why);
+                }
+            }
+        }
+        Ok(Some(account))
+    }
 }
 
 /// Leg `number` of the run in `dir`: `argv` with `env` set, supervised from
