@@ -101,7 +101,7 @@ fn seconds(v: f64, end: f64) -> String {
     }
 }
 
-/// The start-up before the first report, the spans between reports shaded
+/// The start-up before the first report (imports, data, the first epoch), the spans between reports shaded
 /// in turn, each labelled "step N" over its highest PSS, and the marks.
 fn spans(chart: &mut Chart, plot: &MemoryPlot) -> anyhow::Result<()> {
     let top = plot.top;
@@ -114,13 +114,16 @@ fn spans(chart: &mut Chart, plot: &MemoryPlot) -> anyhow::Result<()> {
                 STARTUP.filled(),
             )))
             .map_err(err)?;
-        chart
-            .draw_series(std::iter::once(Text::new(
-                "start-up, to the first report",
-                (first * 0.03, label_y),
-                font(RGBColor(120, 100, 40)),
-            )))
-            .map_err(err)?;
+        // Named where there is room for its name.
+        if first >= plot.end * 0.12 {
+            chart
+                .draw_series(std::iter::once(Text::new(
+                    "start-up",
+                    (plot.end * 0.005, label_y),
+                    font(RGBColor(120, 100, 40)),
+                )))
+                .map_err(err)?;
+        }
     }
     if plot.spans.len() <= MAX_SHADED {
         chart
