@@ -141,7 +141,8 @@ fn values(area: &Area, plot: &ObjectivePlot, metric: &str, x_labels: bool) -> an
     let mut chart = ChartBuilder::on(area)
         .margin(12)
         .x_label_area_size(if x_labels { 40 } else { 24 })
-        .y_label_area_size(Y_LABELS)
+        // Alone, the values' labels need less room.
+        .y_label_area_size(if x_labels { 80 } else { Y_LABELS })
         .build_cartesian_2d(x_axis(plot), (lo - pad)..(hi + headroom))
         .map_err(err)?;
     let mut mesh = chart.configure_mesh();
