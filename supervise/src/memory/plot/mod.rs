@@ -6,7 +6,7 @@
 
 pub mod model;
 
-use model::{MemoryPlot, Peak};
+use model::{seconds, MemoryPlot, Peak};
 use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use std::path::Path;
@@ -92,17 +92,9 @@ pub fn plot(csv: &Path, marks: &[(f64, u64)], metric: &str, png: &Path) -> anyho
     })
 }
 
-/// Whole seconds on an axis of more than 5 s, tenths below.
-fn seconds(v: f64, end: f64) -> String {
-    if end > 5.0 {
-        format!("{v:.0}")
-    } else {
-        format!("{v:.1}")
-    }
-}
-
-/// The start-up before the first report (imports, data, the first epoch), the spans between reports shaded
-/// in turn, each labelled "step N" over its highest PSS, and the marks.
+/// The start-up before the first report (imports, data, the first
+/// epoch), the spans between reports shaded in turn, each labelled
+/// "step N" over its highest PSS, and the marks.
 fn spans(chart: &mut Chart, plot: &MemoryPlot) -> anyhow::Result<()> {
     let top = plot.top;
     let label_y = top * 0.97;

@@ -164,6 +164,17 @@ fn label(spans: &mut [Span], axis: f64) {
     }
 }
 
+/// Seconds as the axis labels them: in tenths (hundredths under 2 s),
+/// without trailing zeros: 0, 0.5, 1, 1.5.
+pub fn seconds(v: f64, end: f64) -> String {
+    let text = if end < 2.0 {
+        format!("{v:.2}")
+    } else {
+        format!("{v:.1}")
+    };
+    text.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -267,5 +278,15 @@ mod tests {
         let p = MemoryPlot::of(samples(&text), &[(10.0, 1), (10.1, 2), (50.0, 3)]).unwrap();
         let named: Vec<bool> = p.spans.iter().map(|s| s.labelled).collect();
         assert_eq!(named, [false, true]);
+    }
+
+    #[test]
+    fn seconds_are_labelled_without_trailing_zeros() {
+        let labels = |end: f64, ticks: &[f64]| -> Vec<String> {
+            ticks.iter().map(|&v| seconds(v, end)).collect()
+        };
+        assert_eq!(labels(5.2, &[0.0, 0.5, 1.0, 4.5]), ["0", "0.5", "1", "4.5"]);
+        assert_eq!(labels(50.0, &[0.0, 10.0, 20.0]), ["0", "10", "20"]);
+        assert_eq!(labels(0.3, &[0.05, 0.1, 0.25]), ["0.05", "0.1", "0.25"]);
     }
 }
