@@ -226,6 +226,7 @@ impl Leg {
         let _ = memory::plot(
             &memory_csv,
             &self.marks,
+            &self.objective.metric,
             &self.records.memory_png_of(self.number),
         );
         let tail = self.child.tail();

@@ -96,7 +96,7 @@ fn a_process_that_exits_is_sampled_to_its_end_and_the_csv_and_plot_are_written()
     assert_eq!(rows.len() as u64, p.samples);
     assert!(rows.iter().all(|r| r[4].is_empty()), "no GPU, no gpu_mib");
     let png = tmp.path().join("memory.png");
-    memory::plot(&csv, &[(0.2, 1), (0.4, 2)], &png).unwrap();
+    memory::plot(&csv, &[(0.2, 1), (0.4, 2)], "val_loss", &png).unwrap();
     let bytes = std::fs::read(&png).unwrap();
     assert_eq!(&bytes[1..4], b"PNG");
 }
