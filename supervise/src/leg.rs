@@ -247,7 +247,7 @@ impl Leg {
             Some(p) => ProgramPeak {
                 host_pss_mib: (p.samples > 0).then(|| round1(p.host_pss_mib)),
                 host_rss_mib: Some(round1(p.host_rss_mib.max(floor))),
-                host_uss_mib: (p.samples > 0).then(|| round1(p.host_uss_mib)),
+                host_anon_mib: (p.samples > 0).then(|| round1(p.host_anon_mib)),
                 gpu_mib: p.gpu_mib.map(round1),
                 gpu_note: p.gpu_note.clone(),
                 address_limit_mib: p.address_limit_mib.map(round1),

@@ -102,7 +102,7 @@ pub(crate) fn replan(slots: &mut Slots, largest: &mut Option<f64>, p: &Peaks) {
     };
     let plan = placement::measured(&Measured {
         peak_mib: peak,
-        copy_mib: most("peak_host_uss_mib"),
+        copy_mib: most("peak_host_anon_mib"),
         cores_busy: most("cpu_cores"),
         host_mib: host,
         cores: cores(),

@@ -121,9 +121,10 @@ pub struct Measured {
     /// The largest peak any trial reached so far, MiB (host PSS on the CPU,
     /// NVML's on a GPU); None until the first trial has run.
     pub peak_mib: Option<f64>,
-    /// On the CPU: what each copy past the first adds (the largest private
-    /// memory, USS, a trial had: the shared libraries every copy maps are
-    /// counted once, in the first); None: the whole peak each.
+    /// On the CPU: what each copy past the first adds (the largest
+    /// anonymous memory a trial had: the libraries every copy maps are file
+    /// pages the copies share, counted once, in the first); None: the whole
+    /// peak each.
     pub copy_mib: Option<f64>,
     /// On the CPU: the cores one trial keeps busy (its CPU seconds over its
     /// seconds, the most any trial had); None: not measured (one each).
@@ -177,8 +178,8 @@ pub fn measured(m: &Measured) -> Plan {
 }
 
 /// `measured` on the CPU: the first copy needs the whole peak, each further
-/// one what it adds (its USS); as many as the cores hold at the cores a
-/// trial keeps busy.
+/// one what it adds (its anonymous memory); as many as the cores hold at
+/// the cores a trial keeps busy.
 fn on_cpu(m: &Measured, peak: f64, need: f64) -> Plan {
     let each = m
         .copy_mib
@@ -205,7 +206,7 @@ fn on_cpu(m: &Measured, peak: f64, need: f64) -> Plan {
     let slots = cpu_slots(k, m.cores);
     let copies = match m.copy_mib {
         Some(u) if each < need => format!(
-            ", each further copy {each:.0} MiB (its own memory, {u:.0} MiB × {MEASURED_HEADROOM})"
+            ", each further copy {each:.0} MiB (its anonymous memory, {u:.0} MiB × {MEASURED_HEADROOM})"
         ),
         _ => String::new(),
     };

@@ -14,6 +14,7 @@ use crate::pruner::{Decision, Pruner};
 use crate::slots::Slots;
 use crate::storage::Storage;
 use crate::trial::Trial;
+use common::wire::failure::Class;
 use common::wire::program::{ProgramLeg, ProgramStatus, ProgramSummary};
 use common::wire::run_dir::{self, TrialDir};
 use common::wire::train::{EpochRow, TrainSummary};
@@ -279,14 +280,16 @@ impl Look<'_> {
         }
         // A crowded trial's re-run that ran out of memory alone too was too
         // big, not crowded out: the slot it cost comes back.
-        let oom = verdict
-            .attrs
-            .iter()
-            .any(|(k, v)| *k == "error_class" && v.as_str() == Some("out-of-memory"));
+        let oom = verdict.attrs.iter().any(|(k, v)| {
+            *k == "error_class"
+                && [Class::OutOfMemory, Class::Killed]
+                    .iter()
+                    .any(|c| v.as_str() == Some(c.as_str()))
+        });
         let alone = r.crowd.max(self.slots.crowd(r.slot, busy) + 1) == 1;
         if crowded_before && oom && alone && self.slots.reopen() {
             common::say!(
-                "train sweep: placement: trial {} ran out of memory alone too: it is too big for this machine, not crowded out; the trial at once it cost is back",
+                "train sweep: placement: trial {} failed alone too, as it did beside another trial: it is too big for this machine, not crowded out; the trial at once it cost is back",
                 r.number
             );
         }
@@ -421,8 +424,8 @@ fn leg_attrs(leg: &ProgramLeg, epochs: usize) -> Vec<(&'static str, Value)> {
     if let Some(m) = leg.peak.host_pss_mib {
         attrs.push(("peak_host_pss_mib", Value::from(m)));
     }
-    if let Some(m) = leg.peak.host_uss_mib {
-        attrs.push(("peak_host_uss_mib", Value::from(m)));
+    if let Some(m) = leg.peak.host_anon_mib {
+        attrs.push(("peak_host_anon_mib", Value::from(m)));
     }
     if let Some(m) = leg.peak.address_limit_mib {
         attrs.push(("address_limit_mib", Value::from(m)));

@@ -76,9 +76,11 @@ pub struct AutoFix {
 pub struct ProgramPeak {
     pub host_pss_mib: Option<f64>,
     pub host_rss_mib: Option<f64>,
-    /// Its private memory (USS): what one more copy of it adds.
+    /// Its anonymous memory (heap, tensors; smaps_rollup's `Anonymous`):
+    /// what one more copy of it adds, the file-backed pages (torch's
+    /// libraries) being shared between copies.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub host_uss_mib: Option<f64>,
+    pub host_anon_mib: Option<f64>,
     pub gpu_mib: Option<f64>,
     pub gpu_note: Option<String>,
     /// When it ran out of host memory under an address-space limit
@@ -136,7 +138,7 @@ impl Versioned for ProgramSummary {
             peak: ProgramPeak {
                 host_pss_mib: Some(812.4),
                 host_rss_mib: Some(905.0),
-                host_uss_mib: Some(330.2),
+                host_anon_mib: Some(330.2),
                 gpu_mib: None,
                 gpu_note: Some("not available: NVML cannot be loaded".into()),
                 address_limit_mib: None,

@@ -120,7 +120,7 @@ impl Versioned for Output {
                 peak: ProgramPeak {
                     host_pss_mib: Some(301.5),
                     host_rss_mib: Some(330.0),
-                    host_uss_mib: Some(120.0),
+                    host_anon_mib: Some(120.0),
                     gpu_mib: None,
                     gpu_note: Some("not available: NVML cannot be loaded".into()),
                     address_limit_mib: None,

@@ -28,9 +28,10 @@ pub const HEADER: &str = "seconds,host_pss_mib,host_rss_mib,processes,gpu_mib\n"
 pub struct Peaks {
     pub host_pss_mib: f64,
     pub host_rss_mib: f64,
-    /// The tree's private memory (USS: smaps_rollup's Private_Clean +
-    /// Private_Dirty): what one more copy of it adds.
-    pub host_uss_mib: f64,
+    /// The tree's anonymous memory (smaps_rollup's `Anonymous`: heap,
+    /// tensors): what one more copy of it adds; the file-backed pages
+    /// (torch's libraries) copies share through the page cache.
+    pub host_anon_mib: f64,
     /// The smallest address-space limit (RLIMIT_AS) its first process had
     /// while sampled, MiB; None: unlimited.
     pub address_limit_mib: Option<f64>,
@@ -94,13 +95,13 @@ fn run(pid: u32, mut csv: File, period: Duration, peaks: &Mutex<Peaks>, stop: &R
     let mut last = false;
     for n in 0usize.. {
         let pids = tree(pid);
-        let (mut pss, mut rss, mut uss) = (0u64, 0u64, 0u64);
+        let (mut pss, mut rss, mut anon) = (0u64, 0u64, 0u64);
         let mut seen = 0u32;
         for p in &pids {
             if let Some(m) = pss_kib(*p) {
                 pss += m.pss;
                 rss += m.rss;
-                uss += m.uss;
+                anon += m.anon;
                 seen += 1;
             }
         }
@@ -123,7 +124,7 @@ fn run(pid: u32, mut csv: File, period: Duration, peaks: &Mutex<Peaks>, stop: &R
                 p.samples += 1;
                 p.host_pss_mib = p.host_pss_mib.max(pss);
                 p.host_rss_mib = p.host_rss_mib.max(rss);
-                p.host_uss_mib = p.host_uss_mib.max(uss as f64 / 1024.0);
+                p.host_anon_mib = p.host_anon_mib.max(anon as f64 / 1024.0);
                 if let Some(l) = limit {
                     p.address_limit_mib = Some(p.address_limit_mib.map_or(l, |m: f64| m.min(l)));
                 }
@@ -250,11 +251,11 @@ fn stat(pid: u32) -> Option<(u32, u32)> {
 pub struct ProcessMemory {
     pub pss: u64,
     pub rss: u64,
-    /// Private_Clean + Private_Dirty: its unique set.
-    pub uss: u64,
+    /// Anonymous pages (heap, tensors): not shared through a file.
+    pub anon: u64,
 }
 
-/// PSS, RSS and USS in KiB from /proc/PID/smaps_rollup; None when the
+/// PSS, RSS and anonymous memory in KiB from /proc/PID/smaps_rollup; None when the
 /// process is gone (or not ours to read).
 pub fn pss_kib(pid: u32) -> Option<ProcessMemory> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).ok()?;
@@ -267,7 +268,7 @@ pub fn pss_kib(pid: u32) -> Option<ProcessMemory> {
     Some(ProcessMemory {
         pss: field("Pss:")?,
         rss: field("Rss:")?,
-        uss: field("Private_Clean:").unwrap_or(0) + field("Private_Dirty:").unwrap_or(0),
+        anon: field("Anonymous:").unwrap_or(0),
     })
 }
 

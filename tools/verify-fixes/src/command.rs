@@ -465,7 +465,7 @@ struct Fit {
 impl Fit {
     /// The host's part: the copies its available memory and cores hold at
     /// the measured peak (`host`, MiB) of the smoke `leg`, each copy past
-    /// the first adding its private memory (USS), each keeping the cores
+    /// the first adding its anonymous memory, each keeping the cores
     /// it kept busy.
     fn host(host: f64, leg: &ProgramLeg) -> Fit {
         let seconds = leg.seconds;
@@ -473,7 +473,7 @@ impl Fit {
         let available = sweep::measured::available_mib();
         let host_plan = placement::measured(&Measured {
             peak_mib: Some(host),
-            copy_mib: leg.peak.host_uss_mib,
+            copy_mib: leg.peak.host_anon_mib,
             cores_busy: leg.cpu_cores,
             host_mib: available,
             cores,
