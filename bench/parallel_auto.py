@@ -66,6 +66,9 @@ def run(train, python, parallel, work):
     seconds = time.monotonic() - t
     if p.returncode != 0:
         raise SystemExit(f"bench: --parallel {parallel} exited {p.returncode}: {p.stderr[-2000:]}")
+    done = re.search(r"\((\d+) complete", p.stderr)
+    if not done or int(done.group(1)) == 0:
+        raise SystemExit(f"bench: --parallel {parallel}: no trial completed: {p.stderr[-2000:]}")
     chose = re.findall(r"(\d+) trial\(s\) at once \(", p.stderr)
     crowded = "from now on" in p.stderr
     shutil.rmtree(out, ignore_errors=True)
@@ -94,7 +97,7 @@ def main():
     chose, crowded = {}, {}
     for _ in range(args.rounds):
         for w in ways:
-            s, c, cr = run(os.path.abspath(args.train), args.python, w, work)
+            s, c, cr = run(os.path.abspath(args.train), os.path.abspath(args.python), w, work)
             times[w].append(s)
             chose[w], crowded[w] = c, crowded.get(w, False) or cr
     shutil.rmtree(work, ignore_errors=True)
