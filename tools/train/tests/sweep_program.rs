@@ -142,7 +142,31 @@ parameters:
     for (row, t) in rows.iter().zip(trials) {
         assert_eq!(row["number"], t["number"]);
         assert_eq!(row["value"], t["value"]);
+        assert_eq!(row["state"], t["state"]);
     }
+    // A program trial's row has its host peak, said as such.
+    let row0 = &rows[0];
+    assert_eq!(
+        row0["peak_memory_mib"].as_f64(),
+        done["user_attrs"]["peak_host_pss_mib"].as_f64(),
+        "{row0}"
+    );
+    assert_eq!(row0["peak_memory_of"], "host-pss", "{row0}");
+    assert_eq!(r["points"], 6, "{r}");
+    let csv = sweep(p.path(), &["--report", "s", "--format", "csv"]);
+    let csv = String::from_utf8_lossy(&csv.stdout);
+    assert!(csv.lines().nth(1).unwrap().contains(",host-pss,"), "{csv}");
+    // A failure class of one trial: that trial's values, not "all had".
+    let table = sweep(p.path(), &["--report", "s", "--format", "table"]);
+    let table = String::from_utf8_lossy(&table.stdout);
+    let oom = t("oom")["number"].as_u64().unwrap();
+    assert!(
+        table.contains(&format!(
+            "failed, out-of-memory: trial {oom}, which had fault=\"oom\""
+        )),
+        "{table}"
+    );
+    assert!(!table.contains("all had"), "{table}");
     // Its files: parameters, W&B's param file, the supervisor's records.
     let t0 = p.path().join("s/trials/0000");
     let params: Value =
@@ -377,6 +401,18 @@ parameters:
         .filter(|t| attr(t, "error_class") == "interrupted")
         .count();
     assert_eq!(interrupted, 2, "{trials:?}");
+    // The report tells the points of the space from the trials run.
+    let table = sweep(p.path(), &["--report", "s", "--format", "table"]);
+    let table = String::from_utf8_lossy(&table.stdout);
+    assert!(
+        table.contains(&format!(
+            "4 points, {} trials ({} re-run(s)): ",
+            trials.len(),
+            trials.len() - 4
+        )),
+        "{table}"
+    );
+    assert_eq!(report(p.path(), "s")["points"], 4);
 }
 
 /// Silent trials (no output to fail on once the driver's pipes close)
