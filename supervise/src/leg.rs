@@ -137,6 +137,23 @@ pub struct Ended {
     pub wandb_summary: Option<f64>,
 }
 
+impl Ended {
+    /// A sweep's trial: its advice adds what a sweep can change besides
+    /// the program (fewer trials at once), where that helps.
+    pub fn in_a_sweep(mut self) -> Ended {
+        let more = self
+            .verdict
+            .known
+            .and_then(|id| diagnose::failures::KNOWN.iter().find(|k| k.id == id))
+            .map_or("", |k| k.sweep_fix);
+        if let (false, Some(a)) = (more.is_empty(), self.leg.advice.as_mut()) {
+            *a = format!("{a}, {more}");
+            self.verdict.advice = Some(a.clone());
+        }
+        self
+    }
+}
+
 impl Leg {
     /// Starts the command of leg `number` (from 1), its records in `records`
     /// (metrics.csv appended to, memory.csv per leg).

@@ -354,6 +354,12 @@ fn the_fallback_chain_runs_a_script_from_config_to_config() {
         .as_str()
         .unwrap()
         .contains("can't allocate memory"));
+    // One run's advice: its model and batch, not a sweep's --parallel.
+    let advice = legs[1]["advice"].as_str().unwrap();
+    assert!(
+        advice.contains("a smaller model") && !advice.contains("--parallel"),
+        "{advice}"
+    );
     assert!(err.contains("takes over"), "{err}");
     assert_eq!(s["status"], "finished");
     assert_eq!(s["best"]["metric"], "val_loss");

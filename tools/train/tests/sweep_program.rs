@@ -127,6 +127,13 @@ parameters:
     };
     assert!(attr(t("label"), "error_message").contains("Target 5 is out of bounds"));
     assert!(attr(t("oom"), "error_message").contains("can't allocate memory"));
+    // A sweep's advice adds what a sweep can change: trials at once.
+    let advice = attr(t("oom"), "advice");
+    assert!(
+        advice.contains("a smaller model")
+            && advice.ends_with("or fewer trials at once (--parallel)"),
+        "{advice}"
+    );
     assert!(attr(t("sigkill"), "error_message").contains("OOM killer"));
     // Intermediates from the seeds' epoch lines: val_loss per epoch.
     let done = t("none");
