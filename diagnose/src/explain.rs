@@ -66,6 +66,11 @@ const HF_MARKS: [&str; 6] = [
     "TrainingArguments",
 ];
 
+/// Whether a line is one only Hugging Face's Trainer prints.
+pub fn hugging_face(line: &str) -> bool {
+    HF_MARKS.iter().any(|m| line.contains(m))
+}
+
 impl Scan {
     /// Each fix in the words of the tools the user has and of the framework
     /// the log came from: a Trainer log gets the Trainer's flags and names
@@ -141,7 +146,7 @@ pub fn scan(name: &str, mut reader: impl BufRead) -> anyhow::Result<Scan> {
         bytes += read;
         n += 1;
         let line = String::from_utf8_lossy(&buf);
-        if framework.is_none() && HF_MARKS.iter().any(|m| line.contains(m)) {
+        if framework.is_none() && hugging_face(&line) {
             framework = Some("Hugging Face Trainer");
         }
         let Some(k) = failures::find(&line) else {

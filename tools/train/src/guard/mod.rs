@@ -270,10 +270,20 @@ fn metric_missing(m: &ProgramMetric) -> Option<String> {
             "it reported {}: choose one, e.g. --metric {first}",
             m.seen.join(", ")
         ),
-        None => "no metric was read from its output: print a JSON line per evaluation \
-                 (`{\"epoch\": 1, \"val_loss\": 0.41}`), or give the metric and a regex \
-                 that reads it, e.g. --metric val_loss --metric-regex 'val loss:? *([0-9.]+)'"
-            .into(),
+        None => {
+            // The example reads the metric named, where its name is plain.
+            let name = m
+                .name
+                .as_deref()
+                .filter(|n| n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
+                .unwrap_or("val_loss");
+            let words = name.replace('_', " ");
+            format!(
+                "no metric was read from its output: print a JSON line per evaluation \
+                 (`{{\"epoch\": 1, \"{name}\": 0.41}}`), or give the metric and a regex \
+                 that reads it, e.g. --metric {name} --metric-regex '{words}:? *([0-9.]+)'"
+            )
+        }
     };
     Some(format!("{what}; {fix}"))
 }
