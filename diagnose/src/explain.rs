@@ -50,6 +50,44 @@ pub struct Scan {
     pub found: Vec<Explained>,
     /// The last line that looks like an error, for when nothing is known.
     pub last_error: Option<Evidence>,
+    /// The framework the log came from, when its lines say so (`Hugging
+    /// Face Trainer`): the fixes are in its words.
+    pub framework: Option<&'static str>,
+}
+
+/// Lines only Hugging Face's Trainer (transformers) prints: its banner,
+/// its log dicts, its own source files in a traceback.
+const HF_MARKS: [&str; 6] = [
+    "***** Running training *****",
+    "{'loss': ",
+    "{'eval_loss': ",
+    "'train_runtime': ",
+    "transformers/trainer.py",
+    "TrainingArguments",
+];
+
+/// Whether a line is one only Hugging Face's Trainer prints.
+pub fn hugging_face(line: &str) -> bool {
+    HF_MARKS.iter().any(|m| line.contains(m))
+}
+
+impl Scan {
+    /// Each fix in the words of the tools the user has and of the framework
+    /// the log came from: a Trainer log gets the Trainer's flags and names
+    /// (`num_labels`); any other log train's config keys where its trainer
+    /// is installed (`trainer`: the source build's train-model), else the
+    /// code change for the user's own script (the pip wheel's tools cannot
+    /// run train's trainer, nor `train check-data`).
+    pub fn advise(&mut self, trainer: bool) {
+        for e in &mut self.found {
+            let k = known(e.id);
+            e.fix = match (self.framework, trainer) {
+                (Some(_), _) => k.hf_fix.unwrap_or(k.program_fix),
+                (None, true) => k.fix,
+                (None, false) => k.program_fix,
+            };
+        }
+    }
 }
 
 const MAX_EVIDENCE: usize = 5;
@@ -88,6 +126,7 @@ fn clip(line: &str) -> String {
 pub fn scan(name: &str, mut reader: impl BufRead) -> anyhow::Result<Scan> {
     let mut found: Vec<Explained> = Vec::new();
     let mut last_error = None;
+    let mut framework = None;
     let mut buf = Vec::new();
     let mut n = 0usize;
     let mut bytes = 0usize;
@@ -107,6 +146,9 @@ pub fn scan(name: &str, mut reader: impl BufRead) -> anyhow::Result<Scan> {
         bytes += read;
         n += 1;
         let line = String::from_utf8_lossy(&buf);
+        if framework.is_none() && hugging_face(&line) {
+            framework = Some("Hugging Face Trainer");
+        }
         let Some(k) = failures::find(&line) else {
             if looks_like_error(&line) {
                 last_error = Some(Evidence {
@@ -148,11 +190,14 @@ pub fn scan(name: &str, mut reader: impl BufRead) -> anyhow::Result<Scan> {
     if n == 0 {
         return Err(bad_input!("{name}: empty; expected a log or traceback"));
     }
-    Ok(Scan {
+    let mut scan = Scan {
         lines: n,
         found,
         last_error,
-    })
+        framework,
+    };
+    scan.advise(true);
+    Ok(scan)
 }
 
 #[cfg(test)]
@@ -161,6 +206,45 @@ mod tests {
 
     fn run(text: &str) -> anyhow::Result<Scan> {
         scan("log", text.as_bytes())
+    }
+
+    #[test]
+    fn the_fix_fits_the_framework_and_the_tools() {
+        let label = "IndexError: Target 5 is out of bounds.\n";
+        // A plain log, with train's trainer installed: train's keys.
+        let mut s = run(label).unwrap();
+        assert_eq!(s.framework, None);
+        assert!(s.found[0].fix.contains("num_classes"), "{}", s.found[0].fix);
+        // Without it (the pip wheel): no `train check-data`.
+        s.advise(false);
+        assert!(!s.found[0].fix.contains("train "), "{}", s.found[0].fix);
+        assert!(
+            s.found[0].fix.contains("assert y.min() >= 0"),
+            "{}",
+            s.found[0].fix
+        );
+        // A Trainer's log: its words.
+        let hf = format!("***** Running training *****\n{{'loss': 2.1, 'epoch': 0.5}}\n{label}");
+        let mut s = run(&hf).unwrap();
+        assert_eq!(s.framework, Some("Hugging Face Trainer"));
+        for trainer in [true, false] {
+            s.advise(trainer);
+            let fix = s.found[0].fix;
+            assert!(
+                fix.contains("num_labels") && !fix.contains("num_classes"),
+                "{fix}"
+            );
+        }
+        let oom = format!(
+            "{{'eval_loss': 0.4}}\nRuntimeError: {}\n",
+            crate::failures::tests::OOM
+        );
+        let s = run(&oom).unwrap();
+        let fix = s.found[0].fix;
+        assert!(
+            fix.contains("--per_device_train_batch_size") && !fix.contains("--parallel"),
+            "{fix}"
+        );
     }
 
     #[test]

@@ -24,8 +24,15 @@ pub struct Known {
     pub cause: &'static str,
     pub fix: &'static str,
     /// The same for the user's own script (`train run`, program sweeps):
-    /// an environment variable or a code change, never train's flags.
+    /// an environment variable or a code change, never train's flags. For
+    /// one run: a sweep adds `sweep_fix`.
     pub program_fix: &'static str,
+    /// What a program sweep adds to `program_fix` (fewer trials at once),
+    /// empty where that does not help.
+    pub sweep_fix: &'static str,
+    /// `program_fix` in Hugging Face Trainer's words (its flags,
+    /// `num_labels`), for a Trainer's log; None: `program_fix` fits.
+    pub hf_fix: Option<&'static str>,
     /// The cfgcheck rule that catches it before the run, if any.
     pub rule: Option<HazardId>,
 }
@@ -55,6 +62,8 @@ pub const KNOWN: &[Known] = &[
         cause: "With expandable_segments:True, mapping more GPU memory into a segment failed part-way (out of memory at the cuMemSetAccess step), leaving slots marked in use but unmapped. The next allocation into that range trips `!handles_.at(i) INTERNAL ASSERT FAILED at \"c10/cuda/CUDACachingAllocator.cpp\"`, and from then on every allocation in the process fails the same assert, whatever its size, until the process restarts (pytorch#188008, torch 2.14; the same assert on 2.9.0 in pytorch#166234).",
         fix: "restart the run in a new process: train --resume DIR continues from the last epoch, and a smaller batch_size will not help. If it comes back, turn expandable segments off for the run: environment: {PYTORCH_ALLOC_CONF: \"expandable_segments:False\"}",
         program_fix: "restart the process: a smaller batch will not help (a program sweep runs the trial again by itself). If it comes back, run without expandable segments: PYTORCH_ALLOC_CONF=expandable_segments:False before the command",
+        sweep_fix: "",
+        hf_fix: None,
         rule: None,
     },
     Known {
@@ -64,7 +73,9 @@ pub const KNOWN: &[Known] = &[
         title: "CUDA out of memory: the step needs more than the GPU has free",
         cause: "The model, its optimizer state and one step's activations do not fit in the GPU's free memory: the batch, the image size, the frames or the model are too large for this card, or another process holds part of it. The allocation that failed is named in the message.",
         fix: "a smaller batch_size (cfgcheck --fit computes it), gradient_checkpointing: true, mixed_precision: bf16, or the 32/64/128 model (memory_optimized: true); train splits the batch into micro-batches by itself",
-        program_fix: "a smaller batch size in your config or script, gradient checkpointing (torch.utils.checkpoint), bf16 autocast, or fewer parallel trials on the GPU",
+        program_fix: "a smaller batch size in your config or script, gradient checkpointing (torch.utils.checkpoint), bf16 autocast, or a smaller model",
+        sweep_fix: "or fewer trials at once on the GPU (--parallel)",
+        hf_fix: Some("a smaller --per_device_train_batch_size with a larger --gradient_accumulation_steps (the same effective batch), --gradient_checkpointing, --bf16, or a smaller model; `train run --auto-fix` tries these in turn"),
         rule: Some(HazardId::MemoryExceedsFree),
     },
     // Chosen by `explain` from an out-of-memory message's figures, not by a
@@ -76,7 +87,9 @@ pub const KNOWN: &[Known] = &[
         title: "CUDA out of memory from fragmentation: memory reserved but unallocated",
         cause: "PyTorch's caching allocator held enough free memory for the allocation, but in pieces: \"reserved by PyTorch but unallocated\" is at least what was asked for. Over many epochs, parallel trials or a sweep, fragmentation grows until a small allocation fails, in a sweep often hundreds of trials in.",
         fix: "PYTORCH_ALLOC_CONF=expandable_segments:True (PYTORCH_CUDA_ALLOC_CONF before PyTorch 2.9); fewer parallel trials; train sets it by default",
-        program_fix: "PYTORCH_ALLOC_CONF=expandable_segments:True (PYTORCH_CUDA_ALLOC_CONF before torch 2.9; train run and program sweeps set it unless you did), or fewer parallel trials",
+        program_fix: "PYTORCH_ALLOC_CONF=expandable_segments:True (PYTORCH_CUDA_ALLOC_CONF before torch 2.9; train run and program sweeps set it unless you did)",
+        sweep_fix: "or fewer trials at once (--parallel)",
+        hf_fix: None,
         rule: Some(HazardId::AllocatorFragmentation),
     },
     Known {
@@ -88,7 +101,9 @@ pub const KNOWN: &[Known] = &[
         title: "out of host memory: libtorch's CPU allocator refused",
         cause: "A tensor in host memory did not fit in the RAM left: a batch too large for a run on the CPU, a whole dataset materialised at once, or other processes holding the memory. Unlike the kernel's out-of-memory killer (signal 9), libtorch reports it as an error the program can recover from.",
         fix: "a smaller batch_size, or a max_train_examples cap; train splits the batch into micro-batches by itself",
-        program_fix: "a smaller batch size, a dataset loaded lazily rather than whole, fewer DataLoader workers, or fewer parallel trials (--parallel)",
+        program_fix: "a smaller batch size or a smaller model, a dataset loaded lazily rather than whole, or fewer DataLoader workers",
+        sweep_fix: "or fewer trials at once (--parallel)",
+        hf_fix: Some("a smaller --per_device_train_batch_size with a larger --gradient_accumulation_steps (the same effective batch), a smaller model, a dataset loaded lazily (the datasets library's streaming=True) rather than whole, or fewer --dataloader_num_workers"),
         rule: None,
     },
     Known {
@@ -111,6 +126,8 @@ pub const KNOWN: &[Known] = &[
         cause: "torch.compile's \"reduce-overhead\" and \"max-autotune\" modes record CUDA graphs, which replay kernels on the exact memory addresses recorded in epoch 1. Gradient checkpointing recomputes activations during backward and they land at different addresses, so the replay in epoch 2 stops rather than compute on stale memory.",
         fix: "torch_compile_mode: default (keeps most of the speed-up), or torch_compile: false",
         program_fix: "torch.compile(mode=\"default\") instead of \"reduce-overhead\", or torch.compiler.cudagraph_mark_step_begin() before each step, or no gradient checkpointing under CUDA graphs",
+        sweep_fix: "",
+        hf_fix: None,
         rule: Some(HazardId::CudaGraphsCheckpointing),
     },
     Known {
@@ -123,6 +140,8 @@ pub const KNOWN: &[Known] = &[
         cause: "A target reached cross-entropy that is not in [0, num_classes): labels counted from 1, a class the head does not have, or -1 for \"unlabelled\". On the CPU torch says so (IndexError: Target N is out of bounds); on a GPU the same label is a device-side assert whose traceback points elsewhere.",
         fix: "check the labels (verify-fixes' data check, or train check-data), or raise num_classes",
         program_fix: "check the labels: every target in [0, num_classes) (e.g. assert y.min() >= 0 and y.max() < num_classes), or raise the model's number of classes",
+        sweep_fix: "",
+        hf_fix: Some("check the labels: every label in [0, num_labels), the model's config.num_labels (from_pretrained(..., num_labels=N)), and -100 only where a label is to be ignored; or raise num_labels"),
         rule: None,
     },
     Known {
@@ -133,6 +152,8 @@ pub const KNOWN: &[Known] = &[
         cause: "Most often a label outside [0, num_labels) reached cross-entropy, or an index went out of range. CUDA errors are asynchronous: they surface at a later synchronising call (such as model.cpu() or .item()), so the traceback points at the wrong line, and the CUDA context is unusable afterwards.",
         fix: "check the labels (verify-fixes' data check, or train's pre-training pass); rerun with CUDA_LAUNCH_BLOCKING=1 (train --sync-errors) to see the failing line",
         program_fix: "CUDA_LAUNCH_BLOCKING=1 to name the failing kernel (a program sweep reruns the trial once with it); check that every label is in [0, num_classes)",
+        sweep_fix: "",
+        hf_fix: Some("CUDA_LAUNCH_BLOCKING=1 to name the failing kernel (a program sweep reruns the trial once with it); check that every label is in [0, num_labels), the model's config.num_labels"),
         rule: None,
     },
     Known {
@@ -143,6 +164,8 @@ pub const KNOWN: &[Known] = &[
         cause: "cuDNN refused or failed a convolution: often memory pressure in disguise (no room for its workspace), sometimes an input layout or size it does not support, or a cuDNN that does not match the libtorch build.",
         fix: "free memory as for an out-of-memory error (smaller batch, checkpointing); check that `train info` reports the cuDNN torch was built with",
         program_fix: "free GPU memory (a smaller batch), and check torch.backends.cudnn.version() against the one torch was built with",
+        sweep_fix: "",
+        hf_fix: None,
         rule: None,
     },
     Known {
@@ -152,7 +175,9 @@ pub const KNOWN: &[Known] = &[
         title: "the process was killed by the host (signal 9)",
         cause: "The host ran out of RAM and its out-of-memory killer ended the process, with no Python traceback: a whole dataset loaded into memory, or DataLoader worker processes each holding copies, on a small host such as Colab's 12.7 GB.",
         fix: "num_workers: 0 and a max_train_examples cap; train --resume continues from the last epoch",
-        program_fix: "load less into host memory (a lazy dataset, DataLoader num_workers=0), or fewer parallel trials; `dmesg | grep -i oom` confirms the OOM killer",
+        program_fix: "load less into host memory (a lazy dataset, DataLoader num_workers=0, a smaller batch or model); `dmesg | grep -i oom` confirms the OOM killer",
+        sweep_fix: "or fewer trials at once (--parallel)",
+        hf_fix: None,
         rule: Some(HazardId::WorkersSmallHost),
     },
     Known {
@@ -163,6 +188,8 @@ pub const KNOWN: &[Known] = &[
         cause: "The optimisation diverged: a learning rate too high for the batch, fp16 overflow without a loss scaler, or NaN or inf already in the inputs or targets.",
         fix: "a lower learning_rate, grad_clip, bf16 instead of fp16, and a data check (verify-fixes) for NaN or inf",
         program_fix: "a lower learning rate, gradient clipping (torch.nn.utils.clip_grad_norm_), bf16 instead of fp16, and a check of the inputs for NaN (torch.isnan(x).any())",
+        sweep_fix: "",
+        hf_fix: None,
         rule: None,
     },
     Known {
@@ -173,6 +200,8 @@ pub const KNOWN: &[Known] = &[
         cause: "The binary was linked with --as-needed, which drops libtorch_cuda because nothing refers to it by symbol, so libtorch runs CPU-only and fails at the first CUDA call.",
         fix: "link libtorch_cuda explicitly (-Wl,--no-as-needed -ltorch_cuda), as train's build.rs does for train-model; check with `ldd train-model | grep torch_cuda`",
         program_fix: "a torch build with CUDA (pip's CUDA wheels), and `python -c \"import torch; print(torch.cuda.is_available())\"`",
+        sweep_fix: "",
+        hf_fix: None,
         rule: None,
     },
     Known {
@@ -183,6 +212,8 @@ pub const KNOWN: &[Known] = &[
         cause: "The program was built against one libtorch and runs against another (or tch expects another PyTorch version): C++ symbols differ between releases, so loading fails or the build refuses.",
         fix: concat!("use torch==", common::torch_for_train!(), " for tch ", common::tch_version!(), " (just setup), and run with the same libraries the build used (train's rpath)"),
         program_fix: "matching versions of torch and the libraries built against it (torchvision, torchaudio, extensions): reinstall them together",
+        sweep_fix: "",
+        hf_fix: None,
         rule: None,
     },
     Known {
@@ -193,6 +224,8 @@ pub const KNOWN: &[Known] = &[
         cause: "A CUDA call failed. CUDA errors are asynchronous and surface at a later synchronising call, so the traceback may point elsewhere; the context may be unusable afterwards.",
         fix: "rerun with CUDA_LAUNCH_BLOCKING=1 (train --sync-errors) to find the failing kernel",
         program_fix: "CUDA_LAUNCH_BLOCKING=1 to find the failing kernel (a program sweep reruns a device-side assert with it)",
+        sweep_fix: "",
+        hf_fix: None,
         rule: None,
     },
 ];

@@ -11,7 +11,9 @@ use crate::oom_kills;
 use crate::readers::{Reader, Report};
 use crate::verdict::{self, End, Stop};
 use common::wire::failure::Class;
-use common::wire::program::{ProgramLeg, ProgramPeak, ProgramStatus, ProgramValue, ReportRow};
+use common::wire::program::{
+    ProgramLeg, ProgramMetric, ProgramPeak, ProgramStatus, ProgramValue, ReportRow,
+};
 use common::wire::run_dir::RunDir;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -21,11 +23,83 @@ use std::time::{Duration, Instant};
 /// How often memory is sampled.
 pub const SAMPLE_EVERY: Duration = Duration::from_millis(500);
 
+/// The metrics a run is judged by when none is named, most preferred
+/// first: the validation loss each common trainer prints. Hugging Face's
+/// Trainer `eval_loss`; Lightning's and Keras's `val_loss` (the epoch lines'
+/// `Val Loss` too); fastai's `valid_loss`; `validation_loss`; and the
+/// W&B-style keys `eval/loss` and `val/loss`.
+pub const FOUND_METRICS: [&str; 6] = [
+    "eval_loss",
+    "val_loss",
+    "valid_loss",
+    "validation_loss",
+    "eval/loss",
+    "val/loss",
+];
+
+/// The most metric names a leg lists as seen (a script may log one per
+/// layer).
+const SEEN_AT_MOST: usize = 50;
+
 /// The metric a run is judged by.
 #[derive(Clone, Debug)]
 pub struct Objective {
-    pub metric: String,
+    /// The metric named; None: the first of [`FOUND_METRICS`] the run
+    /// reports.
+    pub metric: Option<String>,
     pub maximize: bool,
+}
+
+/// One candidate objective's reports: its best, last, first non-finite
+/// value and when each came.
+#[derive(Debug)]
+struct Track {
+    name: String,
+    reported: bool,
+    best: Option<ProgramValue>,
+    last: Option<ProgramValue>,
+    non_finite: Option<String>,
+    /// Seconds since the start and step of each report.
+    marks: Vec<(f64, u64)>,
+}
+
+impl Track {
+    fn new(name: &str) -> Track {
+        Track {
+            name: name.to_string(),
+            reported: false,
+            best: None,
+            last: None,
+            non_finite: None,
+            marks: Vec::new(),
+        }
+    }
+
+    fn add(&mut self, r: &Report, seconds: f64, maximize: bool) {
+        self.reported = true;
+        self.marks.push((seconds, r.step));
+        if !r.value.is_finite() {
+            self.non_finite
+                .get_or_insert_with(|| format!("{} {} at step {}", self.name, r.value, r.step));
+            return;
+        }
+        let value = ProgramValue {
+            metric: self.name.clone(),
+            value: r.value,
+            step: r.step,
+        };
+        let better = self.best.as_ref().is_none_or(|b| {
+            if maximize {
+                r.value > b.value
+            } else {
+                r.value < b.value
+            }
+        });
+        if better {
+            self.best = Some(value.clone());
+        }
+        self.last = Some(value);
+    }
 }
 
 /// A running leg.
@@ -39,12 +113,11 @@ pub struct Leg {
     objective: Objective,
     config: Option<String>,
     command: Vec<String>,
-    best: Option<ProgramValue>,
-    last: Option<ProgramValue>,
+    /// The metric named, or each of those looked for, in preference order.
+    tracks: Vec<Track>,
+    /// The metrics reported, in the order first seen.
+    seen: Vec<String>,
     reports: u64,
-    non_finite: Option<String>,
-    /// Seconds since the start and step of each report of the objective.
-    marks: Vec<(f64, u64)>,
     stop: Option<Stop>,
     grace: Duration,
     /// Its memory cgroup's OOM-kill count, read at its start.
@@ -58,8 +131,27 @@ pub struct Ended {
     /// The objective's best and last reports.
     pub best: Option<ProgramValue>,
     pub last: Option<ProgramValue>,
+    /// Which metric they are of, and the metrics reported.
+    pub metric: ProgramMetric,
     /// The objective in the run summary a W&B script printed.
     pub wandb_summary: Option<f64>,
+}
+
+impl Ended {
+    /// A sweep's trial: its advice adds what a sweep can change besides
+    /// the program (fewer trials at once), where that helps.
+    pub fn in_a_sweep(mut self) -> Ended {
+        let more = self
+            .verdict
+            .known
+            .and_then(|id| diagnose::failures::KNOWN.iter().find(|k| k.id == id))
+            .map_or("", |k| k.sweep_fix);
+        if let (false, Some(a)) = (more.is_empty(), self.leg.advice.as_mut()) {
+            *a = format!("{a}, {more}");
+            self.verdict.advice = Some(a.clone());
+        }
+        self
+    }
 }
 
 impl Leg {
@@ -97,14 +189,15 @@ impl Leg {
             rows,
             records: records.clone(),
             number,
-            objective,
             config,
             command: spec.argv.clone(),
-            best: None,
-            last: None,
+            tracks: match &objective.metric {
+                Some(m) => vec![Track::new(m)],
+                None => FOUND_METRICS.iter().map(|m| Track::new(m)).collect(),
+            },
+            objective,
+            seen: Vec::new(),
             reports: 0,
-            non_finite: None,
-            marks: Vec::new(),
             stop: None,
             grace: spec.grace,
             oom_kills,
@@ -142,31 +235,12 @@ impl Leg {
                 };
                 let _ = f.write_all(row.to_csv_line().as_bytes());
             }
-            if name != self.objective.metric {
-                continue;
+            if self.seen.len() < SEEN_AT_MOST && !self.seen.contains(&name) {
+                self.seen.push(name.clone());
             }
-            self.marks.push((seconds, r.step));
-            if !r.value.is_finite() {
-                self.non_finite
-                    .get_or_insert_with(|| format!("{name} {} at step {}", r.value, r.step));
-                continue;
+            if let Some(t) = self.tracks.iter_mut().find(|t| t.name == name) {
+                t.add(r, seconds, self.objective.maximize);
             }
-            let value = ProgramValue {
-                metric: name,
-                value: r.value,
-                step: r.step,
-            };
-            let better = self.best.as_ref().is_none_or(|b| {
-                if self.objective.maximize {
-                    r.value > b.value
-                } else {
-                    r.value < b.value
-                }
-            });
-            if better {
-                self.best = Some(value.clone());
-            }
-            self.last = Some(value);
         }
         reports
     }
@@ -222,11 +296,25 @@ impl Leg {
             self.child.signal(libc::SIGKILL);
         }
         let peaks = self.sampler.take().map(Sampler::finish);
+        // The objective: the metric named, else the first found.
+        let chosen = self.tracks.iter().position(|t| t.reported).unwrap_or(0);
+        let mut track = self.tracks.swap_remove(chosen);
+        let metric = ProgramMetric {
+            name: (self.objective.metric.is_some() || track.reported).then(|| track.name.clone()),
+            how: if self.objective.metric.is_some() {
+                "given"
+            } else {
+                "found"
+            }
+            .into(),
+            reported: track.reported,
+            seen: std::mem::take(&mut self.seen),
+        };
         let memory_csv = self.records.memory_csv_of(self.number);
         let _ = memory::plot(
             &memory_csv,
-            &self.marks,
-            &self.objective.metric,
+            &track.marks,
+            &track.name,
             &self.records.memory_png_of(self.number),
         );
         let tail = self.child.tail();
@@ -236,28 +324,11 @@ impl Leg {
             signal: status.signal(),
             stop: self.stop.as_ref(),
             tail: &tail,
-            non_finite: self.non_finite.as_deref(),
+            non_finite: track.non_finite.as_deref(),
             reports: self.reports as usize,
             oom_killed: oom_killed.as_deref(),
         });
-        // The kernel's largest resident set is a floor under the sampled
-        // one (a short command may end between samples).
-        let floor = self.child.max_rss_mib().unwrap_or(0.0);
-        let mut peak = match &peaks {
-            Some(p) => ProgramPeak {
-                host_pss_mib: (p.samples > 0).then(|| round1(p.host_pss_mib)),
-                host_rss_mib: Some(round1(p.host_rss_mib.max(floor))),
-                host_anon_mib: (p.samples > 0).then(|| round1(p.host_anon_mib)),
-                gpu_mib: p.gpu_mib.map(round1),
-                gpu_note: p.gpu_note.clone(),
-                address_limit_mib: p.address_limit_mib.map(round1),
-            },
-            None => ProgramPeak {
-                host_rss_mib: self.child.max_rss_mib().map(round1),
-                gpu_note: self.sampler_note.clone(),
-                ..ProgramPeak::default()
-            },
-        };
+        let mut peak = peak_of(peaks.as_ref(), &self.child, &self.sampler_note);
         let mut verdict = verdict;
         peak.address_limit_mib = own_limit(&mut verdict, &peak, oom_killed.as_deref());
         let leg = ProgramLeg {
@@ -284,12 +355,34 @@ impl Leg {
             wandb_summary: self
                 .child
                 .reader()
-                .and_then(|r| r.wandb_summary(&self.objective.metric)),
+                .and_then(|r| r.wandb_summary(&track.name)),
             leg,
             verdict,
-            best: self.best.take(),
-            last: self.last.take(),
+            best: track.best.take(),
+            last: track.last.take(),
+            metric,
         }
+    }
+}
+
+/// A leg's peaks from its samples; the kernel's largest resident set is a
+/// floor under the sampled one (a short command may end between samples).
+fn peak_of(peaks: Option<&memory::Peaks>, child: &Child, note: &Option<String>) -> ProgramPeak {
+    let floor = child.max_rss_mib().unwrap_or(0.0);
+    match peaks {
+        Some(p) => ProgramPeak {
+            host_pss_mib: (p.samples > 0).then(|| round1(p.host_pss_mib)),
+            host_rss_mib: Some(round1(p.host_rss_mib.max(floor))),
+            host_anon_mib: (p.samples > 0).then(|| round1(p.host_anon_mib)),
+            gpu_mib: p.gpu_mib.map(round1),
+            gpu_note: p.gpu_note.clone(),
+            address_limit_mib: p.address_limit_mib.map(round1),
+        },
+        None => ProgramPeak {
+            host_rss_mib: child.max_rss_mib().map(round1),
+            gpu_note: note.clone(),
+            ..ProgramPeak::default()
+        },
     }
 }
 

@@ -71,8 +71,21 @@ impl Verdict {
     }
 }
 
-/// Judges a command's end.
+/// Judges a command's end; the advice in Hugging Face Trainer's words
+/// (its flags, `num_labels`) when its output is a Trainer's.
 pub fn judge(e: &End) -> Verdict {
+    let mut v = judged(e);
+    let hf = v
+        .known
+        .and_then(|id| failures::KNOWN.iter().find(|k| k.id == id))
+        .and_then(|k| k.hf_fix);
+    if let Some(fix) = hf.filter(|_| e.tail.iter().any(|l| diagnose::explain::hugging_face(l))) {
+        v.advice = Some(fix.to_string());
+    }
+    v
+}
+
+fn judged(e: &End) -> Verdict {
     let exited_0 = e.code == Some(0);
     if let (Some(stop), false) = (e.stop, exited_0) {
         return stopped(stop, e);

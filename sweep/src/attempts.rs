@@ -41,7 +41,7 @@ impl Done {
             ..
         } = s;
         Done {
-            ended: leg.end(status),
+            ended: leg.end(status).in_a_sweep(),
             cwd,
             env_said,
             attempt,
@@ -81,7 +81,7 @@ impl Look<'_> {
             spec,
             ..
         } = s;
-        let ended = leg.end(status);
+        let ended = leg.end(status).in_a_sweep();
         let mut leg = ended.leg.clone();
         leg.changed = attempt.changed.clone();
         leg.resumed_from = attempt.resumed_from.clone();

@@ -228,7 +228,7 @@ pub fn start(space: &Space, settings: &Settings, l: &Launch) -> anyhow::Result<S
         space.metric.regex.as_deref(),
     )?;
     let objective = Objective {
-        metric: space.metric.name.to_string(),
+        metric: Some(space.metric.name.to_string()),
         maximize: space.metric.goal == crate::trial::Direction::Maximize,
     };
     let leg = Leg::start(&spec, reader, &run, 1, objective, config)?;
@@ -268,7 +268,7 @@ impl Started {
             space.metric.regex.as_deref(),
         )?;
         let objective = Objective {
-            metric: space.metric.name.to_string(),
+            metric: Some(space.metric.name.to_string()),
             maximize: space.metric.goal == crate::trial::Direction::Maximize,
         };
         let leg = Leg::start(

@@ -45,7 +45,13 @@ fn row(t: &Trial) -> Row {
         intermediate: t.intermediate.clone(),
         epochs: t.user_attrs.get("epochs").and_then(Value::as_u64),
         seconds: num("seconds"),
-        peak_memory_mib: num("peak_memory_mib"),
+        peak_memory_mib: num("peak_memory_mib").or(num("peak_host_pss_mib")),
+        peak_memory_of: match (num("peak_memory_mib"), num("peak_host_pss_mib")) {
+            (Some(_), _) => Some("torch-allocated".into()),
+            (None, Some(_)) => Some("host-pss".into()),
+            (None, None) => None,
+        },
+        peak_gpu_mib: num("peak_gpu_mib"),
         error_message: text("error_message"),
         retried_from: t.user_attrs.get("retried_from").and_then(Value::as_u64),
         discarded: t.discarded,
@@ -92,6 +98,24 @@ pub fn best(study: &Study) -> Option<&Trial> {
             }
         })
         .map(|(t, _)| t)
+}
+
+/// The trials that re-ran another (an interrupted, crowded or allocator-
+/// broken one): the points tried are the trials less these.
+fn reruns(study: &Study) -> u64 {
+    study
+        .trials
+        .iter()
+        .filter(|t| t.user_attrs.contains_key("retried_from"))
+        .count() as u64
+}
+
+/// `6 points, 8 trials (2 re-runs)`, or `6 trials` without a re-run.
+fn trials_words(trials: u64, reruns: u64) -> String {
+    match reruns {
+        0 => format!("{trials} trials"),
+        r => format!("{} points, {trials} trials ({r} re-run(s))", trials - r),
+    }
 }
 
 fn counts(study: &Study) -> BTreeMap<String, u64> {
@@ -147,8 +171,8 @@ pub fn print_summary(study: &Study, space: &Space, took: Duration) {
         )
     });
     common::say!(
-        "train sweep: {} trials ({}) in {:.1} s; {best}",
-        study.trials.len(),
+        "train sweep: {} ({}) in {:.1} s; {best}",
+        trials_words(study.trials.len() as u64, reruns(study)),
         list.join(", "),
         took.as_secs_f64()
     );
@@ -167,12 +191,12 @@ pub fn status(dir: &Path) -> anyhow::Result<u8> {
     let list: Vec<String> = c.iter().map(|(s, n)| format!("{s} {n}")).collect();
     writeln!(
         out,
-        "{} · {} · {} {} · {} trials: {}",
+        "{} · {} · {} {} · {}: {}",
         dir.display(),
         space.method.as_str(),
         space.metric.name,
         goal(study.direction),
-        study.trials.len(),
+        trials_words(study.trials.len() as u64, reruns(&study)),
         list.join(", ")
     )?;
     for t in study
@@ -316,6 +340,7 @@ pub fn report(dir: &Path, format: Option<Format>) -> anyhow::Result<u8> {
         metric: space.metric.name.clone(),
         goal: goal(study.direction).into(),
         counts: counts(&study),
+        points: study.trials.len() as u64 - reruns(&study),
         best: best_trial.map(row),
         trials: rows,
         failures: failures(&study),
@@ -417,7 +442,17 @@ fn write_csv(r: &SweepReport, w: &mut dyn Write) -> anyhow::Result<()> {
         .map(String::from)
         .to_vec();
     header.extend(names.iter().cloned());
-    header.extend(["value", "epochs", "seconds", "peak_memory_mib"].map(String::from));
+    header.extend(
+        [
+            "value",
+            "epochs",
+            "seconds",
+            "peak_memory_mib",
+            "peak_memory_of",
+            "peak_gpu_mib",
+        ]
+        .map(String::from),
+    );
     // Only journals with Rustuna's DISCARD_TRIALS records have the column.
     let discards = r.trials.iter().any(|t| t.discarded);
     if discards {
@@ -442,6 +477,8 @@ fn write_csv(r: &SweepReport, w: &mut dyn Write) -> anyhow::Result<()> {
             t.epochs.map(|e| e.to_string()).unwrap_or_default(),
             f(t.seconds),
             f(t.peak_memory_mib),
+            t.peak_memory_of.clone().unwrap_or_default(),
+            f(t.peak_gpu_mib),
         ]);
         if discards {
             rec.push(t.discarded.to_string());
@@ -484,7 +521,13 @@ fn write_table(r: &SweepReport, w: &mut dyn Write) -> anyhow::Result<()> {
     }
     writeln!(w, "{t}")?;
     let counts: Vec<String> = r.counts.iter().map(|(s, n)| format!("{s} {n}")).collect();
-    writeln!(w, "{} trials: {}", r.trials.len(), counts.join(", "))?;
+    let trials = r.trials.len() as u64;
+    writeln!(
+        w,
+        "{}: {}",
+        trials_words(trials, trials - r.points.min(trials)),
+        counts.join(", ")
+    )?;
     let discarded: Vec<u64> = r
         .trials
         .iter()
@@ -510,18 +553,18 @@ fn write_table(r: &SweepReport, w: &mut dyn Write) -> anyhow::Result<()> {
     }
     for g in &r.failures {
         let shared: Vec<String> = g.shared.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        writeln!(
-            w,
-            "failed, {}: {} trial(s) {:?}{}",
-            g.class,
-            g.count,
-            g.trials,
-            if shared.is_empty() {
-                String::new()
-            } else {
-                format!("; all had {}", shared.join(", "))
-            }
-        )?;
+        // A group of one shares nothing with another: its values are its own.
+        let line = match (g.trials.as_slice(), shared.is_empty()) {
+            ([n], true) => format!("trial {n}"),
+            ([n], false) => format!("trial {n}, which had {}", shared.join(", ")),
+            (ns, true) => format!("{} trial(s) {ns:?}", ns.len()),
+            (ns, false) => format!(
+                "{} trial(s) {ns:?}; all had {}",
+                ns.len(),
+                shared.join(", ")
+            ),
+        };
+        writeln!(w, "failed, {}: {line}", g.class)?;
     }
     Ok(())
 }

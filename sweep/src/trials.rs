@@ -406,6 +406,7 @@ fn program_summary(
         advice: ended.leg.advice.clone(),
         cwd: d.cwd.display().to_string(),
         env_set: d.env_said.clone(),
+        metric: Some(ended.metric.clone()),
         best: ended.best.clone(),
         last: ended.last.clone(),
         seconds,

@@ -98,6 +98,23 @@ pub struct ProgramValue {
     pub step: u64,
 }
 
+/// Which metric `best` and `last` are of, how it was chosen, and what the
+/// run reported: a metric named but never reported is said, not passed in
+/// silence.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ProgramMetric {
+    /// The metric named, or the one found; null when none was named and
+    /// none of the names looked for was reported.
+    pub name: Option<String>,
+    /// `given` (`--metric`, a space's `metric.name`) or `found` (none
+    /// given: the first of the names looked for that the run reported).
+    pub how: String,
+    /// Whether `name` was reported at least once.
+    pub reported: bool,
+    /// Every metric the run reported, in the order first seen.
+    pub seen: Vec<String>,
+}
+
 /// summary.yaml of a supervised run, rewritten after each leg.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ProgramSummary {
@@ -111,6 +128,9 @@ pub struct ProgramSummary {
     pub cwd: String,
     /// The variables the supervisor set, each with why (`K=V (why)`).
     pub env_set: Vec<String>,
+    /// The objective: named or found, reported or not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metric: Option<ProgramMetric>,
     pub best: Option<ProgramValue>,
     pub last: Option<ProgramValue>,
     pub seconds: f64,
@@ -159,6 +179,12 @@ impl Versioned for ProgramSummary {
             advice: leg.advice.clone(),
             cwd: "/home/me/project".into(),
             env_set: vec!["PYTORCH_ALLOC_CONF=expandable_segments:True (...)".into()],
+            metric: Some(ProgramMetric {
+                name: Some("val_loss".into()),
+                how: "given".into(),
+                reported: true,
+                seen: vec!["train_loss".into(), "val_loss".into()],
+            }),
             best: Some(value.clone()),
             last: Some(value),
             seconds: 4.2,

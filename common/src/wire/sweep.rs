@@ -87,7 +87,12 @@ pub struct SweepReport {
     /// The metrics.csv column trials are ranked by, and its goal.
     pub metric: Metric,
     pub goal: String,
+    /// Trials by state, re-runs included.
     pub counts: BTreeMap<String, u64>,
+    /// The points of the space tried: the trials less the re-runs (rows
+    /// with `retried_from`). Absent in reports written before it was added.
+    #[serde(default)]
+    pub points: u64,
     pub best: Option<Row>,
     pub trials: Vec<Row>,
     pub failures: Vec<FailureGroup>,
@@ -107,7 +112,17 @@ pub struct Row {
     pub intermediate: BTreeMap<u64, f64>,
     pub epochs: Option<u64>,
     pub seconds: Option<f64>,
+    /// The trial's memory peak, of what `peak_memory_of` says.
     pub peak_memory_mib: Option<f64>,
+    /// What `peak_memory_mib` measured: `torch-allocated` (train's own
+    /// trials: the most torch's allocator held) or `host-pss` (a program
+    /// trial: its process tree's host memory, shared pages counted once).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_memory_of: Option<String>,
+    /// A program trial's GPU memory peak (NVML, its processes'), where
+    /// measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_gpu_mib: Option<f64>,
     pub error_message: Option<String>,
     pub retried_from: Option<u64>,
     /// A DISCARD_TRIALS record (Rustuna's) names it; Optuna 5 ignores the
@@ -147,6 +162,8 @@ impl Versioned for SweepReport {
             epochs: Some(2),
             seconds: Some(4.5),
             peak_memory_mib: Some(900.0),
+            peak_memory_of: Some("host-pss".into()),
+            peak_gpu_mib: Some(1210.0),
             error_message: Some("out of memory at epoch 1 step 1 ...".into()),
             retried_from: Some(1),
             discarded: true,
@@ -163,6 +180,7 @@ impl Versioned for SweepReport {
             metric: Metric::ValLoss,
             goal: "minimize".into(),
             counts: [("COMPLETE".to_string(), 1)].into(),
+            points: 1,
             best: Some(row.clone()),
             trials: vec![row],
             failures: vec![FailureGroup {

@@ -26,8 +26,9 @@ pub struct Output {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Smoke {
     pub command: Vec<String>,
-    /// Where its output.log, memory.csv, memory.png and metrics.csv stay.
-    pub dir: String,
+    /// Where its output.log, memory.csv, memory.png and metrics.csv stay;
+    /// null when they were removed (no `--out`, and no check failed).
+    pub dir: Option<String>,
     pub seconds: f64,
     /// The metric whose reports count epochs, and how many came.
     pub epoch_metric: Option<String>,
@@ -105,7 +106,7 @@ impl Versioned for Output {
             }],
             smoke: Some(Smoke {
                 command: vec!["python".into(), "main.py".into()],
-                dir: "/tmp/verify-fixes-Ab12Cd".into(),
+                dir: Some("/tmp/verify-fixes-Ab12Cd".into()),
                 seconds: 4.2,
                 epoch_metric: Some("val_loss".into()),
                 epochs: 2,

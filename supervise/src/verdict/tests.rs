@@ -200,3 +200,40 @@ fn a_sigkill_while_its_cgroup_counted_an_oom_kill_is_an_out_of_memory() {
     );
     assert!(oom.advice.is_some(), "{oom:?}");
 }
+
+/// The same out-of-memory, from a plain script and from Hugging Face's
+/// Trainer (its traceback goes through transformers/trainer.py): one run's
+/// advice names the batch and the model, never a sweep's --parallel, and
+/// the Trainer's in its own flags.
+#[test]
+fn the_advice_fits_one_run_and_the_framework() {
+    let judge_tail = |tail: &[String]| {
+        judge(&End {
+            code: Some(1),
+            signal: None,
+            stop: None,
+            tail,
+            non_finite: None,
+            reports: 1,
+            oom_killed: None,
+        })
+        .advice
+        .unwrap()
+    };
+    let plain = judge_tail(&recorded("cpu-oom"));
+    assert!(
+        plain.contains("a smaller model") && !plain.contains("--parallel"),
+        "{plain}"
+    );
+    let mut hf = vec![
+        "{'loss': 2.3026, 'grad_norm': 1.5, 'learning_rate': 5e-05, 'epoch': 0.5}".to_string(),
+        "Traceback (most recent call last):".into(),
+        "  File \"/venv/lib/python3.12/site-packages/transformers/trainer.py\", line 2325, in train".into(),
+    ];
+    hf.extend(recorded("cpu-oom"));
+    let words = judge_tail(&hf);
+    assert!(
+        words.contains("--per_device_train_batch_size") && !words.contains("--parallel"),
+        "{words}"
+    );
+}

@@ -236,18 +236,30 @@ fn check_configs(
 
 /// --explain: the log is read line by line (no size cap: logs are large);
 /// with --gpu the out-of-memory fix is sized for that GPU.
+/// Whether train-model, train's libtorch half, is beside this binary.
+fn trainer_installed() -> bool {
+    std::env::current_exe()
+        .ok()
+        .and_then(|p| Some(p.parent()?.join("train-model")))
+        .is_some_and(|p| p.is_file())
+}
+
 fn explain_log(cli: &Cli, log: &std::path::Path, out: &mut dyn Write) -> anyhow::Result<u8> {
     let name = if log == std::path::Path::new("-") {
         "<stdin>".to_string()
     } else {
         log.display().to_string()
     };
-    let scan = if log == std::path::Path::new("-") {
+    let mut scan = if log == std::path::Path::new("-") {
         diagnose::explain::scan(&name, std::io::stdin().lock())?
     } else {
         let file = std::fs::File::open(log).map_err(|e| bad_input!("{name}: cannot open: {e}"))?;
         diagnose::explain::scan(&name, std::io::BufReader::with_capacity(1 << 20, file))?
     };
+    // Train's config keys only for a user of train's own trainer: a config
+    // of train's given, or its libtorch half beside this cfgcheck (the
+    // source build; the pip wheel has none, nor `train check-data`).
+    scan.advise(cli.config.is_some() || trainer_installed());
     let loaded = match &cli.config {
         Some(p) => Some(load(p)?),
         None => None,

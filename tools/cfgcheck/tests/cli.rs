@@ -332,6 +332,23 @@ fn explain(log: &[u8], extra: &[&str]) -> assert_cmd::assert::Assert {
         .assert()
 }
 
+/// A Hugging Face Trainer's log gets the Trainer's words: `num_labels`,
+/// its batch flags; never train's `num_classes` or `train check-data`.
+#[test]
+fn explain_of_a_trainer_log_speaks_the_trainers_words() {
+    let log = "***** Running training *****\n\
+               {'loss': 2.3026, 'grad_norm': 1.5, 'learning_rate': 5e-05, 'epoch': 0.5}\n\
+               IndexError: Target 7 is out of bounds.\n";
+    let out = explain(log.as_bytes(), &[]).success();
+    let v: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    let fix = v["found"][0]["fix"].as_str().unwrap();
+    assert!(fix.contains("num_labels"), "{fix}");
+    assert!(
+        !fix.contains("num_classes") && !fix.contains("check-data"),
+        "{fix}"
+    );
+}
+
 #[test]
 fn explain_names_cause_evidence_and_fix_from_real_messages() {
     // Seed 001's lines, and a real PyTorch OOM whose reserved-but-unallocated

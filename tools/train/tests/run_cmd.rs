@@ -107,6 +107,8 @@ fn bad_usage_exits_2_before_anything_runs() {
         &[
             "--out",
             "r",
+            "--metric",
+            "loss",
             "--metric-regex",
             "loss (\\d+) (\\d+)",
             "--",
@@ -115,6 +117,82 @@ fn bad_usage_exits_2_before_anything_runs() {
     );
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("2 capture groups"));
+}
+
+/// Hugging Face's Trainer prints `eval_loss` in dict lines, never
+/// `val_loss`: with no --metric it is found; a --metric never reported is
+/// said, with the metrics that were, and the exit code stays the command's.
+#[test]
+fn the_metric_is_found_without_a_flag_and_a_missing_one_is_said() {
+    let tmp = tempfile::tempdir().unwrap();
+    let prog = r#"
+for e in (1, 2, 3):
+    print({'loss': 1.0 / e, 'grad_norm': 0.5, 'learning_rate': 1e-4, 'epoch': float(e)}, flush=True)
+    print({'eval_loss': 2.0 / e + (e == 3), 'eval_runtime': 0.1, 'epoch': float(e)}, flush=True)
+"#;
+    write(tmp.path(), "hf.py", prog);
+    let out = train_run(
+        tmp.path(),
+        &["--out", "found", "--quiet", "--", "python3", "hf.py"],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(!err.contains("never reported"), "{err}");
+    let s = summary(&tmp.path().join("found"));
+    assert_eq!(s["metric"]["name"], "eval_loss", "{s:?}");
+    assert_eq!(s["metric"]["how"], "found", "{s:?}");
+    assert_eq!(s["metric"]["reported"], true, "{s:?}");
+    assert_eq!(s["best"]["metric"], "eval_loss", "{s:?}");
+    assert_eq!(s["best"]["value"].as_f64(), Some(1.0), "{s:?}");
+    assert_eq!(s["best"]["step"].as_u64(), Some(2), "{s:?}");
+    let out = train_run(
+        tmp.path(),
+        &[
+            "--out", "named", "--quiet", "--metric", "val_loss", "--", "python3", "hf.py",
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("--metric val_loss was never reported")
+            && err.contains("it reported loss, grad_norm, learning_rate, eval_loss, eval_runtime: choose one, e.g. --metric loss"),
+        "{err}"
+    );
+    let s = summary(&tmp.path().join("named"));
+    assert_eq!(s["metric"]["name"], "val_loss", "{s:?}");
+    assert_eq!(s["metric"]["how"], "given", "{s:?}");
+    assert_eq!(s["metric"]["reported"], false, "{s:?}");
+    assert_eq!(s["metric"]["seen"][3], "eval_loss", "{s:?}");
+    assert!(s["best"].is_null(), "{s:?}");
+    // The fix said for a script that prints no metric works as typed.
+    write(tmp.path(), "plain.py", "print('val loss: 0.41')\n");
+    let out = train_run(
+        tmp.path(),
+        &["--out", "none", "--quiet", "--", "python3", "plain.py"],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    let fix = err
+        .split("e.g. ")
+        .nth(1)
+        .and_then(|r| r.lines().next())
+        .unwrap_or_else(|| panic!("no fix in {err}"));
+    // As a shell reads it, quotes and all.
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "{BIN} run --out fixed --quiet {fix} -- python3 plain.py"
+        ))
+        .current_dir(tmp.path())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{fix}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s = summary(&tmp.path().join("fixed"));
+    assert_eq!(s["best"]["value"].as_f64(), Some(0.41), "{fix}: {s:?}");
 }
 
 #[test]
@@ -276,6 +354,12 @@ fn the_fallback_chain_runs_a_script_from_config_to_config() {
         .as_str()
         .unwrap()
         .contains("can't allocate memory"));
+    // One run's advice: its model and batch, not a sweep's --parallel.
+    let advice = legs[1]["advice"].as_str().unwrap();
+    assert!(
+        advice.contains("a smaller model") && !advice.contains("--parallel"),
+        "{advice}"
+    );
     assert!(err.contains("takes over"), "{err}");
     assert_eq!(s["status"], "finished");
     assert_eq!(s["best"]["metric"], "val_loss");

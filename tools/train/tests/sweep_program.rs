@@ -127,6 +127,13 @@ parameters:
     };
     assert!(attr(t("label"), "error_message").contains("Target 5 is out of bounds"));
     assert!(attr(t("oom"), "error_message").contains("can't allocate memory"));
+    // A sweep's advice adds what a sweep can change: trials at once.
+    let advice = attr(t("oom"), "advice");
+    assert!(
+        advice.contains("a smaller model")
+            && advice.ends_with("or fewer trials at once (--parallel)"),
+        "{advice}"
+    );
     assert!(attr(t("sigkill"), "error_message").contains("OOM killer"));
     // Intermediates from the seeds' epoch lines: val_loss per epoch.
     let done = t("none");
@@ -142,7 +149,32 @@ parameters:
     for (row, t) in rows.iter().zip(trials) {
         assert_eq!(row["number"], t["number"]);
         assert_eq!(row["value"], t["value"]);
+        assert_eq!(row["state"], t["state"]);
     }
+    // A program trial's row has its host peak, said as such.
+    let row0 = &rows[0];
+    assert_eq!(
+        row0["peak_memory_mib"].as_f64(),
+        done["user_attrs"]["peak_host_pss_mib"].as_f64(),
+        "{row0}"
+    );
+    assert_eq!(row0["peak_memory_of"], "host-pss", "{row0}");
+    assert_eq!(r["points"], 6, "{r}");
+    let csv = sweep(p.path(), &["--report", "s", "--format", "csv"]);
+    let csv = String::from_utf8_lossy(&csv.stdout);
+    assert!(csv.lines().nth(1).unwrap().contains(",host-pss,"), "{csv}");
+    // A failure class of one trial: that trial's values, not "all had".
+    let table = sweep(p.path(), &["--report", "s", "--format", "table"]);
+    let table = String::from_utf8_lossy(&table.stdout);
+    // (The out-of-memory one may run again alone, as crowded: two trials.)
+    let label = t("label")["number"].as_u64().unwrap();
+    assert!(
+        table.contains(&format!(
+            "failed, label-out-of-range: trial {label}, which had fault=\"label\"\n"
+        )),
+        "{table}"
+    );
+    assert!(!table.contains(" 1 trial(s) "), "{table}");
     // Its files: parameters, W&B's param file, the supervisor's records.
     let t0 = p.path().join("s/trials/0000");
     let params: Value =
@@ -377,6 +409,18 @@ parameters:
         .filter(|t| attr(t, "error_class") == "interrupted")
         .count();
     assert_eq!(interrupted, 2, "{trials:?}");
+    // The report tells the points of the space from the trials run.
+    let table = sweep(p.path(), &["--report", "s", "--format", "table"]);
+    let table = String::from_utf8_lossy(&table.stdout);
+    assert!(
+        table.contains(&format!(
+            "4 points, {} trials ({} re-run(s)): ",
+            trials.len(),
+            trials.len() - 4
+        )),
+        "{table}"
+    );
+    assert_eq!(report(p.path(), "s")["points"], 4);
 }
 
 /// Silent trials (no output to fail on once the driver's pipes close)

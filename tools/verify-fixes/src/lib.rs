@@ -79,7 +79,7 @@ struct Cli {
     max_other_share: f64,
     /// The run's output directory (checked for writing and room) [default:
     /// runs]; with -- CMD, where the smoke's output.log and memory.csv stay
-    /// [default: a new temporary directory, kept and printed].
+    /// [default: a new temporary directory, kept only when a check fails].
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
     /// The train binary [default: next to verify-fixes, else on PATH].
@@ -265,6 +265,10 @@ fn gate_command(cli: &Cli, env: &dyn Fn(&str) -> Option<String>) -> anyhow::Resu
         Some(d) => {
             std::fs::create_dir_all(d)
                 .map_err(|e| bad_input!("--out {}: cannot create: {e}", d.display()))?;
+            common::say!(
+                "verify-fixes: the smoke's output.log and memory.csv stay in {}",
+                d.display()
+            );
             d.clone()
         }
         None => tempfile::Builder::new()
@@ -273,10 +277,6 @@ fn gate_command(cli: &Cli, env: &dyn Fn(&str) -> Option<String>) -> anyhow::Resu
             .map_err(|e| anyhow::anyhow!("a temporary directory for the smoke: {e}"))?
             .keep(),
     };
-    common::say!(
-        "verify-fixes: the smoke's output.log and memory.csv stay in {}",
-        dir.display()
-    );
     let gate = command::Gate {
         argv: &cli.command,
         machine: machine(cli, report.as_ref(), env),
@@ -288,7 +288,22 @@ fn gate_command(cli: &Cli, env: &dyn Fn(&str) -> Option<String>) -> anyhow::Resu
         expect: cli.expect_metric.as_deref(),
         regex: cli.metric_regex.as_deref(),
     };
-    let (results, smoke) = gate.run();
+    let (results, mut smoke) = gate.run();
+    if cli.out.is_none() {
+        // A temporary directory stays only when there is something in it
+        // to read: a failed check.
+        if results.iter().any(|c| c.status == Status::Fail) {
+            common::say!(
+                "verify-fixes: a check failed: the smoke's output.log and memory.csv stay in {}",
+                dir.display()
+            );
+        } else {
+            let _ = std::fs::remove_dir_all(&dir);
+            if let Some(s) = smoke.as_mut() {
+                s.dir = None;
+            }
+        }
+    }
     emit(cli, shell_words(&cli.command), results, smoke)
 }
 
@@ -359,11 +374,18 @@ fn write_table(o: &Output, w: &mut dyn Write) -> anyhow::Result<()> {
         }
     )?;
     if let Some(smoke) = &o.smoke {
-        writeln!(
-            w,
-            "smoke: {}; its output.log, memory.csv, memory.png and metrics.csv are in {}",
-            smoke.ended, smoke.dir
-        )?;
+        match &smoke.dir {
+            Some(dir) => writeln!(
+                w,
+                "smoke: {}; its output.log, memory.csv, memory.png and metrics.csv are in {dir}",
+                smoke.ended
+            )?,
+            None => writeln!(
+                w,
+                "smoke: {}; its files were removed (no check failed; --out DIR keeps them)",
+                smoke.ended
+            )?,
+        }
     }
     Ok(())
 }

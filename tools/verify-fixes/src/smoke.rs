@@ -91,14 +91,17 @@ impl Tally {
         }
     }
 
-    /// The metric whose reports count epochs: the expected one, else
-    /// val_loss, else the first read.
+    /// The metric whose reports count epochs: the expected one, else the
+    /// one `train run` would find (`eval_loss`, `val_loss`, ...), else the
+    /// first read.
     pub fn epoch_metric<'a>(&'a self, expect: Option<&'a str>) -> Option<&'a str> {
-        match expect {
-            Some(e) => Some(e),
-            None if self.by.contains_key("val_loss") => Some("val_loss"),
-            None => self.order.first().map(String::as_str),
+        if expect.is_some() {
+            return expect;
         }
+        supervise::leg::FOUND_METRICS
+            .into_iter()
+            .find(|m| self.by.contains_key(*m))
+            .or(self.order.first().map(String::as_str))
     }
 
     pub fn epochs(&self, expect: Option<&str>) -> u64 {
@@ -136,7 +139,7 @@ pub fn run(p: &Plan) -> anyhow::Result<Ran> {
     };
     let reader = Reader::new(p.expect.unwrap_or("val_loss"), p.regex)?;
     let objective = Objective {
-        metric: p.expect.unwrap_or("val_loss").to_string(),
+        metric: p.expect.map(String::from),
         maximize: false,
     };
     let mut leg = Leg::start(&spec, reader, p.dir, 1, objective, None)?;
@@ -212,7 +215,7 @@ mod tests {
     }
 
     #[test]
-    fn epochs_count_the_expected_metric_else_val_loss_else_the_first() {
+    fn epochs_count_the_expected_metric_else_a_found_one_else_the_first() {
         let mut t = Tally::default();
         t.add(&r("accuracy", 0.5, 1, Source::Dict));
         assert_eq!(t.epoch_metric(None), Some("accuracy"));
@@ -223,7 +226,10 @@ mod tests {
         assert_eq!(t.epochs(None), 2);
         assert_eq!(t.epochs(Some("accuracy")), 1);
         assert_eq!(t.epochs(Some("eval_loss")), 0);
-        assert_eq!(t.order, ["accuracy", "train_loss", "val_loss"]);
+        // Hugging Face's Trainer's comes before Lightning's.
+        t.add(&r("eval_loss", 0.7, 1, Source::Dict));
+        assert_eq!(t.epoch_metric(None), Some("eval_loss"));
+        assert_eq!(t.order, ["accuracy", "train_loss", "val_loss", "eval_loss"]);
         assert_eq!(t.by["val_loss"].last, Some(0.7));
         assert_eq!(t.by["accuracy"].source, Source::Dict);
     }

@@ -102,7 +102,14 @@ fn the_repos_pytorch_script_passes_with_a_fit_count_from_its_measured_peak() {
     assert!(saw.contains("GPU: "), "{saw}");
     assert_eq!(smoke["epochs"], 2);
     assert_eq!(smoke["dir"], tmp.path().display().to_string());
-    assert_eq!(check(&v, "disk").0, "pass");
+    // The disk room: twice the peak, said as the upper bound it is.
+    let (s, saw) = check(&v, "disk");
+    assert_eq!(s, "pass", "{saw}");
+    assert!(
+        saw.contains("two checkpoints (one written beside the last) take at most about")
+            && saw.contains("an upper bound, twice the"),
+        "{saw}"
+    );
     // It was stopped before its 5 epochs; what it printed and its memory stay.
     let log = std::fs::read_to_string(tmp.path().join("output.log")).unwrap();
     assert!(log.contains("Epoch 2/5"), "{log}");
@@ -366,6 +373,124 @@ fn the_command_never_reads_memdiags_pipe_and_the_expected_metric_is_found() {
         saw,
         "no report of eval_loss (--expect-metric); read stdin_bytes"
     );
+    let fix = fix_flags(&v, "metric");
+    assert_eq!(fix, "--expect-metric stdin_bytes");
+    let v = as_typed(tmp.path(), &fix, "s3", "stdin.py");
+    let (s, saw) = check(&v, "metric");
+    assert_eq!(s, "pass", "{fix}: {saw}");
+}
+
+/// The flags a check's fix gives (after its "e.g. "), to be run as typed.
+fn fix_flags(v: &serde_json::Value, id: &str) -> String {
+    let c = v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == id)
+        .unwrap();
+    let fix = c["fix"].as_str().unwrap_or_else(|| panic!("no fix in {c}"));
+    let after = fix
+        .split("e.g. ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no example in {fix}"));
+    // Up to the end of the flags: ` (` or `,` outside quotes.
+    let mut quoted = false;
+    let end = after
+        .char_indices()
+        .find(|&(i, c)| {
+            quoted ^= c == '\'';
+            !quoted && (c == ',' || after[i..].starts_with(" ("))
+        })
+        .map_or(after.len(), |(i, _)| i);
+    after[..end].to_string()
+}
+
+/// verify-fixes with `flags` as a shell reads them (quotes and all), then
+/// `-- python script`, in `cwd`; its JSON.
+fn as_typed(cwd: &Path, flags: &str, out: &str, script: &str) -> serde_json::Value {
+    let bin = testkit::bin("verify-fixes");
+    let o = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "{} --format json --out {out} --smoke-seconds 20 --smoke-epochs 1 {flags} -- {} {script}",
+            bin.display(),
+            py()
+        ))
+        .current_dir(cwd)
+        .output()
+        .unwrap();
+    testkit::json(&o.stdout)
+}
+
+/// A script whose metric no reader knows: the fix the check gives (a name
+/// and a regex) works as typed, and reads it.
+#[test]
+fn the_metric_fix_for_unread_output_works_as_typed() {
+    let tmp = tempfile::tempdir().unwrap();
+    write(
+        tmp.path(),
+        "plain.py",
+        "for e in (1, 2):\n    print(f'epoch {e}: val loss: {1 / e:.3f}', flush=True)\n",
+    );
+    let (r, v) = gate(tmp.path(), &tmp.path().join("s"), &[], &[&py(), "plain.py"]);
+    r.code_is(1);
+    assert_eq!(check(&v, "metric").0, "fail");
+    let fix = fix_flags(&v, "metric");
+    assert_eq!(
+        fix,
+        "--expect-metric val_loss --metric-regex 'val loss:? *([0-9.]+)'"
+    );
+    let v = as_typed(tmp.path(), &fix, "s2", "plain.py");
+    let (s, saw) = check(&v, "metric");
+    assert_eq!(s, "pass", "{fix}: {saw}");
+    assert!(saw.starts_with("val_loss by the regex ("), "{saw}");
+}
+
+/// Without --out, the smoke's temporary directory stays only when a check
+/// failed, and the output says where.
+#[test]
+fn the_smokes_temporary_directory_stays_only_after_a_failure() {
+    let tmp = tempfile::tempdir().unwrap();
+    let temp = tmp.path().join("tmp");
+    std::fs::create_dir(&temp).unwrap();
+    write(
+        tmp.path(),
+        "ok.py",
+        "print({'epoch': 1, 'val_loss': 0.5})\n",
+    );
+    write(tmp.path(), "quiet.py", "print('nothing to report')\n");
+    let left = || std::fs::read_dir(&temp).unwrap().count();
+    let run = |script: &str| {
+        ucmd("verify-fixes")
+            .current_dir(tmp.path())
+            .env("TMPDIR", &temp)
+            .args([
+                "--format",
+                "json",
+                "--smoke-epochs",
+                "1",
+                "--",
+                &py(),
+                script,
+            ])
+            .run()
+    };
+    let r = run("ok.py");
+    r.code_is(0);
+    assert_eq!(left(), 0, "{}", r.stderr_str());
+    assert!(r.stdout_json()["smoke"]["dir"].is_null());
+    let r = run("quiet.py");
+    r.code_is(1);
+    assert_eq!(left(), 1, "{}", r.stderr_str());
+    let kept = r.stdout_json()["smoke"]["dir"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(kept.starts_with(temp.to_str().unwrap()), "{kept}");
+    r.stderr_contains(&format!(
+        "a check failed: the smoke's output.log and memory.csv stay in {kept}"
+    ));
+    assert!(Path::new(&kept).join("output.log").exists());
 }
 
 #[test]

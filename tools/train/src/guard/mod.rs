@@ -10,7 +10,7 @@ use anyhow::Context;
 use clap::Parser;
 use common::bad_input;
 use common::wire::failure::Class;
-use common::wire::program::{AutoFix, ProgramLeg, ProgramStatus, ProgramSummary};
+use common::wire::program::{AutoFix, ProgramLeg, ProgramMetric, ProgramStatus, ProgramSummary};
 use common::wire::run_dir::RunDir;
 use common::wire::Versioned;
 use diagnose::ladder::MAX_ATTEMPTS;
@@ -20,7 +20,7 @@ use supervise::autofix::{expand, resume_dir, Attempt, Fixer, Next, CONFIG_WORD, 
 use supervise::child::Spec;
 use supervise::command::shell_words;
 use supervise::events::{self, Bell, Interrupter, Waiter};
-use supervise::leg::{Ended, Leg, Objective};
+use supervise::leg::{Ended, Leg, Objective, FOUND_METRICS};
 use supervise::readers::Reader;
 use supervise::verdict::Stop;
 
@@ -50,12 +50,14 @@ pub struct Args {
     /// Between SIGTERM to the command's process group and SIGKILL.
     #[arg(long, value_name = "TIME", default_value = "10s", value_parser = humantime::parse_duration)]
     pub grace: Duration,
-    /// The metric the summary's best and last are of.
-    #[arg(long, value_name = "NAME", default_value = "val_loss")]
-    pub metric: String,
-    /// A regular expression with one capture group that reads the metric
-    /// from a line (e.g. 'valid loss\s+([0-9.]+)').
-    #[arg(long, value_name = "RE")]
+    /// The metric the summary's best and last are of [default: the first
+    /// reported of eval_loss (Hugging Face's Trainer), val_loss (Lightning,
+    /// Keras), valid_loss, validation_loss, eval/loss, val/loss].
+    #[arg(long, value_name = "NAME")]
+    pub metric: Option<String>,
+    /// A regular expression with one capture group that reads --metric
+    /// from a line (e.g. --metric val_loss --metric-regex 'valid loss\s+([0-9.]+)').
+    #[arg(long, value_name = "RE", requires = "metric")]
     pub metric_regex: Option<String>,
     /// The metric is better larger (accuracy), not smaller.
     #[arg(long)]
@@ -88,7 +90,7 @@ pub struct Args {
 pub fn run(args: &Args, stop: &Interrupter) -> anyhow::Result<u8> {
     let configs = configs_of(args)?;
     // The regex is checked before anything runs.
-    Reader::new(&args.metric, args.metric_regex.as_deref())?;
+    reader(args)?;
     let dir = RunDir::new(
         args.out
             .clone()
@@ -143,6 +145,7 @@ pub fn run(args: &Args, stop: &Interrupter) -> anyhow::Result<u8> {
         summary.class = l.class;
         summary.evidence = l.evidence.clone();
         summary.advice = l.advice.clone();
+        summary.metric = Some(metric_of(summary.metric.take(), ended.metric));
         summary.best = ended.best.or(summary.best.take());
         summary.last = ended.last.or(summary.last.take());
         summary.seconds = (started.elapsed().as_secs_f64() * 10.0).round() / 10.0;
@@ -156,6 +159,9 @@ pub fn run(args: &Args, stop: &Interrupter) -> anyhow::Result<u8> {
             break;
         }
         say_next(&attempt, number, legs.queue.front());
+    }
+    if let Some(words) = summary.metric.as_ref().and_then(metric_missing) {
+        common::say!("train run: {words}");
     }
     common::say!("train run: summary in {}", dir.summary().display());
     Ok(code)
@@ -171,6 +177,7 @@ fn new_summary(cwd: &Path) -> ProgramSummary {
         advice: None,
         cwd: cwd.display().to_string(),
         env_set: Vec::new(),
+        metric: None,
         best: None,
         last: None,
         seconds: 0.0,
@@ -250,6 +257,70 @@ impl Legs<'_> {
     }
 }
 
+/// The reader of the command's lines: with no --metric, there is no regex
+/// (clap requires --metric with --metric-regex) and no W&B name to map.
+fn reader(args: &Args) -> anyhow::Result<Reader> {
+    Reader::new(
+        args.metric.as_deref().unwrap_or_default(),
+        args.metric_regex.as_deref(),
+    )
+}
+
+/// The run's objective after one more leg: the metric chosen (a later
+/// leg's when it reported one), the metrics seen by any leg.
+fn metric_of(before: Option<ProgramMetric>, leg: ProgramMetric) -> ProgramMetric {
+    let Some(mut m) = before else {
+        return leg;
+    };
+    if leg.reported || m.name.is_none() {
+        m.name = leg.name;
+        m.reported = leg.reported;
+    }
+    for s in leg.seen {
+        if !m.seen.contains(&s) {
+            m.seen.push(s);
+        }
+    }
+    m
+}
+
+/// What to say when the metric named was never reported, or none was
+/// named and none looked for was: the metrics that were, and the flag
+/// that takes one of them.
+fn metric_missing(m: &ProgramMetric) -> Option<String> {
+    if m.reported {
+        return None;
+    }
+    let what = match &m.name {
+        Some(name) => format!("--metric {name} was never reported, so the summary has no best"),
+        None => format!(
+            "no --metric given and none of {} was reported, so the summary has no best",
+            FOUND_METRICS.join(", ")
+        ),
+    };
+    let fix = match m.seen.first() {
+        Some(first) => format!(
+            "it reported {}: choose one, e.g. --metric {first}",
+            m.seen.join(", ")
+        ),
+        None => {
+            // The example reads the metric named, where its name is plain.
+            let name = m
+                .name
+                .as_deref()
+                .filter(|n| n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
+                .unwrap_or("val_loss");
+            let words = name.replace('_', " ");
+            format!(
+                "no metric was read from its output: print a JSON line per evaluation \
+                 (`{{\"epoch\": 1, \"{name}\": 0.41}}`), or give the metric and a regex \
+                 that reads it, e.g. --metric {name} --metric-regex '{words}:? *([0-9.]+)'"
+            )
+        }
+    };
+    Some(format!("{what}; {fix}"))
+}
+
 /// Leg `number` of the run in `dir`: `argv` with `env` set, supervised from
 /// start to end (its output appended to output.log).
 fn run_leg(
@@ -273,7 +344,7 @@ fn run_leg(
         bell: watch.bell.clone(),
         preload: None,
     };
-    let reader = Reader::new(&args.metric, args.metric_regex.as_deref())?;
+    let reader = reader(args)?;
     let objective = Objective {
         metric: args.metric.clone(),
         maximize: args.maximize,
