@@ -84,7 +84,9 @@ pub struct Fixer<'a> {
     dir: &'a RunDir,
     /// Where the command runs (None: here).
     cwd: Option<PathBuf>,
-    device: Device,
+    /// The device's mixed precision (NVML), asked at the first fix: a
+    /// trial that ends well never loads NVML for it.
+    device: Option<Device>,
     /// The program's flags, from its `--help` (read at the first need).
     defined: Option<Option<Defined>>,
 }
@@ -95,7 +97,7 @@ impl<'a> Fixer<'a> {
             user,
             dir,
             cwd,
-            device: crate::device::mixed_precision(),
+            device: None,
             defined: None,
         }
     }
@@ -169,7 +171,10 @@ impl<'a> Fixer<'a> {
         let argv = expand(&a.command, a.config.as_deref(), self.dir);
         let knobs = self.knobs(a, &argv)?;
         let found: Vec<Found> = knobs.found.iter().map(|(f, _)| f.clone()).collect();
-        let plan = ladder::next(class, fragmented, &found, self.device);
+        let device = *self
+            .device
+            .get_or_insert_with(crate::device::mixed_precision);
+        let plan = ladder::next(class, fragmented, &found, device);
         let mut why_not = knobs.notes;
         why_not.extend(plan.not_possible.iter().cloned());
         if self.defined(&argv).is_none() {

@@ -223,14 +223,7 @@ pub fn start(space: &Space, settings: &Settings, l: &Launch) -> anyhow::Result<S
         preload: l.preload.and_then(|p| p.fit(&argv)),
     };
     let forked = spec.preload.is_some();
-    let reader = Reader::new(
-        &space.metric.name.to_string(),
-        space.metric.regex.as_deref(),
-    )?;
-    let objective = Objective {
-        metric: Some(space.metric.name.to_string()),
-        maximize: space.metric.goal == crate::trial::Direction::Maximize,
-    };
+    let (reader, objective) = read_by(space)?;
     let leg = Leg::start(&spec, reader, &run, 1, objective, config)?;
     supervise::group::write_pid_file(&dir.pid(), leg.pid())?;
     Ok(Started {
@@ -243,6 +236,17 @@ pub fn start(space: &Space, settings: &Settings, l: &Launch) -> anyhow::Result<S
         number: 1,
         spec,
     })
+}
+
+/// How a trial's output is read, and the metric it is judged by.
+fn read_by(space: &Space) -> anyhow::Result<(Reader, Objective)> {
+    let name = space.metric.name.to_string();
+    let reader = Reader::new(&name, space.metric.regex.as_deref())?;
+    let objective = Objective {
+        metric: Some(name),
+        maximize: space.metric.goal == crate::trial::Direction::Maximize,
+    };
+    Ok((reader, objective))
 }
 
 impl Started {
@@ -263,14 +267,7 @@ impl Started {
             argv: argv.clone(),
             ..spec.clone()
         };
-        let reader = Reader::new(
-            &space.metric.name.to_string(),
-            space.metric.regex.as_deref(),
-        )?;
-        let objective = Objective {
-            metric: Some(space.metric.name.to_string()),
-            maximize: space.metric.goal == crate::trial::Direction::Maximize,
-        };
+        let (reader, objective) = read_by(space)?;
         let leg = Leg::start(
             &spec,
             reader,

@@ -228,8 +228,13 @@ impl Legs<'_> {
         };
         let mut account = account.unwrap_or_default();
         account.attempts = number;
-        account.knobs = f.effective(attempt);
         let failed = leg.status == ProgramStatus::Failed;
+        // The settings as they ran: read (the program's --help, its config)
+        // only once a fix was made or looked for, not on a first run that
+        // finished.
+        if number > 1 || (failed && self.queue.is_empty()) {
+            account.knobs = f.effective(attempt);
+        }
         if !failed || !self.queue.is_empty() {
             return Ok(Some(account));
         }
