@@ -1,9 +1,33 @@
-//! `--parallel auto` for a program sweep, told what limits a trial: a trial
-//! too big for its own address-space limit (RLIMIT_AS, a real MemoryError)
-//! while another trial runs beside it is not taken for crowding: no re-run,
-//! no slot taken away, its evidence naming the limit.
+//! `--parallel auto` for a program sweep: trials at once from the measured
+//! peak, a crowded trial (a real OOM kill under a memory cgroup) run again
+//! alone; and told what limits a trial: a trial too big for its own
+//! address-space limit (RLIMIT_AS, a real MemoryError) while another trial
+//! runs beside it is not taken for crowding: no re-run, no slot taken away,
+//! its evidence naming the limit.
 
-use testkit::{ucmd, write};
+use serde_json::Value;
+use std::path::Path;
+use std::process::{Command, Output};
+use testkit::{optuna_trials, ucmd, write};
+
+const BIN: &str = env!("CARGO_BIN_EXE_train");
+
+fn sweep(cwd: &Path, args: &[&str]) -> Output {
+    let mut cmd = Command::new(BIN);
+    cmd.arg("sweep").args(args).current_dir(cwd);
+    for k in testkit::CALLER_ENV {
+        cmd.env_remove(k);
+    }
+    cmd.output().unwrap()
+}
+
+fn py() -> String {
+    testkit::python().display().to_string()
+}
+
+fn attr<'a>(t: &'a Value, k: &str) -> &'a str {
+    t["user_attrs"][k].as_str().unwrap_or("-")
+}
 
 /// Sleeps (so that trials overlap), then holds `mib` MiB under a limit of
 /// what it maps plus 300 MiB, and reports.
@@ -51,4 +75,98 @@ fn a_trial_over_its_own_limit_is_not_taken_for_crowding() {
         "{a}"
     );
     assert!(a.get("rerun").is_none(), "{a}");
+}
+
+/// `--parallel auto` for a program whose peak is known: each trial holds
+/// `hold_mib` of host memory. The first trial runs alone; from its measured
+/// peak, a 1400 MiB budget fits two at once. Then, under a real memory
+/// cgroup of 1300 MiB around the whole sweep (the driver included), two
+/// trials of 700 MiB fit alone but not together: the kernel's OOM killer
+/// ends one while they share the host, and it runs again one at a time.
+#[test]
+fn parallel_auto_follows_the_measured_peak_and_reruns_a_crowded_trial() {
+    let p = tempfile::tempdir().unwrap();
+    write(
+        p.path(),
+        "hold.py",
+        "import sys, time\nmib = int(sys.argv[1].split('=')[1])\nb = bytearray(b'\\x01') * (mib << 20)\n\
+for e in (1, 2):\n    time.sleep(1.0)\n    print(f'Epoch {e}/2 | Train Loss: 1.0 | Val Loss: {1.0 / mib:.6f} | LR: 0.1 | Time: 0.5s', flush=True)\n",
+    );
+    write(
+        p.path(),
+        "space.yaml",
+        "program: hold.py\nmethod: grid\nmetric: {name: val_loss}\nparameters:\n  hold_mib: {values: [400, 401, 402, 403]}\n",
+    );
+    let out = sweep(
+        p.path(),
+        &[
+            "--space",
+            "space.yaml",
+            "--out",
+            "a",
+            "--memory-budget",
+            "1400",
+            "--interpreter",
+            &py(),
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("the first trial runs alone"), "{err}");
+    assert!(
+        err.contains("; 2 trial(s) at once ("),
+        "the peak (~410 MiB × 1.15) fits 2 in 1400 MiB: {err}"
+    );
+
+    // A real shared limit: a memory cgroup (v1) around the driver.
+    let cg = std::path::Path::new("/sys/fs/cgroup/memory")
+        .join(format!("trainguard-test-{}", std::process::id()));
+    std::fs::create_dir(&cg)
+        .expect("this test needs a writable memory cgroup (v1) at /sys/fs/cgroup/memory (root)");
+    std::fs::write(
+        cg.join("memory.limit_in_bytes"),
+        (1300u64 << 20).to_string(),
+    )
+    .unwrap();
+    write(
+        p.path(),
+        "crowd.yaml",
+        "program: hold.py\nmethod: grid\nmetric: {name: val_loss}\nparameters:\n  hold_mib: {values: [100, 700, 701]}\n",
+    );
+    let script = format!(
+        "echo $$ > {}/cgroup.procs && exec {BIN} sweep --space crowd.yaml --out c --memory-budget 4000 --interpreter {}",
+        cg.display(),
+        py()
+    );
+    let out = Command::new("sh")
+        .args(["-c", &script])
+        .current_dir(p.path())
+        .output()
+        .unwrap();
+    // Its last processes may still be leaving.
+    testkit::wait_until("the test's cgroup to be removed", 10, || {
+        std::fs::remove_dir(&cg).is_ok()
+    });
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let trials = optuna_trials(&p.path().join("c"), "c");
+    let trials = trials.as_array().unwrap();
+    let crowded: Vec<&Value> = trials
+        .iter()
+        .filter(|t| attr(t, "rerun").starts_with("crowded"))
+        .collect();
+    assert!(
+        !crowded.is_empty(),
+        "no trial was crowded out: {trials:?}\n{err}"
+    );
+    assert!(
+        err.contains("from now on (a trial ran out of memory while it shared it)"),
+        "{err}"
+    );
+    // Every grid point finished in the end, alone.
+    let done = trials.iter().filter(|t| t["state"] == "COMPLETE").count();
+    assert_eq!(done, 3, "{trials:?}\n{err}");
+    assert!(trials
+        .iter()
+        .any(|t| t["user_attrs"]["retried_from"].is_u64()));
 }
