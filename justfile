@@ -25,6 +25,9 @@ wandb_version := "0.31.0"
 # tested on.
 transformers_version := "5.24.0"
 accelerate_version := "1.15.0"
+# psycopg2 (its binary wheel), through which Optuna's RDBStorage and
+# optuna-dashboard read the PostgreSQL studies `train sweep --storage` writes.
+psycopg2_version := "2.9.13"
 # The pip wheel's build (`just wheel`, target/wheel-venv): maturin packs the
 # binaries, ziglang links them for glibc 2.28 (manylinux_2_28), auditwheel
 # checks the tag.
@@ -149,9 +152,9 @@ setup:
     # Optuna and Rustuna, real clients for the sweep's tests (their journals,
     # TPE, pruners).
     optuna() {
-        "$py" -c 'import importlib.metadata as m, optuna, optuna_dashboard, rustuna, sys; sys.exit(optuna.__version__ != "{{ optuna_version }}" or optuna_dashboard.__version__ != "{{ dashboard_version }}" or m.version("rustuna") != "{{ rustuna_version }}" or m.version("wandb") != "{{ wandb_version }}" or m.version("transformers") != "{{ transformers_version }}" or m.version("accelerate") != "{{ accelerate_version }}")' 2>/dev/null && return 0
-        echo "setup: installing optuna=={{ optuna_version }}, optuna-dashboard=={{ dashboard_version }}, rustuna=={{ rustuna_version }}, wandb=={{ wandb_version }}, transformers=={{ transformers_version }} and accelerate=={{ accelerate_version }} into $env_dir (the sweep's tests read our journal with them, run a W&B script offline and a Hugging Face Trainer script; torch stays the one installed)" >&2
-        "$py" -m pip install --quiet "optuna=={{ optuna_version }}" "optuna-dashboard=={{ dashboard_version }}" "rustuna=={{ rustuna_version }}" "wandb=={{ wandb_version }}" "transformers=={{ transformers_version }}" "accelerate=={{ accelerate_version }}"
+        "$py" -c 'import importlib.metadata as m, optuna, optuna_dashboard, rustuna, sys; sys.exit(optuna.__version__ != "{{ optuna_version }}" or optuna_dashboard.__version__ != "{{ dashboard_version }}" or m.version("rustuna") != "{{ rustuna_version }}" or m.version("wandb") != "{{ wandb_version }}" or m.version("transformers") != "{{ transformers_version }}" or m.version("accelerate") != "{{ accelerate_version }}" or m.version("psycopg2-binary") != "{{ psycopg2_version }}")' 2>/dev/null && return 0
+        echo "setup: installing optuna=={{ optuna_version }}, optuna-dashboard=={{ dashboard_version }}, rustuna=={{ rustuna_version }}, wandb=={{ wandb_version }}, transformers=={{ transformers_version }}, accelerate=={{ accelerate_version }} and psycopg2-binary=={{ psycopg2_version }} into $env_dir (the sweep's tests read our journal and database with them, run a W&B script offline and a Hugging Face Trainer script; torch stays the one installed)" >&2
+        "$py" -m pip install --quiet "optuna=={{ optuna_version }}" "optuna-dashboard=={{ dashboard_version }}" "rustuna=={{ rustuna_version }}" "wandb=={{ wandb_version }}" "transformers=={{ transformers_version }}" "accelerate=={{ accelerate_version }}" "psycopg2-binary=={{ psycopg2_version }}"
     }
     if [ -n "${TORCH_ENV:-}" ]; then
         if ! have; then
@@ -182,6 +185,13 @@ test: setup
     {{ just_executable() }} reliability-short
     {{ just_executable() }} test-wheel
     {{ just_executable() }} test-hook
+    {{ just_executable() }} test-postgres
+
+# Sweeps whose truth is a real PostgreSQL (part of `just test`; installs Debian's postgresql if missing, which needs root; a throwaway server on 127.0.0.1, removed at the end): pg_dump of Optuna's schema and ours, bad credentials, 4 workers and an Optuna worker on 200 trials with SIGKILLs, optuna-dashboard's server, the database restarted mid-sweep, journal and database reporting alike
+[group('test')]
+test-postgres: setup
+    cargo test --workspace --no-run --quiet
+    python scripts/postgres/sweep_test.py --train target/debug/train
 
 # The pip wheel as a user gets it (part of `just test`): a dev build installed into a fresh venv without torch; each tool run from there, ldd of each binary
 [group('test')]

@@ -20,6 +20,9 @@ pub const INTERNAL: u8 = 4;
 /// (`train --config`, `--resume`, `bench`, `check-data`, a sweep without
 /// `program`), or verify-fixes gating that trainer with such a train.
 pub const NOT_IN_BUILD: u8 = 5;
+/// `train sweep --storage`: the sweep's database could not be reached, or
+/// stayed unreachable past `--db-patience`; its state is intact.
+pub const UNREACHABLE: u8 = 6;
 /// Stopped on request (SIGINT or SIGTERM), as shells report an interrupted
 /// command: `train` between two steps, `train sweep` with its trials;
 /// `--resume` continues either.

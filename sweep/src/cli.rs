@@ -7,7 +7,8 @@ use std::path::PathBuf;
     after_help = "Exit codes: 0 the sweep ran to its end (some trials may have failed: see \
                   --report), 1 it stopped after --max-consecutive-failures, or a program's first 3 \
                   trials failed before reporting anything, 2 bad input or usage, \
-                  4 the tool broke, 130 stopped by Ctrl-C or SIGTERM (continue with --resume). \
+                  4 the tool broke, 6 the --storage database unreachable (run the same command \
+                  again once it is back), 130 stopped by Ctrl-C or SIGTERM (continue with --resume). \
                   With --slurm: 0 submitted (or nothing left to run)."
 )]
 pub struct Args {
@@ -19,7 +20,8 @@ pub struct Args {
     /// The search space (W&B sweep YAML).
     #[arg(long, value_name = "SPACE", required_unless_present_any = ["resume", "status", "report", "worker"])]
     pub space: Option<PathBuf>,
-    /// The sweep's directory: journal.log, sweep.yaml, trials/NNNN/.
+    /// The sweep's directory: journal.log, sweep.yaml, trials/NNNN/ (with
+    /// --storage: this host's sweep.yaml and trial folders).
     #[arg(long, value_name = "DIR", required_unless_present_any = ["resume", "status", "report", "worker"])]
     pub out: Option<PathBuf>,
     /// Trials at once: `auto` (as many as fit, from the estimate and
@@ -56,14 +58,18 @@ pub struct Args {
     #[arg(long, value_name = "median", value_parser = ["median"])]
     pub pruner: Option<String>,
     /// Continue the sweep in DIR after Ctrl-C, a crash or kill -9: trials
-    /// whose worker is gone run again (with --slurm: in new workers).
-    #[arg(long, value_name = "DIR", conflicts_with_all = ["config", "space", "out", "status", "report", "worker"])]
-    pub resume: Option<PathBuf>,
+    /// whose worker is gone run again (with --slurm: in new workers). With
+    /// --storage: DIR may be left out (--study names the sweep, --out this
+    /// host's trial folders).
+    #[arg(long, value_name = "DIR", num_args = 0..=1, conflicts_with_all = ["config", "space", "status", "report", "worker"])]
+    pub resume: Option<Option<PathBuf>>,
     /// Join the sweep in DIR as one more worker: claim the next trial from
     /// its journal, run it, repeat until none is left (what each Slurm array
-    /// task runs; workers on several machines share DIR).
-    #[arg(long, value_name = "DIR", conflicts_with_all = ["config", "space", "out", "status", "report", "slurm"])]
-    pub worker: Option<PathBuf>,
+    /// task runs; workers on several machines share DIR). With --storage:
+    /// no DIR; the study is in the database (--study) and --out names this
+    /// host's trial folders.
+    #[arg(long, value_name = "DIR", num_args = 0..=1, conflicts_with_all = ["config", "space", "status", "report"])]
+    pub worker: Option<Option<PathBuf>>,
     /// With --worker: import MODULE once in a server whose forks run the
     /// Python trials (repeatable; on top of the space's `preload`).
     // conflicts_with_all too: clap lets a `requires` pass when the required
@@ -93,14 +99,35 @@ pub struct Args {
     /// Write and print the script without submitting it.
     #[arg(long, requires = "slurm")]
     pub dry_run: bool,
-    /// What is running, done and failed, and the best so far.
-    #[arg(long, value_name = "DIR", conflicts_with_all = ["config", "space", "out", "report", "worker"])]
-    pub status: Option<PathBuf>,
+    /// What is running, done and failed, and the best so far (with
+    /// --storage: DIR may be left out).
+    #[arg(long, value_name = "DIR", num_args = 0..=1, conflicts_with_all = ["config", "space", "report", "worker"])]
+    pub status: Option<Option<PathBuf>>,
     /// The trials as a table (or --format csv|json|yaml), failures by
     /// class, the best trial's config (DIR/best_config.yaml) and a plot
-    /// (DIR/objective.png).
-    #[arg(long, value_name = "DIR", conflicts_with_all = ["config", "space", "out", "worker"])]
-    pub report: Option<PathBuf>,
+    /// (DIR/objective.png). With --storage: DIR may be left out (then
+    /// --out, if given, gets the files).
+    #[arg(long, value_name = "DIR", num_args = 0..=1, conflicts_with_all = ["config", "space", "worker"])]
+    pub report: Option<Option<PathBuf>>,
+    /// Keep the sweep's truth in a PostgreSQL database, in Optuna's own
+    /// tables, shared by workers on any host, Optuna's workers and
+    /// optuna-dashboard: postgresql://[user@]host[:port]/database
+    /// [?sslmode=...]; the password from ~/.pgpass or PGPASSFILE
+    /// [default: DIR/journal.log].
+    #[arg(long, value_name = "URL")]
+    pub storage: Option<String>,
+    /// The study's name in --storage [default: the space's `name`, else
+    /// the space file's name].
+    #[arg(long, value_name = "NAME")]
+    pub study: Option<String>,
+    /// With --storage: a trial whose worker sends no heartbeat for this
+    /// long is failed and run again by another worker.
+    #[arg(long, value_name = "SECONDS", default_value_t = 60.0)]
+    pub heartbeat_grace: f64,
+    /// With --storage: how long workers wait for a database that went away
+    /// before they stop (exit 6; run the same command again later).
+    #[arg(long, value_name = "SECONDS", default_value_t = 300.0)]
+    pub db_patience: f64,
     /// --report's format [default: table on a terminal, yaml otherwise].
     #[arg(long, value_enum)]
     pub format: Option<common::format::Format>,
@@ -119,6 +146,36 @@ impl Args {
             cpus_per_task: self.cpus_per_task,
             time: self.time.clone(),
         }
+    }
+
+    /// The directory an optional-DIR flag names, else --out (with
+    /// --storage, where DIR may be left out; None: no directory).
+    pub fn dir_of(&self, given: &Option<PathBuf>, flag: &str) -> anyhow::Result<Option<PathBuf>> {
+        match (given, &self.out, &self.storage) {
+            (Some(_), Some(_), _) => Err(common::bad_input!(
+                "{flag} DIR and --out DIR: give one directory"
+            )),
+            (Some(d), None, _) => Ok(Some(d.clone())),
+            (None, out, Some(_)) => Ok(out.clone()),
+            (None, _, None) => Err(common::bad_input!(
+                "{flag}: expected the sweep's directory ({flag} DIR), or --storage URL --study NAME"
+            )),
+        }
+    }
+
+    /// --heartbeat-grace and --db-patience, checked.
+    pub fn db_times(&self) -> anyhow::Result<(std::time::Duration, std::time::Duration)> {
+        let secs = |v: f64, flag: &str| {
+            (v.is_finite() && v > 0.0)
+                .then(|| std::time::Duration::from_secs_f64(v))
+                .ok_or_else(|| {
+                    common::bad_input!("{flag}: expected a positive number of seconds, found {v}")
+                })
+        };
+        Ok((
+            secs(self.heartbeat_grace, "--heartbeat-grace")?,
+            secs(self.db_patience, "--db-patience")?,
+        ))
     }
 }
 

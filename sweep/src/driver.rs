@@ -25,11 +25,13 @@ use crate::outcome::Ending;
 use crate::owner::Owner;
 use crate::placement;
 use crate::pruner::{PercentilePruner, Pruner};
+use crate::rdb::Database;
 use crate::sampler::{self, Sampler};
 use crate::slots::Slots;
 use crate::start::{gpus, new_settings, slurm_plan, trial_cap, worst_peak_mib};
 use crate::storage::Storage;
 use crate::trials::{Look, Running};
+use crate::truth::{new_study_name, open_db, stored_settings, study_in, Truth};
 use common::bad_input;
 use common::wire::run_dir::SweepDir;
 use common::wire::sweep::{Options, Settings};
@@ -58,12 +60,12 @@ enum Mode {
 /// request (Ctrl-C, SIGTERM), which ends the trials and the sweep.
 pub fn run(args: &Args, train: &Path, libtorch: bool, stop: &Interrupter) -> anyhow::Result<u8> {
     if let Some(dir) = &args.status {
-        return crate::report::status(dir);
+        return crate::report::status(args, dir);
     }
     if let Some(dir) = &args.report {
-        return crate::report::report(dir, args.format);
+        return crate::report::report(args, dir);
     }
-    let (dir, settings, mode, space) = what_to_run(args, train, libtorch)?;
+    let (dir, settings, mode, space, db) = what_to_run(args, train, libtorch)?;
     let search = space.search_space();
     let sampler = sampler::build(space.method, &search, settings.seed)
         .map_err(|e| bad_input!("{}: {e:#}", settings.space_name))?;
@@ -86,20 +88,14 @@ pub fn run(args: &Args, train: &Path, libtorch: bool, stop: &Interrupter) -> any
         true => None,
         false => crate::program::Preloaded::start(&space, &settings, &args.preload)?,
     };
-    // Everything is checked: now the sweep's directory.
-    let sweep_dir = SweepDir::new(&dir);
-    std::fs::create_dir_all(sweep_dir.trials())
-        .map_err(|e| bad_input!("{}: cannot create: {e}", dir.display()))?;
-    if mode == Mode::New {
-        common::files::write_yaml(&sweep_dir.settings(), &settings)?;
-    }
     let measuring = space.program.is_some() && parallel.is_none() && !in_slurm && !args.slurm;
     let torch = match (&space.program, &settings.interpreter) {
         (Some(_), Some(i)) => supervise::env::torch_version(Path::new(i)),
         _ => None,
     };
-    let journal = Journal::open(sweep_dir.journal())?;
-    let study_id = journal.create_study(&settings.study_name, space.metric.goal)?;
+    // Everything is checked: now the sweep's directory and its truth.
+    let (truth, study_id) = open_truth(db, &dir, &settings, space.metric.goal, mode)?;
+    let storage = truth.storage();
     let sweep = Sweep {
         dir: dir.clone(),
         train: train.to_path_buf(),
@@ -111,18 +107,20 @@ pub fn run(args: &Args, train: &Path, libtorch: bool, stop: &Interrupter) -> any
         owner: Owner::this().to_json(),
         preload,
     };
-    if mode == Mode::Resume {
-        crate::recover::recover(&sweep, &journal)?;
+    // A database's worker settles its own dead trials first (from its
+    // trial folders' pid files), as --resume does.
+    if mode == Mode::Resume || truth.db().is_some() {
+        crate::recover::recover(&sweep, storage)?;
     }
     if args.slurm {
-        return submit(&sweep, &journal, cap, args, &slurm_options);
+        return submit(&sweep, storage, cap, args, &slurm_options);
     }
     let inherit_gpus = in_slurm && std::env::var_os("CUDA_VISIBLE_DEVICES").is_some();
     let (bell, wait) = events::bell();
     stop.wake(&bell);
     let mut driver = Driver {
         sweep: &sweep,
-        storage: &journal,
+        storage,
         sampler: &*sampler,
         pruner: pruner.as_deref(),
         slots: Slots::new(plan.slots, inherit_gpus),
@@ -137,19 +135,31 @@ pub fn run(args: &Args, train: &Path, libtorch: bool, stop: &Interrupter) -> any
     driver.drive(cap)
 }
 
-/// The sweep this process joins (its directory, settings, mode) and its
-/// space, checked: a program that exists, and a libtorch for our model.
+/// The sweep this process joins (its directory, settings, mode, the
+/// database that holds it if one does) and its space, checked: a program
+/// that exists, and a libtorch for our model.
 fn what_to_run(
     args: &Args,
     train: &Path,
     libtorch: bool,
-) -> anyhow::Result<(std::path::PathBuf, Settings, Mode, crate::space::Space)> {
-    let (dir, settings, mode) = match (&args.resume, &args.worker) {
-        (Some(dir), _) => (dir.clone(), read_settings(dir)?, Mode::Resume),
-        (None, Some(dir)) => (dir.clone(), read_settings(dir)?, Mode::Worker),
+) -> anyhow::Result<(
+    std::path::PathBuf,
+    Settings,
+    Mode,
+    crate::space::Space,
+    Option<Database>,
+)> {
+    let (dir, settings, mode, db) = match (&args.resume, &args.worker) {
+        (Some(given), _) => joined(args, given, "--resume", Mode::Resume)?,
+        (None, Some(given)) => joined(args, given, "--worker", Mode::Worker)?,
         (None, None) => {
             let dir = args.out.clone().expect("clap requires --out");
-            (dir.clone(), new_settings(args, &dir)?, Mode::New)
+            let mut settings = new_settings(args, &dir)?;
+            let db = match &args.storage {
+                Some(url) => Some(new_study(args, url, &mut settings)?),
+                None => None,
+            };
+            (dir, settings, Mode::New, db)
         }
     };
     let parsed = space_of(&settings)?;
@@ -165,7 +175,61 @@ fn what_to_run(
         );
         return Err(common::exit::no_libtorch(&who, train));
     }
-    Ok((dir, settings, mode, space))
+    Ok((dir, settings, mode, space, db))
+}
+
+type Joined = (std::path::PathBuf, Settings, Mode, Option<Database>);
+
+/// `--resume`/`--worker`: DIR's sweep (its journal, or the database its
+/// sweep.yaml names), or with --storage the study's stored settings, this
+/// host's --out for its trial folders, and a worker's own --interpreter.
+fn joined(
+    args: &Args,
+    given: &Option<std::path::PathBuf>,
+    flag: &str,
+    mode: Mode,
+) -> anyhow::Result<Joined> {
+    let dir = args.dir_of(given, flag)?.ok_or_else(|| {
+        bad_input!("{flag} with --storage: expected --out DIR (this host's folder for its trials)")
+    })?;
+    let Some(url) = &args.storage else {
+        let settings = read_settings(&dir)?;
+        let db = settings
+            .storage
+            .as_ref()
+            .map(|u| open_db(args, u))
+            .transpose()?;
+        return Ok((dir, settings, mode, db));
+    };
+    let db = open_db(args, url)?;
+    let name = study_in(&db, args, Some(&dir))?;
+    let (_, mut settings) = stored_settings(&db, &name)?;
+    if let Some(i) = &args.interpreter {
+        settings.interpreter = Some(crate::start::interpreter_of(i)?);
+    }
+    settings.storage = Some(db.shown().to_string());
+    Ok((dir, settings, mode, Some(db)))
+}
+
+/// A new sweep's study in the database --storage names: refused when a
+/// `train sweep` already started one of that name (join it instead).
+fn new_study(args: &Args, url: &str, settings: &mut Settings) -> anyhow::Result<Database> {
+    let db = open_db(args, url)?;
+    let space_path = args.space.as_deref().unwrap_or(Path::new("sweep"));
+    settings.study_name = new_study_name(args, space_path, &settings.space_text);
+    settings.storage = Some(db.shown().to_string());
+    if let Some(study) = db.load(&settings.study_name)? {
+        if db.settings_text(study.id)?.is_some() {
+            return Err(bad_input!(
+                "{}: study {:?} exists: add a worker with `train sweep --worker --storage {} --study {:?} --out DIR`, or name a new one with --study",
+                db.shown(),
+                settings.study_name,
+                db.shown(),
+                settings.study_name
+            ));
+        }
+    }
+    Ok(db)
 }
 
 /// The pruner the space names (its hyperband), or the median pruner that
@@ -266,6 +330,53 @@ fn submit(
     Ok(common::exit::OK)
 }
 
+/// The sweep's directory, its truth (its database, else DIR's journal)
+/// and its study, made for a new sweep, which also stores its settings in
+/// a database.
+fn open_truth(
+    db: Option<Database>,
+    dir: &Path,
+    settings: &Settings,
+    goal: crate::trial::Direction,
+    mode: Mode,
+) -> anyhow::Result<(Truth, crate::journal::StudyId)> {
+    let sweep_dir = SweepDir::new(dir);
+    std::fs::create_dir_all(sweep_dir.trials())
+        .map_err(|e| bad_input!("{}: cannot create: {e}", dir.display()))?;
+    // A database's worker keeps a copy of the stored settings beside its
+    // trial folders (what --report DIR and --resume DIR read).
+    if mode == Mode::New || db.is_some() {
+        common::files::write_yaml(&sweep_dir.settings(), settings)?;
+    }
+    let truth = match db {
+        Some(db) => Truth::Db(db),
+        None => Truth::Journal(Journal::open(sweep_dir.journal())?),
+    };
+    let study_id = truth.storage().create_study(&settings.study_name, goal)?;
+    if let (Mode::New, Some(db)) = (mode, truth.db()) {
+        db.set_settings_text(study_id, &serde_yaml::to_string(settings)?)?;
+        common::say!(
+            "train sweep: study {:?} in {}: add workers on any host with `train sweep --worker --storage {} --study {:?} --out DIR`",
+            settings.study_name,
+            db.shown(),
+            db.shown(),
+            settings.study_name
+        );
+    }
+    Ok((truth, study_id))
+}
+
+/// Trials our workers claimed in a shared database that still run (on
+/// other workers: this one has none left when it asks).
+fn running_elsewhere(study: &crate::journal::Study) -> usize {
+    study
+        .trials
+        .iter()
+        .filter(|t| t.state == crate::trial::TrialState::Running)
+        .filter(|t| study.shared && crate::history::ours(study, t))
+        .count()
+}
+
 /// The driver's parts: the sweep's facts, its storage, the sampler and the
 /// pruner (read only), the slots, the running trials, what the measured
 /// placement learned, why it stops, and what wakes it.
@@ -292,7 +403,10 @@ impl Driver<'_> {
     fn drive(&mut self, cap: u64) -> anyhow::Result<u8> {
         let started = Instant::now();
         let mut stopping: Option<(u8, String)> = None;
+        let mut beaten = Instant::now();
+        let mut waiting_said = false;
         loop {
+            self.beat(&mut beaten)?;
             if stopping.is_none() {
                 stopping = self.why_stop();
                 if stopping.is_some() {
@@ -329,6 +443,23 @@ impl Driver<'_> {
                 self.replan(&study);
             }
             let exhausted = stopping.is_none() && self.disk_full.is_none() && self.launch(cap)?;
+            // A database's last worker stays while another's trials run:
+            // one whose heartbeat stops is failed and run again here.
+            let elsewhere = match exhausted && self.trials.is_empty() {
+                true => running_elsewhere(&self.sweep.study(self.storage)?),
+                false => 0,
+            };
+            if elsewhere > 0 && stopping.is_none() && !self.stop.should_stop() {
+                if !waiting_said {
+                    common::say!(
+                        "train sweep: nothing left to claim; {elsewhere} trial(s) run on other workers: waiting, to run again any whose worker stops sending heartbeats"
+                    );
+                    waiting_said = true;
+                }
+                let every = self.storage.heartbeat_every().unwrap_or(FILES_EVERY);
+                self.wait.until(Some(Instant::now() + every));
+                continue;
+            }
             if self.trials.is_empty() && (stopping.is_some() || exhausted) {
                 let study = self.sweep.study(self.storage)?;
                 crate::report::print_summary(&study, &self.sweep.space, started.elapsed());
@@ -400,6 +531,20 @@ impl Driver<'_> {
             .iter()
             .filter_map(|r| r.deadline(timeout))
             .fold(files, Instant::min)
+    }
+
+    /// Stamps the running trials' heartbeats when the storage wants them
+    /// (a database) and it is time.
+    fn beat(&self, beaten: &mut Instant) -> anyhow::Result<()> {
+        let Some(every) = self.storage.heartbeat_every() else {
+            return Ok(());
+        };
+        if beaten.elapsed() >= every {
+            let ids: Vec<_> = self.trials.iter().map(|r| r.id).collect();
+            self.storage.beat(&ids)?;
+            *beaten = Instant::now();
+        }
+        Ok(())
     }
 
     fn launch(&mut self, cap: u64) -> anyhow::Result<bool> {

@@ -13,6 +13,13 @@ pub fn attr_str<'a>(t: &'a Trial, key: &str) -> Option<&'a str> {
     t.user_attrs.get(key).and_then(Value::as_str)
 }
 
+/// Whether a train sweep worker made the trial: in a database another
+/// client (an Optuna worker) may add trials of its own, which are not the
+/// sweep's to count, settle or run again.
+pub fn ours(study: &Study, t: &Trial) -> bool {
+    !study.shared || t.system_attrs.contains_key(crate::rdb::CLAIM_ATTR)
+}
+
 /// Trials drawn by the sampler (not re-runs of interrupted ones): the grid
 /// index and the random stream of the next new trial.
 pub fn drawn(study: &Study) -> u64 {
@@ -20,6 +27,7 @@ pub fn drawn(study: &Study) -> u64 {
         .trials
         .iter()
         .filter(|t| !t.user_attrs.contains_key("retried_from"))
+        .filter(|t| ours(study, t))
         .count() as u64
 }
 
@@ -212,6 +220,7 @@ mod tests {
             trials,
             user_attrs: BTreeMap::new(),
             system_attrs: BTreeMap::new(),
+            shared: false,
         }
     }
 

@@ -24,7 +24,7 @@
 //!   reason for ending it, exit status) -> the journal's state and error
 //!   class (pure, tested as a table);
 //! - `storage`: what the driver asks of the sweep's truth (the journal
-//!   implements it; a database may);
+//!   and `rdb`, a PostgreSQL database in Optuna's tables, implement it);
 //! - `program`: a program trial's files, command line and environment (the
 //!   space names `program`; supervised by the supervise crate);
 //! - the driver, in parts that take each other as arguments: `context`
@@ -53,6 +53,8 @@ pub mod placement;
 mod plot;
 pub mod program;
 pub mod pruner;
+pub mod rdb;
+pub(crate) mod reading;
 pub mod recover;
 pub mod report;
 pub mod sampler;
@@ -63,3 +65,4 @@ pub mod start;
 pub mod storage;
 pub mod trial;
 pub(crate) mod trials;
+pub(crate) mod truth;

@@ -21,7 +21,7 @@ pub(crate) fn recover(sweep: &Sweep, storage: &dyn Storage) -> anyhow::Result<()
         .trials
         .iter()
         .zip(&study.trial_ids)
-        .filter(|(t, _)| t.state == TrialState::Running)
+        .filter(|(t, _)| t.state == TrialState::Running && crate::history::ours(&study, t))
         .collect();
     let in_slurm = running
         .iter()

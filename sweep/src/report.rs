@@ -1,23 +1,26 @@
-//! `train sweep --report` and `--status`, from the journal alone: the
+//! `train sweep --report` and `--status`, from the sweep's truth alone
+//! (what `reading` loads): the
 //! trials table (table, csv, json, yaml), failures grouped by class with the
 //! parameter values they share (seed 004's post-run analysis), the best
 //! trial's config as a ready config file, and a plot of the objective per
 //! trial with the best so far.
 
-use crate::journal::{Journal, Study};
-use crate::layout::{read_settings, space_of};
+use crate::cli::Args;
+use crate::journal::Study;
 use crate::owner::Liveness;
+use crate::reading::load;
 use crate::slurm::Queue;
 use crate::space::Space;
 use crate::trial::{Direction, ParamValue, Trial, TrialState};
 use common::format::Format;
 use common::wire::failure::Class;
+use common::wire::metric::Metric;
 use common::wire::run_dir::{self, SweepDir};
 use common::wire::sweep::{FailureGroup, Row, Settings, SlurmJobs, SweepReport};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 fn param_json(v: &ParamValue) -> Value {
@@ -67,20 +70,6 @@ fn row(t: &Trial) -> Row {
             })
             .unwrap_or_default(),
     }
-}
-
-fn load(dir: &Path) -> anyhow::Result<(Settings, Space, Study)> {
-    let settings = read_settings(dir)?;
-    let space = space_of(&settings)?.space;
-    let journal = Journal::open(SweepDir::new(dir).journal())?;
-    let study = journal.load(&settings.study_name)?.ok_or_else(|| {
-        common::bad_input!(
-            "{}: no study {:?} in it",
-            journal.path().display(),
-            settings.study_name
-        )
-    })?;
-    Ok((settings, space, study))
 }
 
 /// The best COMPLETE trial in the study's direction.
@@ -178,25 +167,29 @@ pub fn print_summary(study: &Study, space: &Space, took: Duration) {
     );
 }
 
-/// `--status DIR`.
-pub fn status(dir: &Path) -> anyhow::Result<u8> {
-    let (_, space, study) = load(dir)?;
-    let jobs = crate::slurm::read_jobs(dir)?;
+/// `--status DIR` (or --storage URL --study NAME).
+pub fn status(args: &Args, given: &Option<PathBuf>) -> anyhow::Result<u8> {
+    let loaded = load(args, given, "--status")?;
+    let (study, dir, metric) = (&loaded.study, &loaded.dir, loaded.metric());
+    let jobs = match &dir {
+        Some(d) => crate::slurm::read_jobs(d)?,
+        None => None,
+    };
     let queue = match &jobs {
         Some(_) => crate::slurm::Queue::query(),
         None => Err("the sweep has no Slurm job".into()),
     };
     let mut out = std::io::stdout().lock();
-    let c = counts(&study);
+    let c = counts(study);
     let list: Vec<String> = c.iter().map(|(s, n)| format!("{s} {n}")).collect();
     writeln!(
         out,
         "{} · {} · {} {} · {}: {}",
-        dir.display(),
-        space.method.as_str(),
-        space.metric.name,
+        loaded.shown,
+        loaded.method(),
+        metric,
         goal(study.direction),
-        trials_words(study.trials.len() as u64, reruns(&study)),
+        trials_words(study.trials.len() as u64, reruns(study)),
         list.join(", ")
     )?;
     for t in study
@@ -204,14 +197,18 @@ pub fn status(dir: &Path) -> anyhow::Result<u8> {
         .iter()
         .filter(|t| t.state == TrialState::Running)
     {
-        write_running(&mut out, dir, &space, t, &queue)?;
+        if loaded.sweep.is_none() || !crate::history::ours(study, t) {
+            writeln!(out, "running: trial {} (an Optuna client's)", t.number)?;
+            continue;
+        }
+        write_running(&mut out, dir.as_deref(), &metric, t, &queue)?;
     }
-    match best(&study) {
+    match best(study) {
         Some(t) => writeln!(
             out,
             "best so far: trial {} with {} {:.6} ({})",
             t.number,
-            space.metric.name,
+            metric,
             t.value.unwrap_or(f64::NAN),
             params_text(t)
         )?,
@@ -228,16 +225,17 @@ pub fn status(dir: &Path) -> anyhow::Result<u8> {
 /// state is stale and how to run it again.
 fn write_running(
     out: &mut impl Write,
-    dir: &Path,
-    space: &Space,
+    dir: Option<&Path>,
+    metric: &Metric,
     t: &Trial,
     queue: &Result<Queue, String>,
 ) -> anyhow::Result<()> {
     let last = t.intermediate.iter().next_back();
     let progress = last.map_or("no epoch yet".to_string(), |(e, v)| {
-        format!("epoch {e}: {} {v:.6}", space.metric.name)
+        format!("epoch {e}: {metric} {v:.6}")
     });
-    let train_pid = crate::recover::live_trial_pid(&SweepDir::new(dir).trial(t.number));
+    let train_pid =
+        dir.and_then(|d| crate::recover::live_trial_pid(&SweepDir::new(d).trial(t.number)));
     match crate::owner::liveness(t, queue) {
         Liveness::Live(where_) => {
             let pid = train_pid.map_or(String::new(), |p| format!(", train pid {p}"));
@@ -255,7 +253,7 @@ fn write_running(
                 out,
                 "trial {} is RUNNING in the journal but {why}{leftover}: `train sweep --resume {}` runs it again",
                 t.number,
-                dir.display()
+                dir.map_or("DIR".into(), |d| d.display().to_string())
             )?
         }
         Liveness::Unknown(why) => {
@@ -310,45 +308,69 @@ fn params_text(t: &Trial) -> String {
         .join(", ")
 }
 
-/// `--report DIR`: the table on stdout; best_config.yaml and objective.png
-/// written beside the journal.
-pub fn report(dir: &Path, format: Option<Format>) -> anyhow::Result<u8> {
-    let (settings, space, study) = load(dir)?;
+/// `--report DIR` (or --storage URL --study NAME [--out DIR]): the table
+/// on stdout; best_config.yaml and objective.png written in the sweep's
+/// directory.
+pub fn report(args: &Args, given: &Option<PathBuf>) -> anyhow::Result<u8> {
+    let loaded = load(args, given, "--report")?;
+    let study = &loaded.study;
     let rows: Vec<Row> = study.trials.iter().map(row).collect();
-    let best_trial = best(&study);
+    let best_trial = best(study);
+    match (&loaded.dir, &loaded.sweep) {
+        (Some(dir), Some((settings, space))) => {
+            write_files(dir, &loaded.shown, settings, space, study, best_trial)?
+        }
+        (None, Some(_)) => common::say!(
+            "train sweep: no --out DIR: {} and {} not written",
+            run_dir::BEST_CONFIG,
+            run_dir::OBJECTIVE
+        ),
+        (_, None) => {}
+    }
+    let report = SweepReport {
+        schema: <SweepReport as common::wire::Versioned>::SCHEMA.into(),
+        study: study.name.clone(),
+        metric: loaded.metric(),
+        goal: goal(study.direction).into(),
+        counts: counts(study),
+        points: study.trials.len() as u64 - reruns(study),
+        best: best_trial.map(row),
+        trials: rows,
+        failures: failures(study),
+    };
+    let mut out = std::io::stdout().lock();
+    Format::resolve(args.format).write(&report, &mut out, write_table, write_csv)?;
+    out.flush()?;
+    Ok(common::exit::OK)
+}
+
+/// best_config.yaml and objective.png in the sweep's directory.
+fn write_files(
+    dir: &Path,
+    shown: &str,
+    settings: &Settings,
+    space: &Space,
+    study: &Study,
+    best_trial: Option<&Trial>,
+) -> anyhow::Result<()> {
     if let Some(t) = best_trial {
         let text = format!(
-            "# The best trial of the sweep in {}: trial {}, {} {:.6}\n{}",
-            dir.display(),
+            "# The best trial of the sweep in {shown}: trial {}, {} {:.6}\n{}",
             t.number,
             space.metric.name,
             t.value.unwrap_or(f64::NAN),
-            best_text(&settings, &space, t)?
+            best_text(settings, space, t)?
         );
         common::files::write_atomic(&SweepDir::new(dir).best_config(), text.as_bytes())?;
     }
     if let Err(e) = crate::plot::objective(
         &SweepDir::new(dir).objective(),
-        &study,
+        study,
         space.metric.name.as_str(),
     ) {
         common::say!("train sweep: {} not drawn: {e:#}", run_dir::OBJECTIVE);
     }
-    let report = SweepReport {
-        schema: <SweepReport as common::wire::Versioned>::SCHEMA.into(),
-        study: settings.study_name.clone(),
-        metric: space.metric.name.clone(),
-        goal: goal(study.direction).into(),
-        counts: counts(&study),
-        points: study.trials.len() as u64 - reruns(&study),
-        best: best_trial.map(row),
-        trials: rows,
-        failures: failures(&study),
-    };
-    let mut out = std::io::stdout().lock();
-    Format::resolve(format).write(&report, &mut out, write_table, write_csv)?;
-    out.flush()?;
-    Ok(common::exit::OK)
+    Ok(())
 }
 
 /// The best trial's config: the base with its values; for a program, its

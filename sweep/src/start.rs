@@ -91,6 +91,7 @@ pub fn new_settings(args: &Args, dir: &Path) -> anyhow::Result<Settings> {
         base_text,
         memory_budget_mib: args.memory_budget,
         bayes_variant: None,
+        storage: None,
     };
     settings.bayes_variant = started_variant(&settings)?.map(|v| v.as_str().into());
     if let Some(t) = settings
@@ -154,7 +155,7 @@ fn on_path(name: &str) -> Option<String> {
 /// `--interpreter`: a path (with a `/`) is made absolute, since trials may
 /// run in another directory; a bare name (`python3`) is looked up on PATH,
 /// as a shell would, and one that is not there is bad input.
-fn interpreter_of(p: &Path) -> anyhow::Result<String> {
+pub(crate) fn interpreter_of(p: &Path) -> anyhow::Result<String> {
     let text = p.display().to_string();
     if text.contains('/') {
         return Ok(absolute(p));

@@ -27,6 +27,15 @@ pub trait Storage {
     fn report(&self, trial: TrialId, values: &[(u64, f64)]) -> Result<()>;
     /// Ends a running trial with its last attributes, all or nothing.
     fn finish(&self, trial: TrialId, attrs: &[(String, Value)], outcome: Outcome) -> Result<()>;
+    /// Stamps the heartbeats of this worker's running trials (a database's
+    /// other workers fail a trial whose heartbeat stops; a journal has none).
+    fn beat(&self, _running: &[TrialId]) -> Result<()> {
+        Ok(())
+    }
+    /// How often `beat` is wanted (None: never).
+    fn heartbeat_every(&self) -> Option<std::time::Duration> {
+        None
+    }
 }
 
 impl Storage for Journal {

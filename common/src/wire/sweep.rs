@@ -52,6 +52,11 @@ pub struct Settings {
     /// (sweeps started before 2026-11-25, when it was the only one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bayes_variant: Option<String>,
+    /// Where the sweep's truth is when it is not DIR/journal.log: a
+    /// database URL, never with its password (`--storage`). Absent: the
+    /// journal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage: Option<String>,
 }
 
 impl Versioned for Settings {
@@ -75,6 +80,7 @@ impl Versioned for Settings {
             base_text: Some("epochs: 50\n".into()),
             memory_budget_mib: Some(8192.0),
             bayes_variant: Some("multivariate".into()),
+            storage: Some("postgresql://me@dbhost/sweeps".into()),
         }
     }
 }

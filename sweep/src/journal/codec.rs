@@ -9,20 +9,20 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 
-pub(super) fn finite(v: f64, what: &str) -> Result<()> {
+pub(crate) fn finite(v: f64, what: &str) -> Result<()> {
     if !v.is_finite() {
         bail!("{what} is {v}: the journal holds only finite numbers (record a non-finite objective as a FAIL trial)");
     }
     Ok(())
 }
 
-pub(super) type Internal<'a> = (BTreeMap<&'a str, Value>, BTreeMap<&'a str, String>);
+pub(crate) type Internal<'a> = (BTreeMap<&'a str, Value>, BTreeMap<&'a str, String>);
 
 /// Params in Optuna's internal representation (a float; a categorical's
 /// index) and distributions as `distribution_to_json` strings, checked as
 /// Optuna's constructors check them (a file Optuna cannot load is worse
 /// than an error here).
-pub(super) fn internal_params(trial: &TrialRecord) -> Result<Internal<'_>> {
+pub(crate) fn internal_params(trial: &TrialRecord) -> Result<Internal<'_>> {
     if let Some(k) = trial
         .distributions
         .keys()
@@ -116,7 +116,7 @@ fn j<T: Serialize + ?Sized>(v: &T) -> String {
 
 /// `check_distribution_compatibility`: same kind, same log; categoricals
 /// have the same choices.
-pub(super) fn compatible(old: &Distribution, new: &Distribution) -> Result<(), &'static str> {
+pub(crate) fn compatible(old: &Distribution, new: &Distribution) -> Result<(), &'static str> {
     match (old, new) {
         (Distribution::Float { log: a, .. }, Distribution::Float { log: b, .. })
         | (Distribution::Int { log: a, .. }, Distribution::Int { log: b, .. }) => {
@@ -141,7 +141,7 @@ pub(super) fn compatible(old: &Distribution, new: &Distribution) -> Result<(), &
     }
 }
 
-pub(super) fn to_external(dist: &Distribution, v: &Value) -> Result<ParamValue, String> {
+pub(crate) fn to_external(dist: &Distribution, v: &Value) -> Result<ParamValue, String> {
     let x = float(v).ok_or_else(|| format!("{v} is not a number"))?;
     match dist {
         Distribution::Float { .. } => Ok(ParamValue::Float(x)),
@@ -158,7 +158,7 @@ pub(super) fn to_external(dist: &Distribution, v: &Value) -> Result<ParamValue, 
 /// `optuna.distributions.json_to_distribution`, including the deprecated
 /// classes and the abbreviated `{"type": ...}` form, with Optuna's checks
 /// and its adjustment of `high` onto the step grid.
-pub(super) fn json_to_distribution(json: &str) -> Result<Distribution, String> {
+pub(crate) fn json_to_distribution(json: &str) -> Result<Distribution, String> {
     let v = parse_json(json.as_bytes()).map_err(|e| e.to_string())?;
     let m = v.as_object().ok_or("not an object")?;
     let (kind, a) = if let Some(name) = m.get("name") {
@@ -285,7 +285,7 @@ pub(super) const INF: &str = "\u{0}optuna:Infinity";
 pub(super) const NEG_INF: &str = "\u{0}optuna:-Infinity";
 
 /// JSON as Python's `json.loads` reads it (with NaN, Infinity, -Infinity).
-pub(super) fn parse_json(line: &[u8]) -> Result<Value, serde_json::Error> {
+pub(crate) fn parse_json(line: &[u8]) -> Result<Value, serde_json::Error> {
     match serde_json::from_slice(line) {
         Ok(v) => Ok(v),
         Err(e) => {
@@ -346,7 +346,7 @@ fn nonfinite(s: &str) -> Option<f64> {
 }
 
 /// A number, or a non-finite one Python wrote.
-pub(super) fn float(v: &Value) -> Option<f64> {
+pub(crate) fn float(v: &Value) -> Option<f64> {
     match v {
         Value::Number(n) => n.as_f64(),
         Value::String(s) => nonfinite(s),
@@ -356,7 +356,7 @@ pub(super) fn float(v: &Value) -> Option<f64> {
 
 /// An attribute value with Python's non-finite floats as "NaN",
 /// "Infinity", "-Infinity" (JSON has no such numbers).
-pub(super) fn readable(v: &Value) -> Value {
+pub(crate) fn readable(v: &Value) -> Value {
     match v {
         Value::String(s) => match nonfinite(s) {
             Some(_) => Value::String(s.trim_start_matches("\u{0}optuna:").to_owned()),

@@ -67,7 +67,7 @@
 //! `codec` (Optuna's JSON values: distributions, parameters, non-finite
 //! numbers), `timestamps`.
 
-mod codec;
+pub(crate) mod codec;
 mod file;
 mod lock;
 mod records;
@@ -123,6 +123,10 @@ pub struct Study {
     pub trial_ids: Vec<TrialId>,
     pub user_attrs: BTreeMap<String, Value>,
     pub system_attrs: BTreeMap<String, Value>,
+    /// A database study other clients may add trials to: only the trials
+    /// our workers claimed (system attribute `trainguard:claim`) count
+    /// toward the sweep's trials; a journal's are all ours.
+    pub shared: bool,
 }
 
 /// A trial's content when it is created (its id and number are the
@@ -594,7 +598,7 @@ pub fn replay(bytes: &[u8], path: &Path) -> Result<Vec<Study>> {
 }
 
 /// Optuna gives a pruned trial its last intermediate value, if finite.
-fn pruned_value(intermediate: &BTreeMap<u64, f64>) -> Option<f64> {
+pub(crate) fn pruned_value(intermediate: &BTreeMap<u64, f64>) -> Option<f64> {
     intermediate
         .last_key_value()
         .map(|(_, v)| *v)
@@ -602,7 +606,7 @@ fn pruned_value(intermediate: &BTreeMap<u64, f64>) -> Option<f64> {
 }
 
 /// A random (version 4) UUID, from std's per-process random hasher keys.
-fn uuid4() -> String {
+pub(crate) fn uuid4() -> String {
     let word = || {
         let mut h = std::collections::hash_map::RandomState::new().build_hasher();
         h.write_u128(

@@ -119,6 +119,7 @@ impl Replay {
             trial_ids: ids.iter().map(|t| TrialId(*t)).collect(),
             user_attrs: s.user_attrs.clone(),
             system_attrs: s.system_attrs.clone(),
+            shared: false,
         })
     }
 

@@ -237,6 +237,7 @@ mod tests {
             trials,
             user_attrs: BTreeMap::new(),
             system_attrs: BTreeMap::new(),
+            shared: false,
         }
     }
 

@@ -1,0 +1,452 @@
+#!/usr/bin/env python3
+"""`just test-postgres`: sweeps whose truth is a real PostgreSQL server
+(Debian's, started by scripts/postgres/cluster.sh as a throwaway cluster on
+127.0.0.1 and removed at the end), checked with Optuna's own RDBStorage,
+optuna-dashboard's server and pg_dump. Each check prints PASS or the reason
+it failed; the script exits 1 if any failed. Skips (exit 0, with the reason)
+only where PostgreSQL cannot be installed.
+
+  schema      pg_dump --schema-only of a database Optuna made and of one
+              `train sweep` made are the same; a database Optuna made (with
+              its own study) is joined; schema 13 is refused by name
+  access      a wrong password, a database that does not exist, a role with
+              no CREATE right: exit 2 before any trial, the password never
+              printed; trials do not inherit PGPASSWORD; no file the sweep
+              writes holds the password
+  workers     --trials N on 4 `train sweep` workers (separate --out folders)
+              and one Optuna worker (study.optimize) on one study, workers
+              SIGKILLed at random moments (some restarted with the same
+              --out, the others left dead); optuna-dashboard's server lists
+              the trials while they run; at the end every number once, none
+              RUNNING, N of ours drawn, Optuna's own trials all there, and
+              Optuna and `--report` agree
+  restart     the database stopped and started again mid-sweep: the workers
+              wait and finish, every trial once; a database away longer than
+              --db-patience ends a worker with exit 6
+  same        one seeded sweep on the journal and on the database: the same
+              `--report`
+"""
+
+import argparse
+import json
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CLUSTER = os.path.join(ROOT, "scripts", "postgres", "cluster.sh")
+INSTANT = os.path.join(ROOT, "scripts", "postgres", "instant.py")
+SPACE = """program: {program}
+method: {method}
+metric: {{name: val_loss, goal: minimize}}
+parameters:
+  x: {{distribution: uniform, min: -5, max: 5}}
+  y: {{distribution: int_uniform, min: 0, max: 10}}
+"""
+FAILED = []
+
+
+def say(*a):
+    print("test-postgres:", *a, file=sys.stderr, flush=True)
+
+
+def check(name, ok, why=""):
+    if ok:
+        say(f"PASS {name}")
+    else:
+        say(f"FAIL {name}: {why}")
+        FAILED.append(name)
+
+
+class Pg:
+    """The throwaway server: psql as the superuser over its socket, URLs
+    for the sweeps' role (its password in a password file)."""
+
+    def __init__(self, state):
+        self.state = state
+        out = subprocess.run([CLUSTER, "up", state], stdout=subprocess.PIPE, text=True, check=True).stdout
+        env = dict(kv.split("=", 1) for kv in out.split()[1:])
+        self.url, self.passfile, self.bin = env["TG_PG_URL"], env["TG_PG_PASSFILE"], env["TG_PG_BIN"]
+        self.sock, self.port = env["TG_PG_SOCK"], env["TG_PG_PORT"]
+        self.password = open(self.passfile).read().strip().rsplit(":", 1)[1]
+
+    def sql(self, db, text):
+        cmd = [os.path.join(self.bin, "psql"), "-q", "-X", "-h", self.sock, "-p", self.port, "-U", "postgres",
+               "-d", db, "-v", "ON_ERROR_STOP=1", "-At", "-c", text]
+        return subprocess.run(cmd, stdout=subprocess.PIPE, text=True, check=True).stdout
+
+    def new_db(self, name, owner="sweeper"):
+        self.sql("postgres", f"CREATE DATABASE {name} OWNER {owner}")
+        return self.url.rsplit("/", 1)[0] + "/" + name
+
+    def sqlalchemy(self, url):
+        return url.replace("postgresql://", "postgresql+psycopg2://", 1)
+
+
+class Env:
+    def __init__(self, args, pg, tmp):
+        self.train, self.python, self.pg, self.tmp = args.train, args.python, pg, tmp
+
+    def env(self, **extra):
+        e = dict(os.environ, PGPASSFILE=self.pg.passfile)
+        e.pop("PGPASSWORD", None)
+        e.update(extra)
+        return e
+
+    def space(self, name, method="random", run_cap=None):
+        path = os.path.join(self.tmp, f"{name}.yaml")
+        text = SPACE.format(program=INSTANT, method=method)
+        if run_cap:
+            text += f"run_cap: {run_cap}\n"
+        with open(path, "w") as f:
+            f.write(text)
+        return path
+
+    def sweep(self, *args, env=None, **kw):
+        return subprocess.run([self.train, "sweep", *args], env=env or self.env(), text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw)
+
+    def start(self, *args, log, env=None):
+        return subprocess.Popen([self.train, "sweep", *args], env=env or self.env(), text=True,
+                                stdout=subprocess.DEVNULL, stderr=open(log, "a"))
+
+    def optuna(self, script, *args):
+        out = subprocess.run([self.python, "-c", script, *args], env=self.env(), text=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        if out.returncode != 0:
+            raise RuntimeError(f"python: {out.stderr[-2000:]}")
+        return json.loads(out.stdout)
+
+
+TRIALS = """
+import json, sys, optuna
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+s = optuna.load_study(study_name=sys.argv[2], storage=sys.argv[1])
+print(json.dumps([{"number": t.number, "state": t.state.name, "value": t.value, "params": t.params,
+                   "user_attrs": t.user_attrs, "system_attrs": t.system_attrs} for t in s.trials]))
+"""
+
+OPTUNA_WORKER = """
+import json, sys, optuna
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+s = optuna.load_study(study_name=sys.argv[2], storage=sys.argv[1])
+s.optimize(lambda t: (t.suggest_float("x", -5, 5) - 1) ** 2, n_trials=int(sys.argv[3]))
+print(json.dumps({"done": int(sys.argv[3])}))
+"""
+
+
+def dump_schema(pg, db):
+    out = subprocess.run([os.path.join(pg.bin, "pg_dump"), "--schema-only", "-h", "127.0.0.1", "-p", pg.port,
+                          "-U", "sweeper", db], env=dict(os.environ, PGPASSFILE=pg.passfile),
+                         stdout=subprocess.PIPE, text=True, check=True).stdout
+    # pg_dump's \\restrict key is random per run.
+    return re.sub(r"^\\(un)?restrict .*$", "", out, flags=re.M)
+
+
+def test_schema(e):
+    pg = e.pg
+    theirs, ours = pg.new_db("optuna_made"), pg.new_db("ours_made")
+    e.optuna("""
+import json, sys, optuna
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+s = optuna.create_study(study_name="theirs", storage=sys.argv[1])
+s.optimize(lambda t: t.suggest_float("x", 0, 1), n_trials=3)
+print("{}")
+""", pg.sqlalchemy(theirs))
+    space = e.space("schema", method="grid")
+    with open(space, "w") as f:
+        f.write(SPACE.format(program=INSTANT, method="grid").replace(
+            "x: {distribution: uniform, min: -5, max: 5}", "x: {values: [0.5, 1.5]}").replace(
+            "y: {distribution: int_uniform, min: 0, max: 10}", "y: {value: 1}"))
+    out = e.sweep("--space", space, "--storage", ours, "--out", os.path.join(e.tmp, "schema-ours"))
+    check("schema: a sweep on an empty database", out.returncode == 0, out.stderr[-1500:])
+    a, b = dump_schema(pg, "optuna_made"), dump_schema(pg, "ours_made")
+    check("schema: pg_dump --schema-only of Optuna's and ours are the same", a == b,
+          "\n".join(l for l in __import__("difflib").unified_diff(a.splitlines(), b.splitlines(), lineterm=""))[:3000])
+    out = e.sweep("--space", space, "--storage", theirs, "--study", "ours", "--out", os.path.join(e.tmp, "schema-join"))
+    check("schema: a database Optuna made is joined", out.returncode == 0, out.stderr[-1500:])
+    names = e.optuna("""
+import json, sys, optuna
+print(json.dumps(sorted((s.study_name, s.n_trials) for s in optuna.get_all_study_summaries(storage=sys.argv[1]))))
+""", pg.sqlalchemy(theirs))
+    check("schema: Optuna reads both studies", names == [["ours", 2], ["theirs", 3]], names)
+    out = e.sweep("--report", "--storage", theirs, "--study", "theirs", "--format", "json")
+    rows = json.loads(out.stdout)["trials"] if out.returncode == 0 else []
+    check("schema: --report of a study Optuna ran (no sweep settings): its trials, the absence said",
+          len(rows) == 3 and all(r["state"] == "COMPLETE" for r in rows)
+          and "was not run by `train sweep`" in out.stderr, (out.returncode, out.stderr[-800:]))
+    bumped = pg.new_db("bumped")
+    e.optuna("import optuna, sys; optuna.storages.RDBStorage(sys.argv[1]); print('{}')", pg.sqlalchemy(bumped))
+    pg.sql("bumped", "UPDATE version_info SET schema_version = 13")
+    out = e.sweep("--space", space, "--storage", bumped, "--out", os.path.join(e.tmp, "schema-bumped"))
+    check("schema: schema 13 is refused by name, exit 2",
+          out.returncode == 2 and "schema 13" in out.stderr, (out.returncode, out.stderr[-800:]))
+
+
+def test_access(e):
+    pg = e.pg
+    space = e.space("access", run_cap=3)
+    host = pg.url.split("@", 1)[1].rsplit("/", 1)[0]
+    bad = f"postgresql://sweeper:wrong-{pg.password[:4]}@{host}/sweeps"
+    out = e.sweep("--space", space, "--storage", bad, "--out", os.path.join(e.tmp, "access-1"),
+                  env=e.env(PGPASSFILE="/nonexistent"))
+    check("access: a wrong password exits 2, before any trial, the password not printed",
+          out.returncode == 2 and "password authentication failed" in out.stderr
+          and f"wrong-{pg.password[:4]}" not in out.stderr + out.stdout
+          and not os.path.exists(os.path.join(e.tmp, "access-1", "trials", "0000")),
+          (out.returncode, out.stderr[-800:]))
+    out = e.sweep("--space", space, "--storage", pg.url.rsplit("/", 1)[0] + "/nosuchdb",
+                  "--out", os.path.join(e.tmp, "access-2"))
+    check("access: a database that does not exist exits 2", out.returncode == 2 and "nosuchdb" in out.stderr,
+          (out.returncode, out.stderr[-800:]))
+    locked = pg.new_db("locked", owner="postgres")
+    out = e.sweep("--space", space, "--storage", locked, "--out", os.path.join(e.tmp, "access-3"))
+    check("access: no right to create Optuna's tables exits 2",
+          out.returncode == 2 and "permission denied" in out.stderr, (out.returncode, out.stderr[-800:]))
+    probe = os.path.join(e.tmp, "probe.txt")
+    db = pg.new_db("hygiene")
+    out_dir = os.path.join(e.tmp, "access-4")
+    env = e.env(PGPASSWORD=pg.password, PGPASSFILE="/nonexistent", TG_PROBE_ENV=probe)
+    out = e.sweep("--space", space, "--storage", db, "--out", out_dir, "--parallel", "1", env=env)
+    seen = open(probe).read().split() if os.path.exists(probe) else []
+    check("access: PGPASSWORD works and trials do not inherit it",
+          out.returncode == 0 and seen == ["None"] * 3, (out.returncode, seen, out.stderr[-800:]))
+    leaked = [os.path.join(d, f) for d, _, fs in os.walk(out_dir) for f in fs
+              if pg.password in open(os.path.join(d, f), errors="replace").read()]
+    check("access: no file the sweep wrote holds the password", not leaked and pg.password not in out.stderr,
+          leaked)
+
+
+def killer(e, procs, restart, kills, stop_at, log):
+    """SIGKILLs random live workers; each of the first `restart` comes back
+    with the same --out (a restarted worker settles its dead trials)."""
+    rng = random.Random(7)
+    done = 0
+    while done < kills and time.time() < stop_at:
+        time.sleep(rng.uniform(0.5, 2.0))
+        live = [i for i, (p, _) in enumerate(procs) if p.poll() is None]
+        if not live:
+            break
+        i = rng.choice(live)
+        p, args = procs[i]
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+        done += 1
+        if done <= restart:
+            time.sleep(0.3)
+            procs[i] = (e.start(*args, log=log), args)
+    return done
+
+
+def test_workers(e, trials, kills):
+    pg = e.pg
+    db = pg.new_db("workers")
+    space = e.space("workers", run_cap=trials)
+    log = os.path.join(e.tmp, "workers.log")
+    common = ["--storage", db, "--study", "big", "--parallel", "1", "--heartbeat-grace", "4"]
+    first = ["--space", space, "--out", os.path.join(e.tmp, "w0"), *common]
+    procs = [(e.start(*first, log=log), ["--worker", "--out", os.path.join(e.tmp, "w0"), *common])]
+    # The others join once the first has made the study.
+    deadline = time.time() + 60
+    while time.time() < deadline and not _has_study(pg, "workers", "big"):
+        time.sleep(0.2)
+    for k in range(1, 4):
+        args = ["--worker", "--out", os.path.join(e.tmp, f"w{k}"), *common]
+        procs.append((e.start(*args, log=log), args))
+    optuna_worker = subprocess.Popen([e.python, "-c", OPTUNA_WORKER, pg.sqlalchemy(db), "big", "30"],
+                                     env=e.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    dash = dashboard(e, pg.sqlalchemy(db))
+    seen_live = None
+    try:
+        time.sleep(2)
+        seen_live = dash_trials(dash[1])
+        done = killer(e, procs, restart=kills - 1, kills=kills, stop_at=time.time() + 600, log=log)
+        codes = []
+        for p, _ in procs:
+            try:
+                codes.append(p.wait(timeout=600))
+            except subprocess.TimeoutExpired:
+                p.kill()
+                codes.append("hung")
+        o_out, o_err = optuna_worker.communicate(timeout=600)
+        seen_end = dash_trials(dash[1])
+    finally:
+        dash[0].terminate()
+        dash[0].wait()
+    check("workers: the Optuna worker finished", optuna_worker.returncode == 0, o_err[-1500:])
+    check(f"workers: {done} SIGKILLs landed", done == kills, done)
+    check("workers: the live workers end with exit 0", all(c in (0, -9) for c in codes) and 0 in codes,
+          (codes, open(log).read()[-3000:]))
+    got = e.optuna(TRIALS, pg.sqlalchemy(db), "big")
+    numbers = [t["number"] for t in got]
+    ours = [t for t in got if "trainguard:claim" in t["system_attrs"]]
+    theirs = [t for t in got if "trainguard:claim" not in t["system_attrs"]]
+    drawn = [t for t in ours if "retried_from" not in t["user_attrs"]]
+    check("workers: every number once", numbers == list(range(len(got))), numbers)
+    check("workers: none RUNNING", all(t["state"] != "RUNNING" for t in got),
+          [t["number"] for t in got if t["state"] == "RUNNING"])
+    check(f"workers: {trials} of ours drawn, each COMPLETE once (re-runs of killed trials apart)",
+          len(drawn) == trials and all(_settled(t, ours) for t in drawn),
+          (len(drawn), [t["number"] for t in drawn if not _settled(t, ours)][:20]))
+    cut = [t for t in ours if t["user_attrs"].get("error_class") == "interrupted"]
+    stale = [t for t in cut if "heartbeat" in t["user_attrs"].get("error_message", "")]
+    say(f"workers: {len(got)} trials, {len(cut)} interrupted by the kills ({len(stale)} reclaimed by heartbeat)")
+    check("workers: the kills cut trials short, and each ran again", cut and all(
+        any(r["user_attrs"].get("retried_from") == t["user_attrs"].get("retried_from", t["number"])
+            and r["state"] == "COMPLETE" for r in ours) for t in cut), len(cut))
+    check("workers: the Optuna worker's 30 trials are there, COMPLETE",
+          len(theirs) == 30 and all(t["state"] == "COMPLETE" for t in theirs), len(theirs))
+    check("workers: optuna-dashboard's server lists the trials while they run and at the end",
+          seen_live is not None and 0 < seen_live and seen_end == len(got), (seen_live, seen_end, len(got)))
+    out = e.sweep("--report", "--storage", db, "--study", "big", "--format", "json")
+    report = json.loads(out.stdout) if out.returncode == 0 else {"trials": []}
+    agree = [(r["number"], r["state"], r["value"]) for r in report["trials"]] == \
+        [(t["number"], t["state"], t["value"]) for t in got]
+    check("workers: --report agrees with Optuna", out.returncode == 0 and agree, out.stderr[-800:])
+    return len(got)
+
+
+def _settled(t, ours):
+    """A drawn trial COMPLETE, or interrupted with a COMPLETE re-run."""
+    if t["state"] == "COMPLETE":
+        return True
+    reruns = [r for r in ours if r["user_attrs"].get("retried_from") == t["number"]]
+    return t["user_attrs"].get("error_class") == "interrupted" and \
+        sum(r["state"] == "COMPLETE" for r in reruns) == 1
+
+
+def _has_study(pg, db, name):
+    if pg.sql(db, "SELECT to_regclass('studies') IS NOT NULL").strip() != "t":
+        return False
+    return pg.sql(db, f"SELECT count(*) FROM studies WHERE study_name = '{name}'").strip() == "1"
+
+
+def dashboard(e, url):
+    port = 28080 + random.Random().randrange(500)
+    p = subprocess.Popen([os.path.join(os.path.dirname(e.python), "optuna-dashboard"), url, "--port", str(port),
+                          "--host", "127.0.0.1"], env=e.env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return p, f"http://127.0.0.1:{port}"
+
+
+def dash_trials(base):
+    """The trials optuna-dashboard's API lists for the study (None: it did
+    not answer in 30 s)."""
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        try:
+            studies = json.load(urllib.request.urlopen(f"{base}/api/studies", timeout=5))["study_summaries"]
+            sid = [s["study_id"] for s in studies if s["study_name"] == "big"][0]
+            return len(json.load(urllib.request.urlopen(f"{base}/api/studies/{sid}", timeout=5))["trials"])
+        except Exception:
+            time.sleep(0.5)
+    return None
+
+
+def test_restart(e):
+    pg = e.pg
+    db = pg.new_db("restart")
+    space = e.space("restart", run_cap=60)
+    log = os.path.join(e.tmp, "restart.log")
+    common = ["--storage", db, "--study", "r", "--parallel", "1"]
+    a = e.start("--space", space, "--out", os.path.join(e.tmp, "r0"), *common, log=log)
+    time.sleep(2)
+    b = e.start("--worker", "--out", os.path.join(e.tmp, "r1"), *common, log=log)
+    time.sleep(1.5)
+    subprocess.run([CLUSTER, "stop", pg.state], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(4)
+    subprocess.run([CLUSTER, "start", pg.state], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    codes = [a.wait(timeout=300), b.wait(timeout=300)]
+    text = open(log).read()
+    check("restart: both workers waited for the database and finished with exit 0",
+          codes == [0, 0] and "unreachable" in text and "is back" in text, (codes, text[-2500:]))
+    got = e.optuna(TRIALS, pg.sqlalchemy(db), "r")
+    drawn = [t for t in got if "retried_from" not in t["user_attrs"]]
+    check("restart: every number once, none RUNNING, 60 drawn",
+          [t["number"] for t in got] == list(range(len(got))) and len(drawn) == 60
+          and all(t["state"] != "RUNNING" for t in got), (len(got), len(drawn)))
+    # Away longer than --db-patience: exit 6, nothing lost.
+    space2 = e.space("patience", run_cap=40)
+    c = e.start("--space", space2, "--out", os.path.join(e.tmp, "r3"), "--storage", db, "--study", "p",
+                "--db-patience", "2", "--parallel", "1", log=log)
+    time.sleep(2)
+    subprocess.run([CLUSTER, "stop", pg.state], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    code = c.wait(timeout=120)
+    subprocess.run([CLUSTER, "start", pg.state], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    check("restart: a database away past --db-patience ends the worker with exit 6", code == 6,
+          (code, open(log).read()[-1500:]))
+    out = e.sweep("--resume", "--out", os.path.join(e.tmp, "r3"), "--storage", db, "--study", "p")
+    got = e.optuna(TRIALS, pg.sqlalchemy(db), "p")
+    drawn = [t for t in got if "retried_from" not in t["user_attrs"]]
+    check("restart: --resume after exit 6 finishes the sweep, every trial once",
+          out.returncode == 0 and len(drawn) == 40 and all(t["state"] != "RUNNING" for t in got),
+          (out.returncode, len(drawn), out.stderr[-800:]))
+
+
+def test_same(e):
+    db = e.pg.new_db("same")
+    space = e.space("same", run_cap=12)
+    j = os.path.join(e.tmp, "same-journal")
+    a = e.sweep("--space", space, "--out", j, "--parallel", "1", "--seed", "3")
+    b = e.sweep("--space", space, "--storage", db, "--out", os.path.join(e.tmp, "same-db"), "--parallel", "1",
+                "--seed", "3")
+    ra = e.sweep("--report", j, "--format", "json")
+    rb = e.sweep("--report", "--storage", db, "--format", "json")
+
+    def rows(out):
+        return [(t["number"], t["state"], t["params"], t["value"]) for t in json.loads(out.stdout)["trials"]]
+    ok = all(o.returncode == 0 for o in (a, b, ra, rb))
+    check("same: one seeded sweep, the same --report on the journal and on the database",
+          ok and rows(ra) == rows(rb) and len(rows(ra)) == 12,
+          (a.stderr[-500:], b.stderr[-500:], rb.stderr[-500:]))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--train", default=os.path.join(ROOT, "target", "debug", "train"))
+    ap.add_argument("--python", default=os.path.join(ROOT, ".venv", "bin", "python"))
+    ap.add_argument("--trials", type=int, default=200)
+    ap.add_argument("--kills", type=int, default=8)
+    ap.add_argument("--only", nargs="*", default=None)
+    args = ap.parse_args()
+    tmp = tempfile.mkdtemp(prefix="trainguard-pg.")
+    os.chmod(tmp, 0o755)
+    state = os.path.join(tmp, "pg")
+    try:
+        pg = Pg(state)
+    except subprocess.CalledProcessError as err:
+        if err.returncode == 3:
+            say("SKIP: PostgreSQL is not installed and could not be installed here (see above)")
+            return 0
+        say(f"FAIL: the throwaway PostgreSQL did not start ({err})")
+        return 1
+    e = Env(args, pg, tmp)
+    try:
+        tests = {"schema": test_schema, "access": test_access,
+                 "workers": lambda e: test_workers(e, args.trials, args.kills),
+                 "restart": test_restart, "same": test_same}
+        for name, fn in tests.items():
+            if args.only is None or name in args.only:
+                t0 = time.time()
+                try:
+                    fn(e)
+                except Exception as err:  # a check that could not run is a failure
+                    check(f"{name}: ran", False, repr(err))
+                say(f"{name}: {time.time() - t0:.1f} s")
+    finally:
+        subprocess.run([CLUSTER, "down", state], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    if FAILED:
+        say(f"{len(FAILED)} check(s) failed: {', '.join(FAILED)} (files kept in {tmp})")
+        return 1
+    subprocess.run(["rm", "-rf", tmp])
+    say("all checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,248 @@
+//! A study as Optuna's tables hold it, read into the journal's `Study`:
+//! trials in id order (their numbers must then be 0, 1, 2...), parameters
+//! back from Optuna's internal representation, attributes from their JSON
+//! (Python's `NaN` too), values and intermediate values from their value
+//! types. A finished trial never changes (Optuna refuses updates to one),
+//! so each is read once and kept; a read fetches the rows of the trials
+//! that are new or still running.
+
+use crate::journal::codec::{json_to_distribution, parse_json, readable, to_external};
+use crate::journal::{Study, StudyId, TrialId};
+use crate::trial::{Direction, Trial, TrialState};
+use anyhow::{anyhow, Result};
+use common::bad_input;
+use postgres::GenericClient;
+use serde_json::Value;
+use std::collections::{BTreeMap, HashMap};
+
+/// The UTC timestamps as Optuna's journal writes them (naive, ISO 8601).
+const ISO: &str = r#"'YYYY-MM-DD"T"HH24:MI:SS.US'"#;
+
+/// Finished trials already read, by trial id.
+pub type Finished = HashMap<i32, Trial>;
+
+pub fn study_id(c: &mut impl GenericClient, name: &str) -> Result<Option<i32>> {
+    Ok(c.query_opt(
+        "SELECT study_id FROM studies WHERE study_name = $1",
+        &[&name],
+    )?
+    .map(|r| r.get(0)))
+}
+
+/// The study's single direction (bad input for a multi-objective one).
+pub fn direction(c: &mut impl GenericClient, id: i32, name: &str) -> Result<Direction> {
+    let rows = c.query(
+        "SELECT direction::text FROM study_directions WHERE study_id = $1 ORDER BY objective",
+        &[&id],
+    )?;
+    let dirs: Vec<String> = rows.iter().map(|r| r.get(0)).collect();
+    match dirs
+        .iter()
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .as_slice()
+    {
+        ["MINIMIZE"] => Ok(Direction::Minimize),
+        ["MAXIMIZE"] => Ok(Direction::Maximize),
+        d => Err(bad_input!(
+            "study {name:?} has directions {d:?}: a sweep is single-objective, MINIMIZE or MAXIMIZE"
+        )),
+    }
+}
+
+pub fn load(c: &mut impl GenericClient, name: &str, cache: &mut Finished) -> Result<Option<Study>> {
+    let Some(id) = study_id(c, name)? else {
+        return Ok(None);
+    };
+    let direction = direction(c, id, name)?;
+    let rows = c.query(
+        &format!(
+            "SELECT trial_id, number, state::text, to_char(datetime_start, {ISO}), to_char(datetime_complete, {ISO}) \
+             FROM trials WHERE study_id = $1 ORDER BY trial_id"
+        ),
+        &[&id],
+    )?;
+    let fresh: Vec<i32> = rows
+        .iter()
+        .map(|r| r.get::<_, i32>(0))
+        .filter(|t| !cache.contains_key(t))
+        .collect();
+    let mut details = Details::fetch(c, &fresh)?;
+    let (mut trials, mut trial_ids) = (Vec::new(), Vec::new());
+    for (n, r) in rows.iter().enumerate() {
+        let tid: i32 = r.get(0);
+        let number: Option<i32> = r.get(1);
+        if number != Some(n as i32) {
+            return Err(anyhow!(
+                "study {name:?}: trial id {tid} has number {number:?} where {n} was expected (numbers count the study's trials with a lower id)"
+            ));
+        }
+        let trial = match cache.get(&tid) {
+            Some(t) => t.clone(),
+            None => {
+                let t = details.trial(tid, n as u64, state(r.get(2))?, r.get(3), r.get(4))?;
+                if t.state.is_finished() {
+                    cache.insert(tid, t.clone());
+                }
+                t
+            }
+        };
+        trials.push(trial);
+        trial_ids.push(TrialId(tid as u64));
+    }
+    Ok(Some(Study {
+        id: StudyId(id as u64),
+        name: name.to_string(),
+        direction,
+        trials,
+        trial_ids,
+        user_attrs: attrs(c, "study_user_attributes", "study_id", id)?,
+        system_attrs: attrs(c, "study_system_attributes", "study_id", id)?,
+        shared: true,
+    }))
+}
+
+fn state(s: &str) -> Result<TrialState> {
+    Ok(match s {
+        "RUNNING" => TrialState::Running,
+        "COMPLETE" => TrialState::Complete,
+        "PRUNED" => TrialState::Pruned,
+        "FAIL" => TrialState::Fail,
+        "WAITING" => TrialState::Waiting,
+        other => return Err(anyhow!("unknown trial state {other:?}")),
+    })
+}
+
+/// An attribute's value as Optuna's `json.loads` reads it.
+fn attr_value(json: Option<String>) -> Value {
+    json.and_then(|j| parse_json(j.as_bytes()).ok())
+        .map(|v| readable(&v))
+        .unwrap_or(Value::Null)
+}
+
+fn attrs(
+    c: &mut impl GenericClient,
+    table: &str,
+    column: &str,
+    id: i32,
+) -> Result<BTreeMap<String, Value>> {
+    let rows = c.query(
+        &format!("SELECT key, value_json FROM {table} WHERE {column} = $1"),
+        &[&id],
+    )?;
+    Ok(rows
+        .iter()
+        .map(|r| (r.get::<_, String>(0), attr_value(r.get(1))))
+        .collect())
+}
+
+/// The rows of several trials, read in one query per table.
+#[derive(Default)]
+struct Details {
+    params: HashMap<i32, Vec<(String, f64, String)>>,
+    values: HashMap<i32, Vec<(i32, Option<f64>, String)>>,
+    intermediate: HashMap<i32, BTreeMap<u64, f64>>,
+    user: HashMap<i32, BTreeMap<String, Value>>,
+    system: HashMap<i32, BTreeMap<String, Value>>,
+}
+
+impl Details {
+    fn fetch(c: &mut impl GenericClient, ids: &[i32]) -> Result<Details> {
+        let mut d = Details::default();
+        if ids.is_empty() {
+            return Ok(d);
+        }
+        for r in c.query(
+            "SELECT trial_id, param_name, param_value, distribution_json FROM trial_params WHERE trial_id = ANY($1)",
+            &[&ids],
+        )? {
+            d.params
+                .entry(r.get(0))
+                .or_default()
+                .push((r.get(1), r.get(2), r.get(3)));
+        }
+        for r in c.query(
+            "SELECT trial_id, objective, value, value_type::text FROM trial_values WHERE trial_id = ANY($1)",
+            &[&ids],
+        )? {
+            d.values
+                .entry(r.get(0))
+                .or_default()
+                .push((r.get(1), r.get(2), r.get(3)));
+        }
+        for r in c.query(
+            "SELECT trial_id, step, intermediate_value, intermediate_value_type::text FROM trial_intermediate_values WHERE trial_id = ANY($1)",
+            &[&ids],
+        )? {
+            let v = typed(r.get(2), r.get(3));
+            let step: i32 = r.get(1);
+            d.intermediate
+                .entry(r.get(0))
+                .or_default()
+                .insert(step.max(0) as u64, v);
+        }
+        for (table, map) in [
+            ("trial_user_attributes", &mut d.user),
+            ("trial_system_attributes", &mut d.system),
+        ] {
+            for r in c.query(
+                &format!("SELECT trial_id, key, value_json FROM {table} WHERE trial_id = ANY($1)"),
+                &[&ids],
+            )? {
+                map.entry(r.get(0))
+                    .or_default()
+                    .insert(r.get(1), attr_value(r.get(2)));
+            }
+        }
+        Ok(d)
+    }
+
+    fn trial(
+        &mut self,
+        tid: i32,
+        number: u64,
+        state: TrialState,
+        start: Option<String>,
+        complete: Option<String>,
+    ) -> Result<Trial> {
+        let (mut params, mut distributions) = (BTreeMap::new(), BTreeMap::new());
+        for (name, internal, json) in self.params.remove(&tid).unwrap_or_default() {
+            let bad = |e: String| anyhow!("trial {number}: parameter {name:?}: {e}");
+            let dist = json_to_distribution(&json).map_err(bad)?;
+            let value = to_external(&dist, &Value::from(internal)).map_err(bad)?;
+            params.insert(name.clone(), value);
+            distributions.insert(name, dist);
+        }
+        let values = self.values.remove(&tid).unwrap_or_default();
+        if values.len() > 1 {
+            return Err(bad_input!(
+                "trial {number} has {} values: a sweep is single-objective",
+                values.len()
+            ));
+        }
+        Ok(Trial {
+            number,
+            state,
+            params,
+            distributions,
+            value: values.first().map(|(_, v, t)| typed(*v, t.clone())),
+            intermediate: self.intermediate.remove(&tid).unwrap_or_default(),
+            user_attrs: self.user.remove(&tid).unwrap_or_default(),
+            system_attrs: self.system.remove(&tid).unwrap_or_default(),
+            datetime_start: start,
+            datetime_complete: complete,
+            discarded: false,
+        })
+    }
+}
+
+/// A value and its type column (Optuna stores infinities and NaN as NULL
+/// with the type saying which).
+fn typed(v: Option<f64>, kind: String) -> f64 {
+    match kind.as_str() {
+        "INF_POS" => f64::INFINITY,
+        "INF_NEG" => f64::NEG_INFINITY,
+        "NAN" => f64::NAN,
+        _ => v.unwrap_or(f64::NAN),
+    }
+}
