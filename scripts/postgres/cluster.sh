@@ -11,8 +11,9 @@
 # initdb and pg_ctl as a non-root user (PostgreSQL refuses root: as root the
 # server runs as `nobody`), listens on 127.0.0.1 only, on a free port from
 # 25432, and prints exactly one line on stdout:
-#   export TG_PG_URL=postgresql://sweeper@127.0.0.1:PORT/sweeps TG_PG_PASSFILE=... TG_PG_BIN=...
-# The role `sweeper` has a password (scram-sha-256 over TCP), kept in a
+#   export TG_PG_URL=postgresql://sweeper@127.0.0.1:PORT/sweeps TG_PG_PASSFILE=... TG_PG_CA=... ...
+# The server speaks TLS with a certificate for 127.0.0.1 from a CA made
+# here (STATE_DIR/ca.crt). The role `sweeper` has a password (scram-sha-256 over TCP), kept in a
 # libpq password file STATE_DIR/pgpass (mode 0600) and never on a command
 # line. `down` stops the server by its data directory and removes STATE_DIR
 # (only if this script made it), so it is idempotent and safe on a shared
@@ -103,7 +104,11 @@ port = $port
 unix_socket_directories = '$state/sock'
 fsync = on
 max_connections = 100
+ssl = on
+ssl_cert_file = '$state/sock/server.crt'
+ssl_key_file = '$state/sock/server.key'
 EOF
+  make_certs
   start_server "$bin"
   # The sweeps' role and database, made over the socket (trust) as postgres.
   as_owner "$bin/psql" -q -h "$state/sock" -p "$port" -U postgres -d postgres -v ON_ERROR_STOP=1 >&2 <<EOF
@@ -113,8 +118,24 @@ EOF
   printf '127.0.0.1:%s:*:sweeper:%s\n' "$port" "$pw" >"$state/pgpass"
   chmod 0600 "$state/pgpass"
   log "PostgreSQL $("$bin/postgres" --version | awk '{print $3}') on 127.0.0.1:$port (data: $state/data)"
-  printf 'export TG_PG_URL=postgresql://sweeper@127.0.0.1:%s/sweeps TG_PG_PASSFILE=%s TG_PG_BIN=%s TG_PG_SOCK=%s TG_PG_PORT=%s\n' \
-    "$port" "$state/pgpass" "$bin" "$state/sock" "$port"
+  printf 'export TG_PG_URL=postgresql://sweeper@127.0.0.1:%s/sweeps TG_PG_PASSFILE=%s TG_PG_BIN=%s TG_PG_SOCK=%s TG_PG_PORT=%s TG_PG_CA=%s\n' \
+    "$port" "$state/pgpass" "$bin" "$state/sock" "$port" "$state/ca.crt"
+}
+
+# A CA and a server certificate for 127.0.0.1 signed by it: the server
+# speaks TLS, so clients' default sslmode (prefer) encrypts, and
+# verify-full can be checked against STATE_DIR/ca.crt.
+make_certs() {
+  local d=$state/sock
+  openssl req -x509 -newkey rsa:2048 -nodes -keyout "$state/ca.key" -out "$state/ca.crt" -days 2 \
+    -subj "/CN=trainguard test CA" >/dev/null 2>&1 || die "openssl: cannot make the test CA"
+  openssl req -newkey rsa:2048 -nodes -keyout "$d/server.key" -out "$state/server.csr" \
+    -subj "/CN=127.0.0.1" >/dev/null 2>&1 || die "openssl: cannot make the server key"
+  printf 'subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n' >"$state/san.ext"
+  openssl x509 -req -in "$state/server.csr" -CA "$state/ca.crt" -CAkey "$state/ca.key" -CAcreateserial \
+    -out "$d/server.crt" -days 2 -extfile "$state/san.ext" >/dev/null 2>&1 || die "openssl: cannot sign the server certificate"
+  chmod 0600 "$d/server.key"
+  if [[ $(id -u) == 0 ]]; then chown nobody "$d/server.key" "$d/server.crt"; fi
 }
 
 stop() {

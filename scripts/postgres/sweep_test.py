@@ -73,7 +73,7 @@ class Pg:
         out = subprocess.run([CLUSTER, "up", state], stdout=subprocess.PIPE, text=True, check=True).stdout
         env = dict(kv.split("=", 1) for kv in out.split()[1:])
         self.url, self.passfile, self.bin = env["TG_PG_URL"], env["TG_PG_PASSFILE"], env["TG_PG_BIN"]
-        self.sock, self.port = env["TG_PG_SOCK"], env["TG_PG_PORT"]
+        self.sock, self.port, self.ca = env["TG_PG_SOCK"], env["TG_PG_PORT"], env["TG_PG_CA"]
         self.password = open(self.passfile).read().strip().rsplit(":", 1)[1]
 
     def sql(self, db, text):
@@ -209,6 +209,12 @@ def test_access(e):
     out = e.sweep("--space", space, "--storage", locked, "--out", os.path.join(e.tmp, "access-3"))
     check("access: no right to create Optuna's tables exits 2",
           out.returncode == 2 and "permission denied" in out.stderr, (out.returncode, out.stderr[-800:]))
+    for query, code, says in [("sslmode=verify-full&sslrootcert=" + pg.ca, 2, "holds no study yet"),
+                              ("sslmode=verify-full", 2, "the server's certificate was refused"),
+                              ("sslmode=require", 2, "holds no study yet")]:
+        out = e.sweep("--status", "--storage", f"{pg.url}?{query}")
+        check(f"access: {query.split('&')[0]}{' with its CA' if 'rootcert' in query else ''}",
+              out.returncode == code and says in out.stderr, (out.returncode, out.stderr[-500:]))
     probe = os.path.join(e.tmp, "probe.txt")
     db = pg.new_db("hygiene")
     out_dir = os.path.join(e.tmp, "access-4")
@@ -266,6 +272,8 @@ def test_workers(e, trials, kills):
     try:
         time.sleep(2)
         seen_live = dash_trials(dash[1])
+        tls = pg.sql("postgres", "SELECT s.ssl, count(*) FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid) "
+                                 "WHERE a.application_name = 'train sweep' GROUP BY s.ssl").split()
         done = killer(e, procs, restart=kills - 1, kills=kills, stop_at=time.time() + 600, log=log)
         codes = []
         for p, _ in procs:
@@ -281,6 +289,8 @@ def test_workers(e, trials, kills):
         dash[0].wait()
     check("workers: the Optuna worker finished", optuna_worker.returncode == 0, o_err[-1500:])
     check(f"workers: {done} SIGKILLs landed", done == kills, done)
+    check("workers: their connections are encrypted (TLS, sslmode prefer by default)",
+          len(tls) == 1 and tls[0].startswith("t|"), tls)
     check("workers: the live workers end with exit 0", all(c in (0, -9) for c in codes) and 0 in codes,
           (codes, open(log).read()[-3000:]))
     got = e.optuna(TRIALS, pg.sqlalchemy(db), "big")
@@ -348,27 +358,31 @@ def dash_trials(base):
     return None
 
 
-def test_restart(e):
+def test_restart(e, restarts):
     pg = e.pg
     db = pg.new_db("restart")
-    space = e.space("restart", run_cap=60)
+    cap = 60 * restarts
+    space = e.space("restart", run_cap=cap)
     log = os.path.join(e.tmp, "restart.log")
     common = ["--storage", db, "--study", "r", "--parallel", "1"]
     a = e.start("--space", space, "--out", os.path.join(e.tmp, "r0"), *common, log=log)
     time.sleep(2)
     b = e.start("--worker", "--out", os.path.join(e.tmp, "r1"), *common, log=log)
-    time.sleep(1.5)
-    subprocess.run([CLUSTER, "stop", pg.state], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    time.sleep(4)
-    subprocess.run([CLUSTER, "start", pg.state], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    codes = [a.wait(timeout=300), b.wait(timeout=300)]
+    rng = random.Random(11)
+    for _ in range(restarts):
+        time.sleep(rng.uniform(1.0, 4.0))
+        subprocess.run([CLUSTER, "stop", pg.state], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(rng.uniform(1.0, 5.0))
+        subprocess.run([CLUSTER, "start", pg.state], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    codes = [a.wait(timeout=120 * restarts + 180), b.wait(timeout=120 * restarts + 180)]
     text = open(log).read()
-    check("restart: both workers waited for the database and finished with exit 0",
-          codes == [0, 0] and "unreachable" in text and "is back" in text, (codes, text[-2500:]))
+    check(f"restart: both workers waited for the database ({restarts} restart(s)) and finished with exit 0",
+          codes == [0, 0] and text.count("is back") >= restarts, (codes, text.count("is back"), text[-2500:]))
     got = e.optuna(TRIALS, pg.sqlalchemy(db), "r")
     drawn = [t for t in got if "retried_from" not in t["user_attrs"]]
-    check("restart: every number once, none RUNNING, 60 drawn",
-          [t["number"] for t in got] == list(range(len(got))) and len(drawn) == 60
+    say(f"restart: {len(got)} trials, {len(got) - len(drawn)} re-run(s)")
+    check(f"restart: every number once, none RUNNING, {cap} drawn",
+          [t["number"] for t in got] == list(range(len(got))) and len(drawn) == cap
           and all(t["state"] != "RUNNING" for t in got), (len(got), len(drawn)))
     # Away longer than --db-patience: exit 6, nothing lost.
     space2 = e.space("patience", run_cap=40)
@@ -412,6 +426,7 @@ def main():
     ap.add_argument("--python", default=os.path.join(ROOT, ".venv", "bin", "python"))
     ap.add_argument("--trials", type=int, default=200)
     ap.add_argument("--kills", type=int, default=8)
+    ap.add_argument("--restarts", type=int, default=1)
     ap.add_argument("--only", nargs="*", default=None)
     args = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="trainguard-pg.")
@@ -429,7 +444,7 @@ def main():
     try:
         tests = {"schema": test_schema, "access": test_access,
                  "workers": lambda e: test_workers(e, args.trials, args.kills),
-                 "restart": test_restart, "same": test_same}
+                 "restart": lambda e: test_restart(e, args.restarts), "same": test_same}
         for name, fn in tests.items():
             if args.only is None or name in args.only:
                 t0 = time.time()

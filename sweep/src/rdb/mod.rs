@@ -121,7 +121,9 @@ impl Database {
             };
             match kind(&err) {
                 Kind::Retry => continue,
-                Kind::Fatal => return Err(err.context(format!("{}: {what}", self.target.shown))),
+                Kind::Fatal | Kind::Certificate => {
+                    return Err(err.context(format!("{}: {what}", self.target.shown)))
+                }
                 Kind::Away => {}
             }
             *guard = None;
@@ -306,6 +308,10 @@ fn first_error(e: anyhow::Error, shown: &str) -> anyhow::Error {
             UNREACHABLE,
             format!("{shown}: cannot reach the database: {}", short(&e)),
         )),
+        Kind::Certificate => bad_input!(
+            "{shown}: the server's certificate was refused ({}): name its CA with sslrootcert=FILE in the URL, or use sslmode=require to encrypt without checking it",
+            short(&e)
+        ),
         Kind::Fatal => match e.downcast_ref::<common::exit::Failure>() {
             Some(_) => e,
             None => bad_input!("{shown}: {}", short(&e)),
@@ -318,6 +324,8 @@ enum Kind {
     Retry,
     /// The connection is gone or the server is not taking any: wait.
     Away,
+    /// TLS refused the server's certificate (sslmode=verify-*).
+    Certificate,
     /// Anything else: the caller's error.
     Fatal,
 }
@@ -343,7 +351,22 @@ fn kind(e: &anyhow::Error) -> Kind {
             _ => Kind::Fatal,
         };
     }
-    let io = std::error::Error::source(pg).is_some_and(|s| s.is::<std::io::Error>());
+    // A certificate refused (rustls' error under the socket's) is the
+    // URL's to fix, not a server away.
+    let mut cause = std::error::Error::source(pg);
+    let mut io = false;
+    while let Some(c) = cause {
+        if c.is::<rustls::Error>() {
+            return Kind::Certificate;
+        }
+        if let Some(e) = c.downcast_ref::<std::io::Error>() {
+            if e.get_ref().is_some_and(|inner| inner.is::<rustls::Error>()) {
+                return Kind::Certificate;
+            }
+            io = true;
+        }
+        cause = c.source();
+    }
     if pg.is_closed() || io || pg.as_db_error().is_none() && pg.to_string().contains("timed out") {
         Kind::Away
     } else {
