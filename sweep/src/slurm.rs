@@ -183,7 +183,7 @@ pub fn script(dir: &Path, train: &Path, name: &str, tasks: u64, o: &Options) -> 
     let mut lines = vec![
         "#!/bin/bash".to_string(),
         format!("# Written by `train sweep --slurm`: each array task is one more worker on the sweep in {dir_s};"),
-        "# it claims trials from the sweep's journal until none is left.".to_string(),
+        "# it claims trials from the sweep's journal (or the database its sweep.yaml names) until none is left.".to_string(),
         format!("#SBATCH --job-name={}", job_name(name)),
         format!("#SBATCH --array=0-{}", tasks.saturating_sub(1)),
         "#SBATCH --ntasks=1".to_string(),
