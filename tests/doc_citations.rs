@@ -1,7 +1,7 @@
 //! Every place the code sends a reader to a section of the documentation,
-//! `see docs/GUIDE.md, "Config"` in a message or `(docs/FORMATS.md, "Exit
-//! codes")` in a doc comment, names a file at the workspace root and a
-//! heading that file has; a bare `README, "…"` names a heading README.md
+//! `see docs/guide/config.md, "Config"` in a message or `(docs/FORMATS.md,
+//! "Exit codes")` in a doc comment, names a file by its path from the
+//! workspace root and a heading that file has; a bare `README, "…"` names a heading README.md
 //! still has. Moving a section or renaming its heading fails here until the
 //! citations follow it.
 //!
@@ -11,8 +11,25 @@
 
 use std::path::{Path, PathBuf};
 
-/// The crates whose Rust sources are read.
-const SCANNED: [&str; 4] = ["common", "sweep", "tools", "testkit"];
+/// The directories whose sources are read: every crate's Rust, and the
+/// scripts and packaging that cite the docs in their comments and messages.
+const SCANNED: [&str; 9] = [
+    "common",
+    "diagnose",
+    "sweep",
+    "supervise",
+    "tools",
+    "testkit",
+    "scripts",
+    "packaging",
+    "fuzz/props",
+];
+
+/// Single files at the root that cite the docs.
+const SCANNED_FILES: [&str; 2] = [".pre-commit-hooks.yaml", "justfile"];
+
+/// The kinds of source a citation may stand in.
+const SOURCE_EXTENSIONS: [&str; 6] = [".rs", ".py", ".sh", ".toml", ".yaml", ".yml"];
 
 #[derive(Debug, PartialEq)]
 struct Citation {
@@ -28,22 +45,22 @@ fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+fn source_files(dir: &Path, out: &mut Vec<PathBuf>) {
     let entries = std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
     for entry in entries {
         let path = entry.expect("a directory entry").path();
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
         if path.is_dir() {
-            if name != "target" && !name.starts_with('.') {
-                rust_files(&path, out);
+            if name != "target" && !name.starts_with('.') && !path.join("pyvenv.cfg").exists() {
+                source_files(&path, out);
             }
-        } else if name.ends_with(".rs") {
+        } else if SOURCE_EXTENSIONS.iter().any(|e| name.ends_with(e)) {
             out.push(path);
         }
     }
 }
 
-/// A character of a file path (`docs/GUIDE.md`, `bench/README.md`).
+/// A character of a file path (`docs/guide/sweeps.md`, `bench/README.md`).
 fn path_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | '/')
 }
@@ -148,14 +165,17 @@ fn headings(markdown: &str) -> Vec<String> {
 fn every_cited_section_exists() {
     let mut files = Vec::new();
     for dir in SCANNED {
-        rust_files(&root().join(dir), &mut files);
+        source_files(&root().join(dir), &mut files);
     }
+    files.extend(SCANNED_FILES.iter().map(|f| root().join(f)));
     files.sort();
-    assert!(!files.is_empty(), "no Rust sources under {SCANNED:?}");
+    assert!(!files.is_empty(), "no sources under {SCANNED:?}");
     let mut checked = 0;
     let mut wrong = Vec::new();
     for file in &files {
-        let text = std::fs::read_to_string(file).expect("a readable source file");
+        let Ok(text) = std::fs::read_to_string(file) else {
+            continue; // not text (a fuzz seed): it cites nothing
+        };
         let shown = file.strip_prefix(root()).unwrap_or(file).display();
         for c in citations(&text) {
             checked += 1;
@@ -198,6 +218,7 @@ fn scanner_reads_raw_escaped_and_bare_citations() {
         "/// \"README.md\", \"other.md\" and (bench/README.md, \"The estimate against\n",
         "//! docs/GUIDE.md,\n",
         "//! \"`memdiag/v1` report\" ...\n",
+        "# a hook (docs/guide/cfgcheck-scan.md, \"pre-commit\"), see docs/guide/\n",
     );
     let found = citations(src);
     let got: Vec<(usize, &str, &str)> = found
@@ -211,6 +232,7 @@ fn scanner_reads_raw_escaped_and_bare_citations() {
             (2, "docs/GUIDE.md", "Config"),
             (3, "docs/TROUBLESHOOTING.md", "When a run fails"),
             (6, "docs/GUIDE.md", "`memdiag/v1` report"),
+            (8, "docs/guide/cfgcheck-scan.md", "pre-commit"),
             (4, "README.md", "Quick start"),
         ]
     );

@@ -2,7 +2,7 @@
 //! values (`Config::validate`); one schema for cfgcheck, train and
 //! verify-fixes, whose types live in `wire::config` and are re-exported here
 //! so that a caller needs one import. Every key has a default
-//! (docs/GUIDE.md, "Config").
+//! (docs/guide/config.md, "Config").
 //!
 //! Reading never panics: serde reports type errors with their key path and
 //! line, `validate` the impossible values, and an unknown key names the
@@ -30,7 +30,7 @@ impl Config {
         let name = &input.name;
         if input.text.trim().is_empty() {
             return Err(bad_input!(
-                "{name}: empty; expected a YAML training config (see docs/GUIDE.md, \"Config\")"
+                "{name}: empty; expected a YAML training config (see docs/guide/config.md, \"Config\")"
             ));
         }
         let value: serde_yaml::Value =

@@ -1,6 +1,6 @@
 //! The analytic memory estimate of one training step's peak on the GPU, from
 //! the model train builds (`model::ModelSpec`). Each line's formula is printed
-//! with it and documented in docs/GUIDE.md, "The memory estimate". Its accuracy is a
+//! with it and documented in docs/guide/cfgcheck.md, "The memory estimate". Its accuracy is a
 //! measurement, not an assumption: the benchmark issue compares it with
 //! measured peaks on a GPU; until then the constants below are first guesses.
 

@@ -89,7 +89,7 @@ pub fn no_libtorch(who: &str, train: &std::path::Path) -> anyhow::Error {
         "{who} needs libtorch, and {} was built without it (the pip wheel's train: \
          `train run -- CMD`, program sweeps and `train info` only). Build the full train \
          from source: `just build` in a clone of the repository (Rust and a torch {} \
-         environment; docs/GUIDE.md, \"Install\")",
+         environment; docs/guide/install.md, \"Install\")",
         train.display(),
         crate::torch_for_train!()
     )))

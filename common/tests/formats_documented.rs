@@ -1,7 +1,7 @@
 //! docs/FORMATS.md, "File formats" is the user's reference for every format
 //! a tool writes: it must name each schema of `common::wire::all()` and each
 //! field of its example (a resolved config's keys may be named in
-//! docs/GUIDE.md, "Config" instead), so a field added to a struct without a
+//! docs/guide/config.md, "Config" instead), so a field added to a struct without a
 //! word in the docs fails here.
 
 #[test]
@@ -42,13 +42,28 @@ fn formats_doc_lists_every_failure_class() {
     assert_eq!(rows, classes);
 }
 
-/// docs/FORMATS.md, then docs/GUIDE.md (whose "Config" section the check
-/// also reads).
+/// docs/FORMATS.md, then the guide's chapters (docs/guide/*.md, whose
+/// "Config" the check also reads).
 fn common_docs() -> String {
     let formats =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/FORMATS.md"))
             .expect("docs/FORMATS.md at the workspace root");
-    let guide = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/GUIDE.md"))
-        .expect("docs/GUIDE.md at the workspace root");
-    format!("{formats}\n{guide}")
+    format!("{formats}\n{}", guide_chapters())
+}
+
+/// Every chapter of docs/guide/, in name order.
+fn guide_chapters() -> String {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/guide");
+    let mut paths: Vec<_> = std::fs::read_dir(dir)
+        .expect("docs/guide at the workspace root")
+        .map(|e| e.expect("a directory entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect();
+    paths.sort();
+    assert!(!paths.is_empty(), "no chapter in docs/guide");
+    paths
+        .iter()
+        .map(|p| std::fs::read_to_string(p).expect("a readable chapter"))
+        .collect::<Vec<_>>()
+        .join("\n")
 }

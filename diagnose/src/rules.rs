@@ -18,7 +18,7 @@ pub use crate::hazards::{
 pub use common::wire::cfgcheck::{Finding, Skipped};
 pub use common::wire::hazard::{HazardId, Severity};
 
-/// A rule's fixed description, for `cfgcheck --list-rules` and docs/GUIDE.md, "Rules".
+/// A rule's fixed description, for `cfgcheck --list-rules` and docs/guide/cfgcheck.md, "Rules".
 pub struct Rule {
     pub id: HazardId,
     pub severity: Severity,

@@ -37,7 +37,7 @@ data: {synthetic_train_examples: 96, synthetic_val_examples: 32}
 architecture: {channels: [8, 16], embed_dim: 16, attention_heads: 2}
 """
 
-# A config per cfgcheck rule (README, "Rules"); the comment says how the case
+# A config per cfgcheck rule (docs/guide/cfgcheck.md, "Rules"); the comment says how the case
 # that uses it trips the rule.
 RULE_CONFIGS = {
     "memory-exceeds-free": "batch_size: 64   # too big\nimage_size: 256\nepochs: 5\n",

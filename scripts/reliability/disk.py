@@ -157,7 +157,7 @@ def train_full(args, mnt, ref_dir, after_epoch, checks, cases):
         else:
             # The first checkpoint's own write failed (metrics.csv's row of
             # epoch 1 comes before it): there is nothing to resume, and
-            # docs/GUIDE.md, "train" says to start again: `train --config C
+            # docs/guide/train.md, "train" says to start again: `train --config C
             # --out D` (allowed, since D holds no checkpoint).
             checks.check(".checkpoint.safetensors.tmp" in err,
                          f"{tag}: no checkpoint, yet its write is not what failed: {err[-600:]}")

@@ -8,7 +8,7 @@ kills land in start-up, inside steps, validation, and the atomic writes of
 checkpoint.safetensors, best.safetensors, summary.yaml, curves.png and the
 appends to metrics.csv. After each kill: `train --resume DIR` (or, when the
 run was killed before its first checkpoint existed, the original
-`train --config C --out DIR`, as docs/GUIDE.md, "train" says), killed again, ... until a
+`train --config C --out DIR`, as docs/guide/train.md, "train" says), killed again, ... until a
 run finishes; then a fresh run, until --kills kills have landed.
 
 Checks:

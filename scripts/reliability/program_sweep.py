@@ -15,7 +15,7 @@ once; every other trial `interrupted`.
 
 `--mode soak`: one sweep of --trials program trials, a grid of `fault`
 (none, nan, label, oom, sigkill, hang) × `seed`, --parallel 1 (a fault run
-in parallel would count as crowded and run again alone: see docs/GUIDE.md),
+in parallel would count as crowded and run again alone: see docs/guide/program-sweeps.md),
 --trial-timeout 8. The faults are real: a NaN torch computes, torch's
 IndexError, an out-of-memory under RLIMIT_AS, a SIGKILL, a hang past the
 timeout. Checks: exit 0; Optuna loads the journal; exactly --trials trials,

@@ -147,7 +147,7 @@ fi
 run info 0 train info && says info out "libtorch: not in this build" && ok "train info: libtorch: not in this build"
 run train-config 5 train --config configs/demo_cpu.yaml --out "$tmp/own" &&
     says train-config err "train --config (the built-in model) needs libtorch, and $bin/train was built without it" &&
-    says train-config err 'docs/GUIDE.md, "Install"' && ok "train --config: exit 5, needs libtorch"
+    says train-config err 'docs/guide/install.md, "Install"' && ok "train --config: exit 5, needs libtorch"
 run own-sweep 5 train sweep --config configs/sweeps/demo_base.yaml --space configs/sweeps/demo_faults.yaml --out "$tmp/own-sweep" &&
     says own-sweep err "a space without \`program\`" && [ ! -e "$tmp/own-sweep" ] && ok "train sweep of the built-in model: exit 5, nothing written"
 run verify 5 verify-fixes --config configs/demo_cpu.yaml --gpu "$tmp/t4.yaml" &&

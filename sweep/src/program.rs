@@ -359,8 +359,8 @@ fn command_line(
     Ok((cwd, argv))
 }
 
-/// The variables every program trial gets (docs/GUIDE.md, "Your own
-/// training script").
+/// The variables every program trial gets (docs/guide/program-sweeps.md,
+/// "Sweeps whose trials are your program").
 fn trial_env(number: u64, dir: &TrialDir) -> Vec<(String, String)> {
     let p = |p: PathBuf| p.display().to_string();
     vec![

@@ -1,5 +1,5 @@
 //! The training config's schema (the YAML file cfgcheck, train and
-//! verify-fixes read): every key with its type and its default (docs/GUIDE.md,
+//! verify-fixes read): every key with its type and its default (docs/guide/config.md,
 //! "Config"). Keys are the seeds' (memory_optimized, gradient_checkpointing,
 //! torch_compile, torch_compile_mode, batch_size, temporal_frames, epochs,
 //! architecture.name, ...) plus what a trainer needs. Reading a file and

@@ -116,7 +116,7 @@ impl HazardId {
         }
     }
 
-    /// One line for `cfgcheck --list-rules` and docs/GUIDE.md, "Rules".
+    /// One line for `cfgcheck --list-rules` and docs/guide/cfgcheck.md, "Rules".
     pub const fn summary(self) -> &'static str {
         match self {
             HazardId::CudaGraphsCheckpointing => "torch.compile with CUDA graphs (reduce-overhead, max-autotune) and gradient checkpointing: dies at epoch 2 with \"static input data pointer changed\"",

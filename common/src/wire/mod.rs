@@ -12,7 +12,7 @@
 //! stand on it. Reading a format beyond its schema and fields (memdiag's
 //! CSV, a config's validation) is done above, in the module named for it.
 //!
-//! - `config`: the training config's schema (no schema field; docs/GUIDE.md,
+//! - `config`: the training config's schema (no schema field; docs/guide/config.md,
 //!   "Config"), with the defaults;
 //! - `memdiag`, `tiers`: memdiag/v1 and tiers/v1;
 //! - `hazard`, `failure`: the ids and classes the diagnosis formats carry;
@@ -159,7 +159,7 @@ pub fn field_names(v: &serde_json::Value, out: &mut std::collections::BTreeSet<S
     }
 }
 
-/// What docs/FORMATS.md, "File formats" (with docs/GUIDE.md, "Config", where a
+/// What docs/FORMATS.md, "File formats" (with docs/guide/config.md, "Config", where a
 /// resolved config's keys are documented) does not name of format `T`: its
 /// schema, and each field of its example, as whole words. The tests of every
 /// crate with formats call it (common's and sweep's).

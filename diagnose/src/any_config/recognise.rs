@@ -1,5 +1,5 @@
 //! Which schema a config is written for, from its top-level keys
-//! (docs/GUIDE.md, "Configs cfgcheck did not define"). trainguard's own
+//! (docs/guide/cfgcheck-other-configs.md, "Configs cfgcheck did not define"). trainguard's own
 //! schema stays strict: a file that is mostly trainguard's keys is read as
 //! trainguard's, so a typo in it is an error naming the nearest key, never a
 //! silent fall into reading it loosely. The rule:

@@ -218,7 +218,7 @@ fn unknown_keys_name_the_nearest_known_one_and_the_line() {
     );
     let e = err(&format!("{HEAD}  zzzzzzzzzzzzzz: {{values: [1]}}\n"));
     assert!(
-        e.contains("not a config key (see docs/GUIDE.md, \"Config\")"),
+        e.contains("not a config key (see docs/guide/config.md, \"Config\")"),
         "{e}"
     );
     let e = err(&format!(

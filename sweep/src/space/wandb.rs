@@ -362,7 +362,9 @@ impl Reader<'_> {
             } else {
                 match nearest_key(key, &known) {
                     Some(k) => format!("`{key}` is not a config key; did you mean `{k}`?"),
-                    None => format!("`{key}` is not a config key (see docs/GUIDE.md, \"Config\")"),
+                    None => format!(
+                        "`{key}` is not a config key (see docs/guide/config.md, \"Config\")"
+                    ),
                 }
             };
             return Err(self.err(&path, msg));

@@ -89,7 +89,7 @@ fn without_libtorch() -> TrainInfo {
             "libtorch: not in this build (the pip wheel's train): `train run -- CMD`, program \
              sweeps and `train info` work; training the built-in model (train --config, --resume, \
              bench, check-data, a sweep without `program`) needs the source build \
-             (docs/GUIDE.md, \"Install\")"
+             (docs/guide/install.md, \"Install\")"
                 .to_string(),
         ],
     }

@@ -34,7 +34,7 @@ use train_cli::{InfoArgs, ModelCommand, TrainingArgs};
     after_help = "Exit codes: 0 finished, 1 training failed (reason in summary.yaml and on stderr), \
                   2 bad input or usage, 3 --device cuda without a GPU, 4 train broke (an unexpected \
                   error, such as an I/O failure), 5 this train was built without libtorch (the pip \
-                  wheel's: `train run` and program sweeps only; docs/GUIDE.md, \"Install\")."
+                  wheel's: `train run` and program sweeps only; docs/guide/install.md, \"Install\")."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -50,10 +50,10 @@ enum Command {
     #[command(flatten)]
     Model(ModelCommand),
     /// A hyper-parameter search, each trial a train process, every result
-    /// in an Optuna journal (docs/GUIDE.md, "Sweeps: train sweep").
+    /// in an Optuna journal (docs/guide/sweeps.md, "Sweeps: train sweep").
     Sweep(Box<sweep::cli::Args>),
     /// One guarded run of any command: `train run --out DIR [--config A
-    /// --fallback B] -- python main.py --config {config}` (docs/GUIDE.md,
+    /// --fallback B] -- python main.py --config {config}` (docs/guide/own-script.md,
     /// "Your own training script").
     Run(Box<guard::Args>),
 }

@@ -40,7 +40,7 @@ use supervise::command::shell_words;
     after_help = "The target GPU: memdiag's report piped on stdin, --gpu NAME (a GPU profile built in, such as t4) \
                   or --gpu FILE (a saved report). \
                   `verify-fixes [OPTIONS] -- CMD...` gates your own command instead of train's \
-                  config: it runs it for a short while (docs/GUIDE.md, \"verify-fixes -- CMD\"). \
+                  config: it runs it for a short while (docs/guide/own-script.md, \"verify-fixes -- CMD\"). \
                   Exit codes: 0 no check failed, 1 a check failed, 2 bad input or usage, \
                   4 verify-fixes broke (an I/O failure or a bug), 5 the train it found was built \
                   without libtorch (the pip wheel's; --skip runtime --skip smoke --skip data runs the rest)."

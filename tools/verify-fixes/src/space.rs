@@ -30,7 +30,7 @@ pub fn space_variants(base: &Config, path: &Path) -> anyhow::Result<Vec<(String,
         return Ok(corners);
     }
     common::say!(
-        "verify-fixes: {}: space/v1 is deprecated: write the space as a sweep space (see docs/GUIDE.md, \"The search space: W&B's sweep YAML\"), which train sweep reads too",
+        "verify-fixes: {}: space/v1 is deprecated: write the space as a sweep space (see docs/guide/sweeps.md, \"The search space: W&B's sweep YAML\"), which train sweep reads too",
         input.name
     );
     let name = &input.name;

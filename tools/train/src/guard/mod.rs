@@ -29,7 +29,7 @@ use supervise::verdict::Stop;
     after_help = "Exit codes: the command's own when it ran (128+N when signal N ended it; 130 when \
                   train run was stopped by Ctrl-C or SIGTERM); 2 bad usage or a command that cannot \
                   be started; 4 train broke. How it ended, in words, is in DIR/summary.yaml \
-                  (program-summary/v1) and on stderr. docs/GUIDE.md, \"Your own training script\"."
+                  (program-summary/v1) and on stderr. docs/guide/own-script.md, \"Your own training script\"."
 )]
 pub struct Args {
     /// The run directory [default: runs/<program>-<time>].

@@ -3,7 +3,7 @@
 //! run gets before it trains setup.rs's), and the events of a run's start
 //! and end. Run directory: config.yaml (the resolved config in use),
 //! metrics.csv, best.safetensors, checkpoint.safetensors, summary.yaml,
-//! curves.png, and chain.yaml with --fallback (docs/GUIDE.md, "Run directory").
+//! curves.png, and chain.yaml with --fallback (docs/guide/train.md, "Run directory").
 
 mod chain;
 pub mod listeners;

@@ -14,7 +14,7 @@
 //! worse. The cost is resident memory: freed heap stays resident and
 //! fragments, so peak RSS figures are higher (45-54 MiB on the demo;
 //! +26% on the seeds' full model, whose step it makes 0.72× as long:
-//! docs/GUIDE.md, "Speed on the CPU").
+//! docs/guide/train.md, "Speed on the CPU").
 //!
 //! The user's own choice wins: with MALLOC_MMAP_THRESHOLD_,
 //! MALLOC_TRIM_THRESHOLD_ or a glibc.malloc tunable in GLIBC_TUNABLES in

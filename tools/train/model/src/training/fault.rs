@@ -1,4 +1,4 @@
-//! Test hooks, documented in docs/TROUBLESHOOTING.md, "When a run fails": `TRAINGUARD_FAULT` injects the failures
+//! Test hooks, documented in docs/TROUBLESHOOTING.md, "Injecting failures: TRAINGUARD_FAULT": `TRAINGUARD_FAULT` injects the failures
 //! train must survive, at a given epoch and step, so CI can show on a CPU
 //! what a GPU does to a run. Read once, when a run starts (after the
 //! config's `environment` is applied), and handed to the loop. A comma-separated list of `KIND@EPOCH:STEP`:
