@@ -251,6 +251,11 @@ reliability-program: build
     python scripts/reliability/program_sweep.py --mode soak --train "{{ release }}/train" --out runs/reliability/program-preload --trials 120 --preload torch --preload torch._dynamo
     python scripts/reliability/program_sweep.py --mode soak --train "{{ release }}/train" --out runs/reliability/program-autofix --trials 70 --auto-fix
 
+# Reliability, recorded: a sweep on a throwaway PostgreSQL (release build): 4 workers and an Optuna worker on 6000 instant trials, 24 worker SIGKILLs (23 restarted with the same --out, the last left dead); then 2 workers through 5 database restarts
+[group('test')]
+reliability-postgres: build
+    python scripts/postgres/sweep_test.py --train "{{ release }}/train" --only workers restart --trials 6000 --kills 24 --restarts 5 --restart-trials 4000
+
 # Reliability, recorded: train's output and a sweep's journal filesystem filled up mid-run (tmpfs), read-only output; needs root for the mounts
 [group('test')]
 reliability-disk: build

@@ -99,9 +99,11 @@ class Env:
         e.update(extra)
         return e
 
-    def space(self, name, method="random", run_cap=None):
+    def space(self, name, method="random", run_cap=None, sleep=None):
         path = os.path.join(self.tmp, f"{name}.yaml")
         text = SPACE.format(program=INSTANT, method=method)
+        if sleep:
+            text += f"  sleep: {{value: {sleep}}}\n"
         if run_cap:
             text += f"run_cap: {run_cap}\n"
         with open(path, "w") as f:
@@ -331,6 +333,11 @@ def _settled(t, ours):
         sum(r["state"] == "COMPLETE" for r in reruns) == 1
 
 
+def _has_trials(pg, db, study):
+    return pg.sql(db, "SELECT count(*) FROM trials t JOIN studies s ON s.study_id = t.study_id "
+                      f"WHERE s.study_name = '{study}'").strip() not in ("", "0")
+
+
 def _has_study(pg, db, name):
     if pg.sql(db, "SELECT to_regclass('studies') IS NOT NULL").strip() != "t":
         return False
@@ -358,10 +365,10 @@ def dash_trials(base):
     return None
 
 
-def test_restart(e, restarts):
+def test_restart(e, restarts, cap):
     pg = e.pg
     db = pg.new_db("restart")
-    cap = 60 * restarts
+    cap = cap or 60 * restarts
     space = e.space("restart", run_cap=cap)
     log = os.path.join(e.tmp, "restart.log")
     common = ["--storage", db, "--study", "r", "--parallel", "1"]
@@ -385,10 +392,13 @@ def test_restart(e, restarts):
           [t["number"] for t in got] == list(range(len(got))) and len(drawn) == cap
           and all(t["state"] != "RUNNING" for t in got), (len(got), len(drawn)))
     # Away longer than --db-patience: exit 6, nothing lost.
-    space2 = e.space("patience", run_cap=40)
+    # Trials of 0.2 s, so that the sweep outlasts the stop in any build.
+    space2 = e.space("patience", run_cap=40, sleep=0.2)
     c = e.start("--space", space2, "--out", os.path.join(e.tmp, "r3"), "--storage", db, "--study", "p",
                 "--db-patience", "2", "--parallel", "1", log=log)
-    time.sleep(2)
+    deadline = time.time() + 60
+    while time.time() < deadline and not _has_trials(pg, "restart", "p"):
+        time.sleep(0.1)
     subprocess.run([CLUSTER, "stop", pg.state], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     code = c.wait(timeout=120)
     subprocess.run([CLUSTER, "start", pg.state], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -427,6 +437,8 @@ def main():
     ap.add_argument("--trials", type=int, default=200)
     ap.add_argument("--kills", type=int, default=8)
     ap.add_argument("--restarts", type=int, default=1)
+    ap.add_argument("--restart-trials", type=int, default=None,
+                    help="the restarted sweep's trials [default: 60 a restart]; enough to outlast the restarts")
     ap.add_argument("--only", nargs="*", default=None)
     args = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="trainguard-pg.")
@@ -444,7 +456,7 @@ def main():
     try:
         tests = {"schema": test_schema, "access": test_access,
                  "workers": lambda e: test_workers(e, args.trials, args.kills),
-                 "restart": lambda e: test_restart(e, args.restarts), "same": test_same}
+                 "restart": lambda e: test_restart(e, args.restarts, args.restart_trials), "same": test_same}
         for name, fn in tests.items():
             if args.only is None or name in args.only:
                 t0 = time.time()

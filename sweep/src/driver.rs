@@ -42,6 +42,9 @@ use supervise::events::{self, Bell, Interrupter, Waiter};
 /// How often the files trials append to (train's metrics.csv, a program's
 /// own) are looked at when nothing rang.
 const FILES_EVERY: Duration = Duration::from_secs(1);
+/// How often a worker with nothing left to claim looks at the trials that
+/// still run on other workers (a database's; see `running_elsewhere`).
+const ELSEWHERE_EVERY: Duration = Duration::from_millis(250);
 
 /// How this process joins the sweep.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -456,8 +459,9 @@ impl Driver<'_> {
                     );
                     waiting_said = true;
                 }
-                let every = self.storage.heartbeat_every().unwrap_or(FILES_EVERY);
-                self.wait.until(Some(Instant::now() + every));
+                // Looked at again soon: the others' trials end without
+                // ringing this worker's bell.
+                self.wait.until(Some(Instant::now() + ELSEWHERE_EVERY));
                 continue;
             }
             if self.trials.is_empty() && (stopping.is_some() || exhausted) {

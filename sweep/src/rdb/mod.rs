@@ -50,7 +50,7 @@ pub const SETTINGS_ATTR: &str = "trainguard:settings";
 pub struct Database {
     target: Target,
     client: Mutex<Option<Client>>,
-    finished: Mutex<read::Finished>,
+    cache: Mutex<read::Cache>,
     grace: Duration,
     patience: Duration,
 }
@@ -70,7 +70,7 @@ impl Database {
         Ok(Database {
             target,
             client: Mutex::new(Some(client)),
-            finished: Mutex::new(Default::default()),
+            cache: Mutex::new(Default::default()),
             grace,
             patience,
         })
@@ -191,7 +191,7 @@ impl Storage for Database {
 
     fn load(&self, name: &str) -> Result<Option<Study>> {
         self.with("reading the study", |tx, _| {
-            let mut cache = self.finished.lock().unwrap_or_else(|p| p.into_inner());
+            let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
             read::load(tx, name, &mut cache)
         })
     }
@@ -235,7 +235,7 @@ impl Storage for Database {
             let name: String = tx
                 .query_one("SELECT study_name FROM studies WHERE study_id = $1", &[&sid])?
                 .get(0);
-            let mut cache = self.finished.lock().unwrap_or_else(|p| p.into_inner());
+            let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
             let current = read::load(tx, &name, &mut cache)?
                 .ok_or_else(|| anyhow!("study {name:?} vanished"))?;
             drop(cache);

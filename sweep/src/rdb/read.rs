@@ -4,7 +4,8 @@
 //! (Python's `NaN` too), values and intermediate values from their value
 //! types. A finished trial never changes (Optuna refuses updates to one),
 //! so each is read once and kept; a read fetches the rows of the trials
-//! that are new or still running.
+//! that are new or were not finished at the last read, so that a claim in a
+//! study of thousands of trials does not read them all again.
 
 use crate::journal::codec::{json_to_distribution, parse_json, readable, to_external};
 use crate::journal::{Study, StudyId, TrialId};
@@ -18,8 +19,17 @@ use std::collections::{BTreeMap, HashMap};
 /// The UTC timestamps as Optuna's journal writes them (naive, ISO 8601).
 const ISO: &str = r#"'YYYY-MM-DD"T"HH24:MI:SS.US'"#;
 
-/// Finished trials already read, by trial id.
-pub type Finished = HashMap<i32, Trial>;
+/// What was read of each study (by study id), so that a read fetches only
+/// what can have changed.
+pub type Cache = HashMap<i32, Known>;
+
+#[derive(Default)]
+pub struct Known {
+    /// The study's trial ids in number order.
+    ids: Vec<i32>,
+    /// Its finished trials (they never change).
+    finished: HashMap<i32, Trial>,
+}
 
 pub fn study_id(c: &mut impl GenericClient, name: &str) -> Result<Option<i32>> {
     Ok(c.query_opt(
@@ -50,52 +60,69 @@ pub fn direction(c: &mut impl GenericClient, id: i32, name: &str) -> Result<Dire
     }
 }
 
-pub fn load(c: &mut impl GenericClient, name: &str, cache: &mut Finished) -> Result<Option<Study>> {
+pub fn load(c: &mut impl GenericClient, name: &str, cache: &mut Cache) -> Result<Option<Study>> {
     let Some(id) = study_id(c, name)? else {
         return Ok(None);
     };
     let direction = direction(c, id, name)?;
+    let known = cache.entry(id).or_default();
+    // Only the rows that can have changed: trials new since the last read,
+    // and those not finished then (a finished trial never changes).
+    let open: Vec<i32> = known
+        .ids
+        .iter()
+        .copied()
+        .filter(|t| !known.finished.contains_key(t))
+        .collect();
+    let last = known.ids.last().copied().unwrap_or(0);
     let rows = c.query(
         &format!(
             "SELECT trial_id, number, state::text, to_char(datetime_start, {ISO}), to_char(datetime_complete, {ISO}) \
-             FROM trials WHERE study_id = $1 ORDER BY trial_id"
+             FROM trials WHERE study_id = $1 AND (trial_id > $2 OR trial_id = ANY($3)) ORDER BY trial_id"
         ),
-        &[&id],
+        &[&id, &last, &open],
     )?;
-    let fresh: Vec<i32> = rows
-        .iter()
-        .map(|r| r.get::<_, i32>(0))
-        .filter(|t| !cache.contains_key(t))
-        .collect();
-    let mut details = Details::fetch(c, &fresh)?;
-    let (mut trials, mut trial_ids) = (Vec::new(), Vec::new());
-    for (n, r) in rows.iter().enumerate() {
+    let fetched: Vec<i32> = rows.iter().map(|r| r.get(0)).collect();
+    let mut details = Details::fetch(c, &fetched)?;
+    let mut fresh = HashMap::new();
+    for r in &rows {
         let tid: i32 = r.get(0);
-        let number: Option<i32> = r.get(1);
-        if number != Some(n as i32) {
-            return Err(anyhow!(
-                "study {name:?}: trial id {tid} has number {number:?} where {n} was expected (numbers count the study's trials with a lower id)"
-            ));
-        }
-        let trial = match cache.get(&tid) {
-            Some(t) => t.clone(),
-            None => {
-                let t = details.trial(tid, n as u64, state(r.get(2))?, r.get(3), r.get(4))?;
-                if t.state.is_finished() {
-                    cache.insert(tid, t.clone());
-                }
-                t
+        let n = if tid > last {
+            let n = known.ids.len();
+            let number: Option<i32> = r.get(1);
+            if number != Some(n as i32) {
+                return Err(anyhow!(
+                    "study {name:?}: trial id {tid} has number {number:?} where {n} was expected (numbers count the study's trials with a lower id)"
+                ));
             }
+            known.ids.push(tid);
+            n
+        } else {
+            known.ids.iter().position(|t| *t == tid).unwrap_or(0)
         };
-        trials.push(trial);
-        trial_ids.push(TrialId(tid as u64));
+        let t = details.trial(tid, n as u64, state(r.get(2))?, r.get(3), r.get(4))?;
+        if t.state.is_finished() {
+            known.finished.insert(tid, t);
+        } else {
+            fresh.insert(tid, t);
+        }
     }
+    let trials = known
+        .ids
+        .iter()
+        .map(|t| match known.finished.get(t) {
+            Some(done) => Ok(done.clone()),
+            None => fresh
+                .remove(t)
+                .ok_or_else(|| anyhow!("study {name:?}: trial id {t} is gone from the database")),
+        })
+        .collect::<Result<Vec<_>>>()?;
     Ok(Some(Study {
         id: StudyId(id as u64),
         name: name.to_string(),
         direction,
         trials,
-        trial_ids,
+        trial_ids: known.ids.iter().map(|t| TrialId(*t as u64)).collect(),
         user_attrs: attrs(c, "study_user_attributes", "study_id", id)?,
         system_attrs: attrs(c, "study_system_attributes", "study_id", id)?,
         shared: true,
