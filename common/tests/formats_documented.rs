@@ -48,22 +48,5 @@ fn common_docs() -> String {
     let formats =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/FORMATS.md"))
             .expect("docs/FORMATS.md at the workspace root");
-    format!("{formats}\n{}", guide_chapters())
-}
-
-/// Every chapter of docs/guide/, in name order.
-fn guide_chapters() -> String {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/guide");
-    let mut paths: Vec<_> = std::fs::read_dir(dir)
-        .expect("docs/guide at the workspace root")
-        .map(|e| e.expect("a directory entry").path())
-        .filter(|p| p.extension().is_some_and(|e| e == "md"))
-        .collect();
-    paths.sort();
-    assert!(!paths.is_empty(), "no chapter in docs/guide");
-    paths
-        .iter()
-        .map(|p| std::fs::read_to_string(p).expect("a readable chapter"))
-        .collect::<Vec<_>>()
-        .join("\n")
+    format!("{formats}\n{}", testkit::guide_chapters())
 }

@@ -7,7 +7,7 @@ fn formats_doc_names_every_sweep_schema_and_field() {
     let formats =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/FORMATS.md"))
             .expect("docs/FORMATS.md at the workspace root");
-    let docs = format!("{formats}\n{}", guide_chapters());
+    let docs = format!("{formats}\n{}", testkit::guide_chapters());
     let mut missing = common::wire::undocumented::<common::wire::sweep::Settings>(&docs);
     missing.extend(common::wire::undocumented::<common::wire::sweep::SweepReport>(&docs));
     missing.extend(common::wire::undocumented::<common::wire::sweep::SlurmJobs>(&docs));
@@ -16,21 +16,4 @@ fn formats_doc_names_every_sweep_schema_and_field() {
         "docs/FORMATS.md lacks:\n{}",
         missing.join("\n")
     );
-}
-
-/// Every chapter of docs/guide/, in name order.
-fn guide_chapters() -> String {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/guide");
-    let mut paths: Vec<_> = std::fs::read_dir(dir)
-        .expect("docs/guide at the workspace root")
-        .map(|e| e.expect("a directory entry").path())
-        .filter(|p| p.extension().is_some_and(|e| e == "md"))
-        .collect();
-    paths.sort();
-    assert!(!paths.is_empty(), "no chapter in docs/guide");
-    paths
-        .iter()
-        .map(|p| std::fs::read_to_string(p).expect("a readable chapter"))
-        .collect::<Vec<_>>()
-        .join("\n")
 }

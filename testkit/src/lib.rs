@@ -37,6 +37,24 @@ pub fn repo_path(path: &str) -> PathBuf {
     repo().join(path)
 }
 
+/// Every chapter of docs/guide/, in name order, as one text (what the
+/// format and citation checks read as "the guide").
+pub fn guide_chapters() -> String {
+    let dir = repo_path("docs/guide");
+    let mut paths: Vec<_> = std::fs::read_dir(&dir)
+        .expect("docs/guide at the workspace root")
+        .map(|e| e.expect("a directory entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect();
+    paths.sort();
+    assert!(!paths.is_empty(), "no chapter in docs/guide");
+    paths
+        .iter()
+        .map(|p| std::fs::read_to_string(p).expect("a readable chapter"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// target/<profile>/<name>, next to the running test's executable (in deps/).
 pub fn bin(name: &str) -> PathBuf {
     let mut dir = std::env::current_exe().expect("the test's own path");
