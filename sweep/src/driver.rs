@@ -430,20 +430,21 @@ impl Driver<'_> {
                 self.disk_full = Some(why);
             }
             // With the ends just recorded (read again only when a trial
-            // ended), before another trial starts.
+            // ended), before another trial starts: whether the sweep fails,
+            // and how many run at once from now on.
+            let fresh;
+            let now = match self.trials.len() < running {
+                true => {
+                    fresh = self.sweep.study(self.storage)?;
+                    &fresh
+                }
+                false => &study,
+            };
             if stopping.is_none() {
-                let fresh;
-                let now = match self.trials.len() < running {
-                    true => {
-                        fresh = self.sweep.study(self.storage)?;
-                        &fresh
-                    }
-                    false => &study,
-                };
                 stopping = self.failing(now).map(|why| (common::exit::FOUND, why));
             }
             if self.measuring {
-                self.replan(&study);
+                self.replan(now);
             }
             let exhausted = stopping.is_none() && self.disk_full.is_none() && self.launch(cap)?;
             // A database's last worker stays while another's trials run:

@@ -61,6 +61,11 @@ impl Starter<'_> {
                         "run_dir".into(),
                         Value::from(run.path().display().to_string()),
                     );
+                    // The trials at once when it started: what `--parallel
+                    // auto` compares trials per hour by.
+                    record
+                        .user_attrs
+                        .insert("at_once".into(), Value::from(self.slots.open()));
                     // A device-side assert runs again to name its kernel.
                     let blocking =
                         from.and_then(|r| rerun_reason(study, r)) == Some(outcome::RERUN_BLOCKING);

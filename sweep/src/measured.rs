@@ -3,10 +3,15 @@
 //! runs alone and, from its measured peak on, the slots follow
 //! `placement::measured` with the largest peak so far, revised as peaks
 //! come in (the decision printed with its numbers each time it changes).
+//! On the CPU the number at once is then decided by what was measured: the
+//! trials per hour at each number tried (`choose`), starting from the
+//! cores a trial keeps busy and trying one more while that was the fastest,
+//! within what memory and the cores' count allow.
 
 use crate::journal::Study;
 use crate::placement::{self, Gpu, Measured, Plan, Slot};
 use crate::slots::Slots;
+use std::collections::BTreeMap;
 
 fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
@@ -100,28 +105,42 @@ pub(crate) fn replan(slots: &mut Slots, largest: &mut Option<f64>, p: &Peaks) {
             .filter_map(|t| t.user_attrs.get(key).and_then(|v| v.as_f64()))
             .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))))
     };
-    let plan = placement::measured(&Measured {
-        peak_mib: peak,
-        copy_mib: most("peak_host_anon_mib"),
-        cores_busy: most("cpu_cores"),
-        host_mib: host,
-        cores: cores(),
-        gpus: Vec::new(),
-    });
-    let open = slots.closed.iter().filter(|c| !**c).count();
+    let plan_with = |cores_busy| {
+        placement::measured(&Measured {
+            peak_mib: peak,
+            copy_mib: most("peak_host_anon_mib"),
+            cores_busy,
+            host_mib: host,
+            cores: cores(),
+            gpus: Vec::new(),
+        })
+    };
+    // The cores a trial keeps busy give the first guess; memory and the
+    // cores' count the most; the trials per hour measured at each number
+    // at once decide.
+    let plan = plan_with(most("cpu_cores"));
+    let upper = plan_with(None).slots.len();
+    let (chosen, rated) = choose(plan.slots.len(), upper, &rates(p.study));
+    let open = slots.open();
     // A slot taken away for crowding stays away.
-    let want = plan.slots.len().saturating_sub(slots.crowded).max(1);
+    let want = chosen.saturating_sub(slots.crowded).max(1);
     if want == open {
         return;
     }
-    for w in &plan.why {
+    // Once trials per hour decide, their line says why; before, the plan's.
+    let why = match &rated {
+        Some(r) => std::slice::from_ref(r),
+        None => &plan.why[..],
+    };
+    for w in why {
         common::say!("train sweep: placement: {w}");
     }
+    // Each trial gets its share of the cores (a trial started from now on).
+    let threads = placement::cpu_slots(want as u32, cores())[0].threads;
+    for s in &mut slots.slots {
+        s.threads = threads;
+    }
     if want > open {
-        let threads = plan.slots[0].threads;
-        for s in &mut slots.slots {
-            s.threads = threads;
-        }
         for _ in open..want {
             slots.slots.push(Slot { gpu: None, threads });
             slots.closed.push(false);
@@ -135,5 +154,119 @@ pub(crate) fn replan(slots: &mut Slots, largest: &mut Option<f64>, p: &Peaks) {
                 extra -= 1;
             }
         }
+    }
+}
+
+/// Trials per hour at each number of trials at once, from the COMPLETE
+/// trials that recorded both (`at_once` when they started, their
+/// `seconds`): k / the median seconds, with how many trials measured it.
+pub(crate) fn rates(study: &Study) -> BTreeMap<usize, (f64, usize)> {
+    let mut seconds: BTreeMap<usize, Vec<f64>> = BTreeMap::new();
+    for t in study
+        .trials
+        .iter()
+        .filter(|t| t.state == crate::trial::TrialState::Complete)
+    {
+        let k = t.user_attrs.get("at_once").and_then(|v| v.as_u64());
+        let s = t.user_attrs.get("seconds").and_then(|v| v.as_f64());
+        if let (Some(k), Some(s)) = (k, s.filter(|s| *s > 0.0)) {
+            seconds.entry(k as usize).or_default().push(s);
+        }
+    }
+    seconds
+        .into_iter()
+        .filter(|(k, _)| *k > 0)
+        .map(|(k, mut s)| {
+            s.sort_by(f64::total_cmp);
+            let median = s[s.len() / 2];
+            (k, (k as f64 * 3600.0 / median, s.len()))
+        })
+        .collect()
+}
+
+/// A number at once must beat a smaller one by this much to be kept.
+const BETTER_BY: f64 = 1.03;
+
+/// How many trials at once, and why when it was the rates that decided:
+/// the fastest number measured (k measured once k trials ran at it); while
+/// the fastest is the largest measured, the next is tried (at least
+/// `guess`, the cores' first answer), never past `upper`.
+pub(crate) fn choose(
+    guess: usize,
+    upper: usize,
+    rates: &BTreeMap<usize, (f64, usize)>,
+) -> (usize, Option<String>) {
+    let upper = upper.max(1);
+    let measured: Vec<(usize, f64)> = rates
+        .iter()
+        .filter(|(k, (_, n))| *n >= **k && **k <= upper)
+        .map(|(k, (r, _))| (*k, *r))
+        .collect();
+    let Some(&first) = measured.first() else {
+        return (guess.clamp(1, upper), None);
+    };
+    let best = measured
+        .iter()
+        .skip(1)
+        .fold(first, |b, m| if m.1 > b.1 * BETTER_BY { *m } else { b });
+    let largest = measured.last().map_or(best.0, |m| m.0);
+    let said: Vec<String> = measured
+        .iter()
+        .map(|(k, r)| format!("{k} at once {r:.0} trials/h"))
+        .collect();
+    let said = said.join(", ");
+    if best.0 == largest && best.0 < upper {
+        let next = (best.0 + 1).max(guess).min(upper);
+        return (
+            next,
+            Some(format!(
+                "auto, measured: {said}; {next} trial(s) at once (trying more while more was faster; memory and the cores allow {upper}), {} thread(s) each",
+                placement::cpu_slots(next as u32, cores())[0].threads.unwrap_or(1)
+            )),
+        );
+    }
+    (
+        best.0,
+        Some(format!(
+            "auto, measured: {said}; {} trial(s) at once (the fastest measured), {} thread(s) each",
+            best.0,
+            placement::cpu_slots(best.0 as u32, cores())[0]
+                .threads
+                .unwrap_or(1)
+        )),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn r(list: &[(usize, f64, usize)]) -> BTreeMap<usize, (f64, usize)> {
+        list.iter().map(|(k, r, n)| (*k, (*r, *n))).collect()
+    }
+
+    #[test]
+    fn the_number_at_once_follows_the_trials_per_hour_measured() {
+        // Nothing measured yet: the cores' guess, within what fits.
+        assert_eq!(choose(2, 4, &r(&[])).0, 2);
+        assert_eq!(choose(6, 4, &r(&[])).0, 4);
+        // The first trial alone measured: try more (at least the guess).
+        assert_eq!(choose(1, 2, &r(&[(1, 1000.0, 1)])).0, 2);
+        assert_eq!(choose(4, 8, &r(&[(1, 1000.0, 1)])).0, 4);
+        // 2 at once not measured yet (one trial of two done): keep trying 2.
+        assert_eq!(choose(1, 2, &r(&[(1, 1000.0, 1), (2, 900.0, 1)])).0, 2);
+        // 2 at once slower: back to 1, for good.
+        let (k, why) = choose(1, 2, &r(&[(1, 1000.0, 1), (2, 900.0, 2)]));
+        assert_eq!(k, 1);
+        assert!(why
+            .unwrap()
+            .contains("1 trial(s) at once (the fastest measured)"));
+        // Within the margin counts as no better: the fewer.
+        assert_eq!(choose(1, 3, &r(&[(1, 1000.0, 1), (2, 1020.0, 2)])).0, 1);
+        // Faster: kept, and one more tried while memory allows.
+        assert_eq!(choose(1, 3, &r(&[(1, 1000.0, 1), (2, 1500.0, 2)])).0, 3);
+        assert_eq!(choose(1, 2, &r(&[(1, 1000.0, 1), (2, 1500.0, 2)])).0, 2);
+        // Memory now allows fewer than was measured: what fits.
+        assert_eq!(choose(1, 1, &r(&[(1, 1000.0, 1), (2, 1500.0, 2)])).0, 1);
     }
 }

@@ -26,6 +26,11 @@ impl Slots {
     }
 
     /// An open slot no running trial holds.
+    /// The slots open now: the trials at once the sweep runs.
+    pub fn open(&self) -> usize {
+        self.closed.iter().filter(|c| !**c).count()
+    }
+
     pub fn free(&self, busy: &[usize]) -> Option<usize> {
         (0..self.slots.len()).find(|i| !self.closed[*i] && !busy.contains(i))
     }

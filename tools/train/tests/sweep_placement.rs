@@ -117,6 +117,20 @@ for e in (1, 2):\n    time.sleep(1.0)\n    print(f'Epoch {e}/2 | Train Loss: 1.0
         err.contains("; 2 trial(s) at once ("),
         "the peak (~410 MiB × 1.15) fits 2 in 1400 MiB: {err}"
     );
+    // Each trial records the trials at once when it started, what auto's
+    // trials per hour are counted by: the first alone, then two.
+    let at_once: Vec<u64> = optuna_trials(&p.path().join("a"), "a")
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["user_attrs"]["at_once"].as_u64().unwrap_or(0))
+        .collect();
+    assert_eq!(at_once, [1, 2, 2, 2], "{err}");
+    assert!(
+        err.contains("auto, measured: 1 at once ")
+            && err.contains("2 trial(s) at once (trying more"),
+        "{err}"
+    );
 
     // A real shared limit: a memory cgroup (v1) around the driver.
     let cg = std::path::Path::new("/sys/fs/cgroup/memory")
