@@ -20,6 +20,7 @@ pub mod knobs;
 pub mod leg;
 pub mod memory;
 pub mod oom_kills;
+pub mod plotting;
 pub mod preload;
 pub mod readers;
 pub mod verdict;

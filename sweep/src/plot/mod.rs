@@ -13,9 +13,7 @@ use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use std::path::Path;
 
-fn err(e: impl std::fmt::Display) -> anyhow::Error {
-    anyhow::anyhow!("{e}")
-}
+use supervise::plotting::{err, register_font};
 
 type Area<'a> = DrawingArea<BitMapBackend<'a>, plotters::coord::Shift>;
 type Chart<'a, 'b> = ChartContext<'a, BitMapBackend<'b>, Cartesian2d<Axis, RangedCoordf64>>;
@@ -79,18 +77,6 @@ const CLASSES: [RGBColor; 12] = [
     RGBColor(90, 90, 160),
     RGBColor(170, 170, 170),
 ];
-
-fn register_font() {
-    static FONT: std::sync::Once = std::sync::Once::new();
-    FONT.call_once(|| {
-        // DejaVu Sans, embedded: the plot needs no system fonts.
-        let _ = plotters::style::register_font(
-            "sans-serif",
-            FontStyle::Normal,
-            dejavu::sans::regular(),
-        );
-    });
-}
 
 /// Draws objective.png for the study; nothing (and no error) for a study
 /// without trials.

@@ -11,22 +11,7 @@ use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use std::path::Path;
 
-fn err(e: impl std::fmt::Display) -> anyhow::Error {
-    anyhow::anyhow!("{e}")
-}
-
-/// DejaVu Sans, embedded and registered once: the plot needs no system
-/// fonts.
-fn register_font() {
-    static FONT: std::sync::Once = std::sync::Once::new();
-    FONT.call_once(|| {
-        let _ = plotters::style::register_font(
-            "sans-serif",
-            FontStyle::Normal,
-            dejavu::sans::regular(),
-        );
-    });
-}
+use crate::plotting::{err, register_font};
 
 /// The chart's coordinates: seconds across, MiB up.
 type Chart<'a, 'b> =

@@ -8,7 +8,7 @@ use common::wire::run_dir::{self, RunDir};
 use common::wire::train::EpochRow;
 use plotters::prelude::*;
 use std::path::PathBuf;
-use std::sync::Once;
+use supervise::plotting::err as plot_err;
 
 pub struct Plot {
     out: PathBuf,
@@ -43,15 +43,7 @@ impl Plot {
     }
 
     fn draw(&self) -> anyhow::Result<()> {
-        static FONT: Once = Once::new();
-        FONT.call_once(|| {
-            // DejaVu Sans, embedded: the plot needs no system fonts.
-            let _ = plotters::style::register_font(
-                "sans-serif",
-                FontStyle::Normal,
-                dejavu::sans::regular(),
-            );
-        });
+        supervise::plotting::register_font();
         let rows = &self.rows;
         if rows.is_empty() {
             return Ok(());
@@ -95,10 +87,6 @@ impl Plot {
 }
 
 type Series = [(&'static str, RGBColor, fn(&Row) -> Option<f64>); 2];
-
-fn plot_err(e: impl std::fmt::Display) -> anyhow::Error {
-    anyhow::anyhow!("{e}")
-}
 
 /// Two lines over epochs 1..=last in one panel, with a legend.
 fn line_chart(
