@@ -28,7 +28,7 @@ pub use write::CLAIM_ATTR;
 use crate::journal::{Outcome, Study, StudyId, TrialId, TrialRecord, TrialRef};
 use crate::storage::Storage;
 use crate::trial::Direction;
-use anyhow::{anyhow, Result};
+use anyhow::Result;
 use common::bad_input;
 use postgres::error::SqlState;
 use postgres::Client;
@@ -232,12 +232,8 @@ impl Storage for Database {
                     self.grace.as_secs()
                 );
             }
-            let name: String = tx
-                .query_one("SELECT study_name FROM studies WHERE study_id = $1", &[&sid])?
-                .get(0);
             let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
-            let current = read::load(tx, &name, &mut cache)?
-                .ok_or_else(|| anyhow!("study {name:?} vanished"))?;
+            let current = read::load_id(tx, sid, &mut cache)?;
             drop(cache);
             let Some(record) = decide(&current)? else {
                 return Ok(None);

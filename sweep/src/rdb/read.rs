@@ -29,6 +29,7 @@ pub struct Known {
     ids: Vec<i32>,
     /// Its finished trials (they never change).
     finished: HashMap<i32, Trial>,
+    direction: Option<Direction>,
 }
 
 pub fn study_id(c: &mut impl GenericClient, name: &str) -> Result<Option<i32>> {
@@ -60,12 +61,30 @@ pub fn direction(c: &mut impl GenericClient, id: i32, name: &str) -> Result<Dire
     }
 }
 
+/// The study named `name` (None: no such study).
 pub fn load(c: &mut impl GenericClient, name: &str, cache: &mut Cache) -> Result<Option<Study>> {
-    let Some(id) = study_id(c, name)? else {
-        return Ok(None);
-    };
-    let direction = direction(c, id, name)?;
+    match study_id(c, name)? {
+        Some(id) => load_known(c, id, name, cache).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// The study whose id is `id` (a claim knows it; its row is locked).
+pub fn load_id(c: &mut impl GenericClient, id: i32, cache: &mut Cache) -> Result<Study> {
+    let name: String = c
+        .query_opt("SELECT study_name FROM studies WHERE study_id = $1", &[&id])?
+        .ok_or_else(|| anyhow!("study id {id} is gone from the database"))?
+        .get(0);
+    load_known(c, id, &name, cache)
+}
+
+fn load_known(c: &mut impl GenericClient, id: i32, name: &str, cache: &mut Cache) -> Result<Study> {
     let known = cache.entry(id).or_default();
+    // A study's direction never changes: read once.
+    let direction = match known.direction {
+        Some(d) => d,
+        None => *known.direction.insert(direction(c, id, name)?),
+    };
     // Only the rows that can have changed: trials new since the last read,
     // and those not finished then (a finished trial never changes).
     let open: Vec<i32> = known
@@ -117,16 +136,17 @@ pub fn load(c: &mut impl GenericClient, name: &str, cache: &mut Cache) -> Result
                 .ok_or_else(|| anyhow!("study {name:?}: trial id {t} is gone from the database")),
         })
         .collect::<Result<Vec<_>>>()?;
-    Ok(Some(Study {
+    let trial_ids = known.ids.iter().map(|t| TrialId(*t as u64)).collect();
+    Ok(Study {
         id: StudyId(id as u64),
         name: name.to_string(),
         direction,
         trials,
-        trial_ids: known.ids.iter().map(|t| TrialId(*t as u64)).collect(),
+        trial_ids,
         user_attrs: attrs(c, "study_user_attributes", "study_id", id)?,
         system_attrs: attrs(c, "study_system_attributes", "study_id", id)?,
         shared: true,
-    }))
+    })
 }
 
 fn state(s: &str) -> Result<TrialState> {
