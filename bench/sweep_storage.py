@@ -23,8 +23,10 @@ import time
 
 import benchlib
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts", "postgres"))
+from pgcluster import Cluster  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CLUSTER = os.path.join(ROOT, "scripts", "postgres", "cluster.sh")
 INSTANT = os.path.join(ROOT, "scripts", "postgres", "instant.py")
 SPACE = """program: %s
 method: random
@@ -74,7 +76,7 @@ def run_ours(args, workers, tmp, tag, storage):
 
 
 def run_optuna(args, workers, storage, tag):
-    url = storage.replace("postgresql://", "postgresql+psycopg2://", 1)
+    url = Cluster.sqlalchemy(storage)
     subprocess.run([args.python, "-c", f"import optuna; optuna.create_study(study_name='{tag}', storage='{url}')"],
                    check=True, stderr=subprocess.DEVNULL)
     per = [args.trials // workers + (1 if k < args.trials % workers else 0) for k in range(workers)]
@@ -100,10 +102,9 @@ def main():
     tmp = tempfile.mkdtemp(prefix="trainguard-bench-pg.")
     os.chmod(tmp, 0o755)
     state = os.path.join(tmp, "pg")
-    out = subprocess.run([CLUSTER, "up", state], stdout=subprocess.PIPE, text=True, check=True).stdout
-    env = dict(kv.split("=", 1) for kv in out.split()[1:])
-    os.environ["PGPASSFILE"] = env["TG_PG_PASSFILE"]
-    url = env["TG_PG_URL"]
+    pg = Cluster(state)
+    os.environ["PGPASSFILE"] = pg.passfile
+    url = pg.url
     times = {}
     try:
         for r in range(args.rounds):
@@ -119,7 +120,7 @@ def main():
                     times.setdefault((w, kind), []).append(t)
                     print(f"round {r + 1}, {w} worker(s), {kind}: {t:.1f} s", file=sys.stderr)
     finally:
-        subprocess.run([CLUSTER, "down", state], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        pg.down()
     rows = []
     for w in args.workers:
         per_hour = {k: args.trials / statistics.median(times[(w, k)]) * 3600
@@ -133,7 +134,7 @@ def main():
     with open(os.path.join(res, "sweep_storage.csv"), "w", newline="") as f:
         csv.writer(f).writerows([head, *rows])
     md = [f"# Sweep storage: trials per hour, {args.trials} instant trials, median of {args.rounds} rounds", "",
-          f"{benchlib.stamp()}; {load}; PostgreSQL {env['TG_PG_BIN'].split('/')[-2]} on this machine.", "",
+          f"{benchlib.stamp()}; {load}; PostgreSQL {pg.bin.split('/')[-2]} on this machine.", "",
           f"`{benchlib.command_line()}`", "",
           "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     md += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]

@@ -39,8 +39,9 @@ import tempfile
 import time
 import urllib.request
 
+from pgcluster import Cluster
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-CLUSTER = os.path.join(ROOT, "scripts", "postgres", "cluster.sh")
 INSTANT = os.path.join(ROOT, "scripts", "postgres", "instant.py")
 SPACE = """program: {program}
 method: {method}
@@ -62,31 +63,6 @@ def check(name, ok, why=""):
     else:
         say(f"FAIL {name}: {why}")
         FAILED.append(name)
-
-
-class Pg:
-    """The throwaway server: psql as the superuser over its socket, URLs
-    for the sweeps' role (its password in a password file)."""
-
-    def __init__(self, state):
-        self.state = state
-        out = subprocess.run([CLUSTER, "up", state], stdout=subprocess.PIPE, text=True, check=True).stdout
-        env = dict(kv.split("=", 1) for kv in out.split()[1:])
-        self.url, self.passfile, self.bin = env["TG_PG_URL"], env["TG_PG_PASSFILE"], env["TG_PG_BIN"]
-        self.sock, self.port, self.ca = env["TG_PG_SOCK"], env["TG_PG_PORT"], env["TG_PG_CA"]
-        self.password = open(self.passfile).read().strip().rsplit(":", 1)[1]
-
-    def sql(self, db, text):
-        cmd = [os.path.join(self.bin, "psql"), "-q", "-X", "-h", self.sock, "-p", self.port, "-U", "postgres",
-               "-d", db, "-v", "ON_ERROR_STOP=1", "-At", "-c", text]
-        return subprocess.run(cmd, stdout=subprocess.PIPE, text=True, check=True).stdout
-
-    def new_db(self, name, owner="sweeper"):
-        self.sql("postgres", f"CREATE DATABASE {name} OWNER {owner}")
-        return self.url.rsplit("/", 1)[0] + "/" + name
-
-    def sqlalchemy(self, url):
-        return url.replace("postgresql://", "postgresql+psycopg2://", 1)
 
 
 class Env:
@@ -378,9 +354,9 @@ def test_restart(e, restarts, cap):
     rng = random.Random(11)
     for _ in range(restarts):
         time.sleep(rng.uniform(1.0, 4.0))
-        subprocess.run([CLUSTER, "stop", pg.state], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        pg.stop()
         time.sleep(rng.uniform(1.0, 5.0))
-        subprocess.run([CLUSTER, "start", pg.state], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        pg.start()
     codes = [a.wait(timeout=120 * restarts + 180), b.wait(timeout=120 * restarts + 180)]
     text = open(log).read()
     check(f"restart: both workers waited for the database ({restarts} restart(s)) and finished with exit 0",
@@ -399,9 +375,9 @@ def test_restart(e, restarts, cap):
     deadline = time.time() + 60
     while time.time() < deadline and not _has_trials(pg, "restart", "p"):
         time.sleep(0.1)
-    subprocess.run([CLUSTER, "stop", pg.state], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    pg.stop()
     code = c.wait(timeout=120)
-    subprocess.run([CLUSTER, "start", pg.state], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    pg.start()
     check("restart: a database away past --db-patience ends the worker with exit 6", code == 6,
           (code, open(log).read()[-1500:]))
     out = e.sweep("--resume", "--out", os.path.join(e.tmp, "r3"), "--storage", db, "--study", "p")
@@ -445,7 +421,7 @@ def main():
     os.chmod(tmp, 0o755)
     state = os.path.join(tmp, "pg")
     try:
-        pg = Pg(state)
+        pg = Cluster(state)
     except subprocess.CalledProcessError as err:
         if err.returncode == 3:
             say("SKIP: PostgreSQL is not installed and could not be installed here (see above)")
@@ -466,7 +442,7 @@ def main():
                     check(f"{name}: ran", False, repr(err))
                 say(f"{name}: {time.time() - t0:.1f} s")
     finally:
-        subprocess.run([CLUSTER, "down", state], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        pg.down()
     if FAILED:
         say(f"{len(FAILED)} check(s) failed: {', '.join(FAILED)} (files kept in {tmp})")
         return 1
