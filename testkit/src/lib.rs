@@ -55,6 +55,28 @@ pub fn guide_chapters() -> String {
         .join("\n")
 }
 
+/// `python()` as a command-line argument (`--interpreter`).
+pub fn python_arg() -> String {
+    python().display().to_string()
+}
+
+/// `train sweep ARGS` run from `cwd` as a user runs it (the caller's
+/// environment variables that would change it removed): its output.
+pub fn train_sweep(cwd: &Path, args: &[&str]) -> std::process::Output {
+    let mut cmd = std::process::Command::new(bin("train"));
+    cmd.arg("sweep").args(args).current_dir(cwd);
+    for k in CALLER_ENV {
+        cmd.env_remove(k);
+    }
+    cmd.output().expect("train sweep runs")
+}
+
+/// A user attribute of a trial as `optuna_trials` lists it ("-" if absent
+/// or not a string).
+pub fn user_attr<'a>(t: &'a serde_json::Value, k: &str) -> &'a str {
+    t["user_attrs"][k].as_str().unwrap_or("-")
+}
+
 /// target/<profile>/<name>, next to the running test's executable (in deps/).
 pub fn bin(name: &str) -> PathBuf {
     let mut dir = std::env::current_exe().expect("the test's own path");

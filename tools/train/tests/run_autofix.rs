@@ -8,9 +8,7 @@
 use std::path::Path;
 use testkit::{ucmd, write, CmdResult};
 
-fn py() -> String {
-    testkit::python().display().to_string()
-}
+use testkit::python_arg as py;
 
 fn hf_script() -> String {
     testkit::repo_path("examples/hf_trainer/train.py")

@@ -29,9 +29,7 @@ fn script() -> String {
         .to_string()
 }
 
-fn py() -> String {
-    testkit::python().display().to_string()
-}
+use testkit::python_arg as py;
 
 /// Alive and not a zombie.
 fn alive(pid: i32) -> bool {

@@ -6,28 +6,16 @@
 //! its evidence naming the limit.
 
 use serde_json::Value;
-use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 use testkit::{optuna_trials, ucmd, write};
 
 const BIN: &str = env!("CARGO_BIN_EXE_train");
 
-fn sweep(cwd: &Path, args: &[&str]) -> Output {
-    let mut cmd = Command::new(BIN);
-    cmd.arg("sweep").args(args).current_dir(cwd);
-    for k in testkit::CALLER_ENV {
-        cmd.env_remove(k);
-    }
-    cmd.output().unwrap()
-}
+use testkit::train_sweep as sweep;
 
-fn py() -> String {
-    testkit::python().display().to_string()
-}
+use testkit::python_arg as py;
 
-fn attr<'a>(t: &'a Value, k: &str) -> &'a str {
-    t["user_attrs"][k].as_str().unwrap_or("-")
-}
+use testkit::user_attr as attr;
 
 /// Sleeps (so that trials overlap), then holds `mib` MiB under a limit of
 /// what it maps plus 300 MiB, and reports.

@@ -6,23 +6,14 @@
 
 use serde_json::Value;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 use testkit::{optuna_trials, write};
 
 const BIN: &str = env!("CARGO_BIN_EXE_train");
 
-fn sweep(cwd: &Path, args: &[&str]) -> Output {
-    let mut cmd = Command::new(BIN);
-    cmd.arg("sweep").args(args).current_dir(cwd);
-    for k in testkit::CALLER_ENV {
-        cmd.env_remove(k);
-    }
-    cmd.output().unwrap()
-}
+use testkit::train_sweep as sweep;
 
-fn py() -> String {
-    testkit::python().display().to_string()
-}
+use testkit::python_arg as py;
 
 /// Each trial's (a parameter, state, error class), by trial number.
 fn outcomes(dir: &Path, study: &str, param: &str) -> Vec<(String, String, String)> {

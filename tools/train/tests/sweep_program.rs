@@ -6,19 +6,12 @@
 
 use serde_json::Value;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 use testkit::{optuna_trials, write};
 
 const BIN: &str = env!("CARGO_BIN_EXE_train");
 
-fn sweep(cwd: &Path, args: &[&str]) -> Output {
-    let mut cmd = Command::new(BIN);
-    cmd.arg("sweep").args(args).current_dir(cwd);
-    for k in testkit::CALLER_ENV {
-        cmd.env_remove(k);
-    }
-    cmd.output().unwrap()
-}
+use testkit::train_sweep as sweep;
 
 /// A directory holding the script as `main.py`, as a user's project does.
 fn project() -> tempfile::TempDir {
@@ -31,9 +24,7 @@ fn project() -> tempfile::TempDir {
     tmp
 }
 
-fn py() -> String {
-    testkit::python().display().to_string()
-}
+use testkit::python_arg as py;
 
 fn report(cwd: &Path, dir: &str) -> Value {
     let out = sweep(cwd, &["--report", dir, "--format", "json"]);
@@ -45,9 +36,7 @@ fn report(cwd: &Path, dir: &str) -> Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
-fn attr<'a>(t: &'a Value, k: &str) -> &'a str {
-    t["user_attrs"][k].as_str().unwrap_or("-")
-}
+use testkit::user_attr as attr;
 
 /// One trial per fault, each in its class; the journal as Optuna reads it
 /// agrees with --report.
