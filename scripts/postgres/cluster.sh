@@ -59,12 +59,8 @@ as_owner() {
   fi
 }
 
-port_busy() {
-  local hex
-  hex=$(printf '%04X' "$1")
-  awk -v p=":$hex" 'NR > 1 && $4 == "0A" && substr($2, length($2) - 4) == p { f = 1 }
-                    END { exit !f }' /proc/net/tcp /proc/net/tcp6 2>/dev/null
-}
+# shellcheck source=../lib/ports.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/ports.sh"
 
 pick_port() {
   local p

@@ -29,13 +29,8 @@ usage() {
   exit 2
 }
 
-# Is anything listening on TCP port $1 (v4 or v6)? /proc avoids relying on ss.
-port_busy() {
-  local hex
-  hex=$(printf '%04X' "$1")
-  awk -v p=":$hex" 'NR > 1 && $4 == "0A" && substr($2, length($2) - 4) == p { f = 1 }
-                    END { exit !f }' /proc/net/tcp /proc/net/tcp6 2>/dev/null
-}
+# shellcheck source=../lib/ports.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/ports.sh"
 
 # Two adjacent free ports, starting from 16817, so a second cluster or a
 # system slurm on 6817/6818 does not clash with this one.
