@@ -222,7 +222,7 @@ fn new_study(args: &Args, url: &str, settings: &mut Settings) -> anyhow::Result<
     settings.study_name = new_study_name(args, space_path, &settings.space_text);
     settings.storage = Some(db.shown().to_string());
     if let Some(study) = db.load(&settings.study_name)? {
-        if db.settings_text(study.id)?.is_some() {
+        if db.settings(&study)?.is_some() {
             return Err(bad_input!(
                 "{}: study {:?} exists: add a worker with `train sweep --worker --storage {} --study {:?} --out DIR`, or name a new one with --study",
                 db.shown(),
@@ -357,7 +357,7 @@ fn open_truth(
     };
     let study_id = truth.storage().create_study(&settings.study_name, goal)?;
     if let (Mode::New, Some(db)) = (mode, truth.db()) {
-        db.set_settings_text(study_id, &serde_yaml::to_string(settings)?)?;
+        db.set_settings(study_id, settings)?;
         common::say!(
             "train sweep: study {:?} in {}: add workers on any host with `train sweep --worker --storage {} --study {:?} --out DIR`",
             settings.study_name,

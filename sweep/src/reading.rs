@@ -55,10 +55,7 @@ pub(crate) fn load(args: &Args, given: &Option<PathBuf>, flag: &str) -> anyhow::
             let study = db
                 .load(&name)?
                 .ok_or_else(|| bad_input!("{}: no study {name:?} in it", db.shown()))?;
-            let settings = match db.settings_text(study.id)? {
-                Some(text) => Some(common::wire::parse(db.shown(), &text)?),
-                None => None,
-            };
+            let settings = db.settings(&study)?;
             (
                 settings,
                 study,

@@ -101,13 +101,11 @@ pub fn stored_settings(db: &Database, name: &str) -> anyhow::Result<(StudyId, Se
     let study = db
         .load(name)?
         .ok_or_else(|| bad_input!("{}: no study {name:?} in it", db.shown()))?;
-    let text = db.settings_text(study.id)?.ok_or_else(|| {
+    let settings = db.settings(&study)?.ok_or_else(|| {
         bad_input!(
             "{}: study {name:?} was not started by `train sweep` (it holds no sweep settings): start it with `train sweep --space SPACE --storage URL --study {name} --out DIR`",
             db.shown()
         )
     })?;
-    let settings: Settings =
-        common::wire::parse(&format!("{} (study {name:?})", db.shown()), &text)?;
     Ok((study.id, settings))
 }

@@ -30,6 +30,7 @@ use crate::storage::Storage;
 use crate::trial::Direction;
 use anyhow::Result;
 use common::bad_input;
+use common::wire::sweep::Settings;
 use postgres::error::SqlState;
 use postgres::Client;
 use serde_json::Value;
@@ -162,24 +163,24 @@ impl Database {
         })
     }
 
-    /// The settings a study's first `train sweep` stored (None: a study
-    /// another client made).
-    pub fn settings_text(&self, study: StudyId) -> Result<Option<String>> {
-        self.with("reading the sweep's settings", |tx, _| {
-            let row = tx.query_opt(
-                "SELECT value_json FROM study_system_attributes WHERE study_id = $1 AND key = $2",
-                &[&(study.0 as i32), &SETTINGS_ATTR],
-            )?;
-            Ok(row
-                .and_then(|r| r.get::<_, Option<String>>(0))
-                .and_then(|j| serde_json::from_str::<Value>(&j).ok())
-                .and_then(|v| v.as_str().map(String::from)))
-        })
+    /// The settings a study's first `train sweep` stored, parsed from the
+    /// study as read (None: a study another client made).
+    pub fn settings(&self, study: &Study) -> Result<Option<Settings>> {
+        let shown = format!("{} (study {:?})", self.target.shown, study.name);
+        study
+            .system_attrs
+            .get(SETTINGS_ATTR)
+            .and_then(Value::as_str)
+            .map(|text| common::wire::parse(&shown, text))
+            .transpose()
     }
 
-    pub fn set_settings_text(&self, study: StudyId, text: &str) -> Result<()> {
+    /// Stores the sweep's settings in its study (sweep-settings/v1 as YAML
+    /// text), for workers on other hosts.
+    pub fn set_settings(&self, study: StudyId, settings: &Settings) -> Result<()> {
+        let text = Value::from(serde_yaml::to_string(settings)?);
         self.with("storing the sweep's settings", |tx, _| {
-            write::set_study_system_attr(tx, study.0 as i32, SETTINGS_ATTR, &Value::from(text))
+            write::set_study_system_attr(tx, study.0 as i32, SETTINGS_ATTR, &text)
         })
     }
 }
