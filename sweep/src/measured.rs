@@ -123,7 +123,7 @@ pub(crate) fn replan(slots: &mut Slots, largest: &mut Option<f64>, p: &Peaks) {
     let (chosen, rated) = choose(plan.slots.len(), upper, &rates(p.study));
     let open = slots.open();
     // A slot taken away for crowding stays away.
-    let want = chosen.saturating_sub(slots.crowded).max(1);
+    let want = chosen.saturating_sub(slots.crowded_on(None)).max(1);
     if want == open {
         return;
     }
@@ -142,8 +142,7 @@ pub(crate) fn replan(slots: &mut Slots, largest: &mut Option<f64>, p: &Peaks) {
     }
     if want > open {
         for _ in open..want {
-            slots.slots.push(Slot { gpu: None, threads });
-            slots.closed.push(false);
+            slots.add(Slot { gpu: None, threads });
         }
     } else {
         // Close free slots first; a busy one closes when its trial ends.

@@ -9,8 +9,9 @@ use crate::placement::Slot;
 pub(crate) struct Slots {
     pub slots: Vec<Slot>,
     pub closed: Vec<bool>,
-    /// Slots taken away for crowding (they stay away).
-    pub crowded: usize,
+    /// Each slot, whether it was taken away for crowding (it stays away
+    /// from its device).
+    pub crowded: Vec<bool>,
     /// Slurm chose this worker's GPUs: trials inherit CUDA_VISIBLE_DEVICES.
     pub inherit_gpus: bool,
 }
@@ -19,18 +20,39 @@ impl Slots {
     pub fn new(slots: Vec<Slot>, inherit_gpus: bool) -> Slots {
         Slots {
             closed: vec![false; slots.len()],
+            crowded: vec![false; slots.len()],
             slots,
-            crowded: 0,
             inherit_gpus,
         }
     }
 
-    /// An open slot no running trial holds.
     /// The slots open now: the trials at once the sweep runs.
     pub fn open(&self) -> usize {
         self.closed.iter().filter(|c| !**c).count()
     }
 
+    /// The slots open now on `gpu` (None: the CPU).
+    pub fn open_on(&self, gpu: Option<u32>) -> usize {
+        (0..self.slots.len())
+            .filter(|i| !self.closed[*i] && self.slots[*i].gpu == gpu)
+            .count()
+    }
+
+    /// The slots taken away for crowding on `gpu` (None: the CPU).
+    pub fn crowded_on(&self, gpu: Option<u32>) -> usize {
+        (0..self.slots.len())
+            .filter(|i| self.crowded[*i] && self.slots[*i].gpu == gpu)
+            .count()
+    }
+
+    /// One more open slot.
+    pub fn add(&mut self, slot: Slot) {
+        self.slots.push(slot);
+        self.closed.push(false);
+        self.crowded.push(false);
+    }
+
+    /// An open slot no running trial holds.
     pub fn free(&self, busy: &[usize]) -> Option<usize> {
         (0..self.slots.len()).find(|i| !self.closed[*i] && !busy.contains(i))
     }
@@ -45,27 +67,21 @@ impl Slots {
     /// of memory again, so it was too big, not crowded out. False: none
     /// was closed so.
     pub fn reopen(&mut self) -> bool {
-        if self.crowded == 0 {
-            return false;
-        }
-        let Some(i) = (0..self.slots.len()).find(|i| self.closed[*i]) else {
+        let Some(i) = (0..self.slots.len()).find(|i| self.crowded[*i]) else {
             return false;
         };
         self.closed[i] = false;
-        self.crowded -= 1;
+        self.crowded[i] = false;
         true
     }
 
     /// One trial fewer on the device of `slot` (a trial there ran out of
     /// memory while it shared it): `slot` closes, if another stays open.
     pub fn close(&mut self, slot: usize) {
-        let gpu = self.slots[slot].gpu;
-        let open = (0..self.slots.len())
-            .filter(|i| !self.closed[*i] && self.slots[*i].gpu == gpu)
-            .count();
+        let open = self.open_on(self.slots[slot].gpu);
         if open > 1 {
             self.closed[slot] = true;
-            self.crowded += 1;
+            self.crowded[slot] = true;
             common::say!(
                 "train sweep: placement: {} trial(s) at once on {} from now on (a trial ran out of memory while it shared it)",
                 open - 1,
@@ -118,10 +134,33 @@ mod tests {
         assert_eq!(s.free(&[0]), None);
         s.close(0);
         assert!(!s.closed[0], "the last open slot stays open");
-        assert_eq!(s.crowded, 1);
+        assert_eq!(s.crowded_on(None), 1);
         // Given back: a re-run alone ran out of memory too.
         assert!(s.reopen());
-        assert_eq!((s.closed[1], s.crowded), (false, 0));
+        assert_eq!((s.closed[1], s.crowded_on(None)), (false, 0));
         assert!(!s.reopen(), "only what crowding took");
+    }
+
+    #[test]
+    fn crowding_closes_a_slot_on_its_own_gpu() {
+        let on = |gpu| Slot {
+            gpu: Some(gpu),
+            threads: None,
+        };
+        let mut s = Slots::new(vec![on(0), on(0), on(1)], false);
+        // GPU 1's trial is not GPU 0's crowd.
+        assert_eq!(s.crowd(0, &[0, 1, 2]), 2);
+        assert_eq!(s.crowd(0, &[0, 2]), 1);
+        s.close(1);
+        assert_eq!((s.open_on(Some(0)), s.open_on(Some(1))), (1, 1));
+        assert_eq!((s.crowded_on(Some(0)), s.crowded_on(Some(1))), (1, 0));
+        // GPU 1's only slot stays.
+        s.close(2);
+        assert_eq!((s.open_on(Some(1)), s.crowded_on(Some(1))), (1, 0));
+        // A slot closed for another reason is not given back for crowding.
+        s.add(on(1));
+        s.closed[3] = true;
+        assert!(s.reopen());
+        assert_eq!((s.closed[1], s.closed[3]), (false, true));
     }
 }
