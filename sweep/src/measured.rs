@@ -22,6 +22,7 @@ pub fn program_plan(gpus: &[Gpu], parallel: Option<u32>, budget_mib: Option<f64>
     match parallel {
         None => placement::measured(&Measured {
             peak_mib: None,
+            gpu_peak_mib: None,
             copy_mib: None,
             cores_busy: None,
             host_mib: budget_mib.unwrap_or_else(available_mib),
@@ -108,6 +109,7 @@ pub(crate) fn replan(slots: &mut Slots, largest: &mut Option<f64>, p: &Peaks) {
     let plan_with = |cores_busy| {
         placement::measured(&Measured {
             peak_mib: peak,
+            gpu_peak_mib: None,
             copy_mib: most("peak_host_anon_mib"),
             cores_busy,
             host_mib: host,

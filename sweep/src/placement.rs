@@ -1,7 +1,8 @@
 //! How many trials run at once, and where: computed, not guessed (seed 004
 //! cut 4 parallel trials to 3 by hand). Pure: the caller brings the GPUs'
 //! free memory (memdiag's report) and a trial's estimated peak (cfgcheck's
-//! estimate of the space's worst combination).
+//! estimate of the space's worst combination), or for a program its
+//! measured peaks (`measured`).
 
 /// One GPU as memdiag reports it.
 #[derive(Clone, Debug, PartialEq)]
@@ -118,16 +119,19 @@ pub const MEASURED_HEADROOM: f64 = 1.15;
 /// What `--parallel auto` knows of a program sweep (no estimate: measured).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Measured {
-    /// The largest peak any trial reached so far, MiB (host PSS on the CPU,
-    /// NVML's on a GPU); None until the first trial has run.
+    /// The largest host peak (PSS) any trial reached so far, MiB; None
+    /// until the first trial has run.
     pub peak_mib: Option<f64>,
-    /// On the CPU: what each copy past the first adds (the largest
+    /// On GPUs: the largest GPU peak (NVML's) any trial reached, MiB; None:
+    /// not measured.
+    pub gpu_peak_mib: Option<f64>,
+    /// What each copy past the first adds to host memory (the largest
     /// anonymous memory a trial had: the libraries every copy maps are file
     /// pages the copies share, counted once, in the first); None: the whole
     /// peak each.
     pub copy_mib: Option<f64>,
-    /// On the CPU: the cores one trial keeps busy (its CPU seconds over its
-    /// seconds, the most any trial had); None: not measured (one each).
+    /// The cores one trial keeps busy (its CPU seconds over its seconds,
+    /// the most any trial had); None: not measured (one each).
     pub cores_busy: Option<f64>,
     /// Host memory available now plus what our own running trials hold
     /// (theirs to keep), or `--memory-budget`.
@@ -138,8 +142,9 @@ pub struct Measured {
 }
 
 /// Trials at once for a program sweep: one until a trial has been measured,
-/// then as many as fit `peak × 1.15` in each device's memory (on the CPU
-/// also at most one per core), the cores split between them.
+/// then as many as fit `peak × 1.15` in each GPU's memory (by its GPU
+/// peak), within what the host's memory and cores hold (by its host peak
+/// and the cores it keeps busy), the cores split between them.
 pub fn measured(m: &Measured) -> Plan {
     let Some(peak) = m.peak_mib else {
         return Plan {
@@ -154,33 +159,27 @@ pub fn measured(m: &Measured) -> Plan {
             why: vec!["auto: the first trial runs alone, to measure its peak".into()],
         };
     };
-    let need = (peak * MEASURED_HEADROOM).max(1.0);
+    let host = on_host(m, peak);
     if m.gpus.is_empty() {
-        return on_cpu(m, peak, need);
+        return on_cpu(m, &host);
     }
-    let mut slots = Vec::new();
-    let mut why = Vec::new();
-    for g in &m.gpus {
-        let n = ((g.free_mib as f64 / need).floor() as u64)
-            .max(u64::from(slots.is_empty() && g.index == m.gpus[0].index));
-        why.push(format!(
-            "auto, measured: GPU {} ({}): {} MiB free (our trials' own counted as free) / {need:.0} MiB (largest peak {peak:.0} × {MEASURED_HEADROOM}) = {n} trial(s)",
-            g.index, g.name, g.free_mib
-        ));
-        for _ in 0..n {
-            slots.push(Slot {
-                gpu: Some(g.index),
-                threads: None,
-            });
-        }
-    }
-    Plan { slots, why }
+    on_gpus(m, &host)
 }
 
-/// `measured` on the CPU: the first copy needs the whole peak, each further
-/// one what it adds (its anonymous memory); as many as the cores hold at
-/// the cores a trial keeps busy.
-fn on_cpu(m: &Measured, peak: f64, need: f64) -> Plan {
+/// What the host holds at the measured peaks: copies by its memory (the
+/// first copy needs the whole peak, each further one what it adds, its
+/// anonymous memory) and by its cores (at the cores a trial keeps busy).
+struct Host {
+    by_memory: u32,
+    by_cores: u32,
+    /// The cores a trial keeps busy, rounded, at least one.
+    busy: usize,
+    /// The numbers, in words.
+    said: String,
+}
+
+fn on_host(m: &Measured, peak: f64) -> Host {
+    let need = (peak * MEASURED_HEADROOM).max(1.0);
     let each = m
         .copy_mib
         .map_or(need, |u| (u * MEASURED_HEADROOM).max(1.0))
@@ -195,15 +194,6 @@ fn on_cpu(m: &Measured, peak: f64, need: f64) -> Plan {
         .cores_busy
         .map_or(1, |c| (c.round() as usize).clamp(1, cores));
     let by_cores = (cores / busy).max(1) as u32;
-    let k = by_memory.min(by_cores);
-    let binding = if by_memory < by_cores {
-        "memory binds".to_string()
-    } else if busy > 1 {
-        format!("the cores bind: a trial keeps {busy} busy")
-    } else {
-        "the cores bind".to_string()
-    };
-    let slots = cpu_slots(k, m.cores);
     let copies = match m.copy_mib {
         Some(u) if each < need => format!(
             ", each further copy {each:.0} MiB (its anonymous memory, {u:.0} MiB × {MEASURED_HEADROOM})"
@@ -213,15 +203,128 @@ fn on_cpu(m: &Measured, peak: f64, need: f64) -> Plan {
     let busy_said = m
         .cores_busy
         .map_or(String::new(), |c| format!(" (a trial kept {c:.1} busy)"));
+    Host {
+        by_memory,
+        by_cores,
+        busy,
+        said: format!(
+            "largest peak {peak:.0} MiB × {MEASURED_HEADROOM} = {need:.0} MiB for one trial{copies}; {:.0} MiB of host memory -> {by_memory}, {} core(s){busy_said} -> {by_cores}",
+            m.host_mib, m.cores
+        ),
+    }
+}
+
+impl Host {
+    /// What binds when the cores hold `by_cores` and memory `by_memory`.
+    fn binding(&self, memory: &str) -> String {
+        if self.by_memory < self.by_cores {
+            format!("{memory} binds")
+        } else if self.busy > 1 {
+            format!("the cores bind: a trial keeps {} busy", self.busy)
+        } else {
+            "the cores bind".to_string()
+        }
+    }
+}
+
+/// `measured` on the CPU: as many as the host's memory and cores hold.
+fn on_cpu(m: &Measured, host: &Host) -> Plan {
+    let k = host.by_memory.min(host.by_cores);
+    let slots = cpu_slots(k, m.cores);
     Plan {
         why: vec![format!(
-            "auto, measured: largest peak {peak:.0} MiB × {MEASURED_HEADROOM} = {need:.0} MiB for one trial{copies}; {:.0} MiB of host memory -> {by_memory}, {} core(s){busy_said} -> {by_cores}; {k} trial(s) at once ({binding}), {} thread(s) each",
-            m.host_mib,
-            m.cores,
+            "auto, measured: {}; {k} trial(s) at once ({}), {} thread(s) each",
+            host.said,
+            host.binding("memory"),
             slots[0].threads.unwrap_or(1)
         )],
         slots,
     }
+}
+
+/// `measured` on GPUs: each GPU takes what its memory holds at the largest
+/// GPU peak, the total within what the host holds, spread round-robin;
+/// never none (the first GPU keeps one, as the first trial ran).
+fn on_gpus(m: &Measured, host: &Host) -> Plan {
+    let Some(gpu_peak) = m.gpu_peak_mib.filter(|p| *p > 0.0) else {
+        let g = &m.gpus[0];
+        return Plan {
+            slots: gpu_slots(&[(g.index, 1)], 1, m.cores),
+            why: vec![format!(
+                "auto, measured: no GPU peak was measured (NVML attributed no memory to the trials): 1 trial at once on GPU {}",
+                g.index
+            )],
+        };
+    };
+    let need = (gpu_peak * MEASURED_HEADROOM).max(1.0);
+    let mut why = Vec::new();
+    let mut fits = Vec::new();
+    for g in &m.gpus {
+        let n = (g.free_mib as f64 / need).floor() as u32;
+        why.push(format!(
+            "auto, measured: GPU {} ({}): {} MiB free (our trials' own counted as free) / {need:.0} MiB (largest GPU peak {gpu_peak:.0} × {MEASURED_HEADROOM}) = {n} trial(s)",
+            g.index, g.name, g.free_mib
+        ));
+        fits.push((g.index, n));
+    }
+    let room: u32 = fits.iter().map(|(_, n)| n).sum();
+    let k = room.min(host.by_memory).min(host.by_cores);
+    if k == 0 {
+        let g = &m.gpus[0];
+        why.push(format!(
+            "auto, measured: no GPU has {need:.0} MiB free: 1 trial at once on GPU {}, as the first ran",
+            g.index
+        ));
+        return Plan {
+            slots: gpu_slots(&[(g.index, 1)], 1, m.cores),
+            why,
+        };
+    }
+    let binding = if room == k {
+        "GPU memory binds".to_string()
+    } else {
+        host.binding("host memory")
+    };
+    let slots = gpu_slots(&fits, k, m.cores);
+    let used = fits
+        .iter()
+        .filter(|(i, _)| slots.iter().any(|s| s.gpu == Some(*i)))
+        .count();
+    why.push(format!(
+        "auto, measured: host: {}; {k} trial(s) at once on {used} GPU(s) ({binding}){}",
+        host.said,
+        match slots[0].threads {
+            Some(t) => format!(", {t} thread(s) each"),
+            None => String::new(),
+        }
+    ));
+    Plan { slots, why }
+}
+
+/// `k` slots round-robin over the GPUs, each GPU at most its own count,
+/// the cores split between them when they share the host.
+pub fn gpu_slots(fits: &[(u32, u32)], k: u32, cores: usize) -> Vec<Slot> {
+    let threads = gpu_threads(k, cores);
+    let mut left = fits.to_vec();
+    let mut slots = Vec::new();
+    while (slots.len() as u32) < k && left.iter().any(|(_, n)| *n > 0) {
+        for (index, n) in left.iter_mut() {
+            if *n > 0 && (slots.len() as u32) < k {
+                *n -= 1;
+                slots.push(Slot {
+                    gpu: Some(*index),
+                    threads,
+                });
+            }
+        }
+    }
+    slots
+}
+
+/// A GPU trial's CPU threads: its share of the cores when `k` trials share
+/// the host; alone, torch's own default.
+pub fn gpu_threads(k: u32, cores: usize) -> Option<i32> {
+    (k > 1).then(|| (cores / k as usize).max(1) as i32)
 }
 
 #[cfg(test)]
@@ -267,6 +370,7 @@ mod tests {
     fn measured_parallelism_follows_the_largest_peak() {
         let m = |peak: Option<f64>, host: f64, cores: usize| Measured {
             peak_mib: peak,
+            gpu_peak_mib: None,
             copy_mib: None,
             cores_busy: None,
             host_mib: host,
@@ -286,8 +390,9 @@ mod tests {
         // Never fewer than one.
         assert_eq!(measured(&m(Some(5000.0), 1000.0, 8)).slots.len(), 1);
         let g = Measured {
+            gpu_peak_mib: Some(4000.0),
             gpus: vec![gpu(0, 15000), gpu(1, 3000)],
-            ..m(Some(4000.0), 0.0, 8)
+            ..m(Some(4000.0), 100000.0, 8)
         };
         let p = measured(&g);
         let on = |i| p.slots.iter().filter(|s| s.gpu == Some(i)).count();
@@ -298,6 +403,7 @@ mod tests {
     fn copies_add_their_own_memory_and_a_busy_trial_takes_its_cores() {
         let m = |copy: Option<f64>, busy: Option<f64>| Measured {
             peak_mib: Some(700.0),
+            gpu_peak_mib: None,
             copy_mib: copy,
             cores_busy: busy,
             host_mib: 3000.0,
@@ -333,6 +439,106 @@ mod tests {
             (1, Some(2)),
             "{:?}",
             p.why
+        );
+    }
+
+    /// A program sweep on GPUs: host peak 2000 MiB (300 MiB a further
+    /// copy), a trial keeping one core busy.
+    fn on(gpus: Vec<Gpu>, gpu_peak: f64, host_mib: f64, cores: usize) -> Measured {
+        Measured {
+            peak_mib: Some(2000.0),
+            gpu_peak_mib: Some(gpu_peak),
+            copy_mib: Some(300.0),
+            cores_busy: Some(1.0),
+            host_mib,
+            cores,
+            gpus,
+        }
+    }
+
+    fn per_gpu(p: &Plan, index: u32) -> usize {
+        p.slots.iter().filter(|s| s.gpu == Some(index)).count()
+    }
+
+    #[test]
+    fn small_trials_on_a_large_gpu_are_as_many_as_the_cores_hold() {
+        // 81000 MiB / (600 × 1.15) = 117 fit in the GPU; 16 cores hold 16.
+        let p = measured(&on(vec![gpu(0, 81000)], 600.0, 200000.0, 16));
+        assert_eq!(p.slots.len(), 16, "{:?}", p.why);
+        assert_eq!(per_gpu(&p, 0), 16);
+        assert_eq!(p.slots[0].threads, Some(1));
+        assert!(p.why[0].contains("= 117 trial(s)"), "{:?}", p.why);
+        assert!(
+            p.why[1].contains("16 trial(s) at once on 1 GPU(s) (the cores bind), 1 thread(s) each"),
+            "{:?}",
+            p.why
+        );
+        // A trial that keeps 4 cores busy: 4.
+        let p = measured(&Measured {
+            cores_busy: Some(3.8),
+            ..on(vec![gpu(0, 81000)], 600.0, 200000.0, 16)
+        });
+        assert_eq!(p.slots.len(), 4, "{:?}", p.why);
+        assert!(p.why[1].contains("a trial keeps 4 busy"), "{:?}", p.why);
+    }
+
+    #[test]
+    fn host_memory_binds_trials_on_a_gpu() {
+        // 2300 MiB for the first, 345 each further: 1 + ⌊(3000 − 2300) / 345⌋ = 3.
+        let p = measured(&on(vec![gpu(0, 81000)], 600.0, 3000.0, 16));
+        assert_eq!(p.slots.len(), 3, "{:?}", p.why);
+        assert!(
+            p.why[1].contains("3000 MiB of host memory -> 3"),
+            "{:?}",
+            p.why
+        );
+        assert!(p.why[1].contains("(host memory binds)"), "{:?}", p.why);
+        assert_eq!(p.slots[0].threads, Some(5));
+    }
+
+    #[test]
+    fn each_gpu_takes_what_its_own_memory_holds() {
+        // 2300 MiB a trial: 4 in 10000, 1 in 3000.
+        let p = measured(&on(vec![gpu(0, 10000), gpu(1, 3000)], 2000.0, 200000.0, 16));
+        assert_eq!((per_gpu(&p, 0), per_gpu(&p, 1)), (4, 1), "{:?}", p.why);
+        assert!(p.why[2].contains("(GPU memory binds)"), "{:?}", p.why);
+        // Fewer than fit: spread over the GPUs.
+        let p = measured(&on(vec![gpu(0, 10000), gpu(1, 3000)], 2000.0, 200000.0, 2));
+        assert_eq!((per_gpu(&p, 0), per_gpu(&p, 1)), (1, 1), "{:?}", p.why);
+        assert!(p.why[2].contains("on 2 GPU(s)"), "{:?}", p.why);
+    }
+
+    #[test]
+    fn a_gpu_too_small_takes_none_and_the_first_always_keeps_one() {
+        // 5750 MiB a trial: none in GPU 0's 1000, 3 in GPU 1's 20000.
+        let p = measured(&on(vec![gpu(0, 1000), gpu(1, 20000)], 5000.0, 200000.0, 16));
+        assert_eq!((per_gpu(&p, 0), per_gpu(&p, 1)), (0, 3), "{:?}", p.why);
+        // Room nowhere: one on the first GPU, as the first trial ran.
+        let p = measured(&on(vec![gpu(3, 1000), gpu(1, 500)], 5000.0, 200000.0, 16));
+        assert_eq!(p.slots.len(), 1);
+        assert_eq!((p.slots[0].gpu, p.slots[0].threads), (Some(3), None));
+        assert!(
+            p.why[2].contains("no GPU has 5750 MiB free: 1 trial at once on GPU 3"),
+            "{:?}",
+            p.why
+        );
+        // No GPU peak measured (NVML saw none): one, not a guess.
+        let p = measured(&Measured {
+            gpu_peak_mib: None,
+            ..on(vec![gpu(0, 81000)], 600.0, 200000.0, 16)
+        });
+        assert_eq!(p.slots.len(), 1, "{:?}", p.why);
+        // Before any trial was measured: the first alone on the first GPU.
+        let p = measured(&Measured {
+            peak_mib: None,
+            ..on(vec![gpu(0, 81000)], 600.0, 200000.0, 16)
+        });
+        assert_eq!(
+            p.slots,
+            vec![Slot {
+                gpu: Some(0),
+                threads: None
+            }]
         );
     }
 }

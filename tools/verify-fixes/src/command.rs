@@ -370,9 +370,10 @@ impl Gate<'_> {
         match (gpu, gpu.and_then(|g| g.memory), leg.peak.gpu_mib) {
             (Some(g), Some(mem), Some(peak)) if peak > 0.0 => {
                 let plan = placement::measured(&Measured {
-                    peak_mib: Some(peak),
-                    copy_mib: None,
-                    cores_busy: None,
+                    peak_mib: leg.peak.host_pss_mib,
+                    gpu_peak_mib: Some(peak),
+                    copy_mib: leg.peak.host_anon_mib,
+                    cores_busy: leg.cpu_cores,
                     host_mib: fit.available,
                     cores: fit.cores,
                     gpus: vec![Gpu {
@@ -509,6 +510,7 @@ impl Fit {
         let available = sweep::measured::available_mib();
         let host_plan = placement::measured(&Measured {
             peak_mib: Some(host),
+            gpu_peak_mib: None,
             copy_mib: leg.peak.host_anon_mib,
             cores_busy: leg.cpu_cores,
             host_mib: available,
