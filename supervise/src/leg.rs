@@ -250,6 +250,12 @@ impl Leg {
         self.sampler.as_ref().map(|s| s.peaks().host_pss_mib)
     }
 
+    /// The GPU memory peak so far (MiB, NVML's, its processes'), for
+    /// placement; None where it is not measured.
+    pub fn gpu_peak_mib(&self) -> Option<f64> {
+        self.sampler.as_ref().and_then(|s| s.peaks().gpu_mib)
+    }
+
     /// Ends the command for `why`: SIGTERM to its group now, SIGKILL after
     /// the grace period (`tick`). The first reason is the one recorded.
     pub fn stop(&mut self, why: Stop) {

@@ -20,7 +20,7 @@ use crate::history::{drawn, fails_at_start, interrupted_roots, too_many_failures
 use crate::journal::Journal;
 use crate::launch::Starter;
 use crate::layout::{read_settings, space_of};
-use crate::measured::{self, Peaks};
+use crate::measured::{self, Largest, Now, Peaks};
 use crate::outcome::Ending;
 use crate::owner::Owner;
 use crate::placement;
@@ -129,7 +129,7 @@ pub fn run(args: &Args, train: &Path, libtorch: bool, stop: &Interrupter) -> any
         slots: Slots::new(plan.slots, inherit_gpus),
         trials: Vec::new(),
         measuring,
-        peak_mib: None,
+        largest: Largest::default(),
         disk_full: None,
         stop,
         bell,
@@ -392,8 +392,8 @@ struct Driver<'a> {
     trials: Vec<Running>,
     /// `--parallel auto` of a program: slots follow the measured peaks.
     measuring: bool,
-    /// The largest peak a program trial has reached (MiB).
-    peak_mib: Option<f64>,
+    /// The largest peaks a program trial has reached.
+    largest: Largest,
     /// Set when a trial failed while the sweep's filesystem was full: the
     /// sweep stops (its trials would all fail the same way).
     disk_full: Option<String>,
@@ -444,7 +444,7 @@ impl Driver<'_> {
                 stopping = self.failing(now).map(|why| (common::exit::FOUND, why));
             }
             if self.measuring {
-                self.replan(now);
+                self.replan(now, self.trials.len() < running);
             }
             let exhausted = stopping.is_none() && self.disk_full.is_none() && self.launch(cap)?;
             // A database's last worker stays while another's trials run:
@@ -563,21 +563,30 @@ impl Driver<'_> {
         .launch(&mut self.trials, cap)
     }
 
-    fn replan(&mut self, study: &crate::journal::Study) {
-        let running: Vec<f64> = self
+    /// Revises the slots from the peaks so far; on GPUs only when a trial
+    /// has just `ended`, with the GPUs' free memory read again then
+    /// (memdiag, a process: not at every look).
+    fn replan(&mut self, study: &crate::journal::Study, ended: bool) {
+        let running: Vec<Now> = self
             .trials
             .iter()
-            .filter_map(|r| r.host_peak_mib())
+            .map(|r| Now {
+                slot: r.slot,
+                host_mib: r.host_peak_mib(),
+                gpu_mib: r.gpu_peak_mib(),
+            })
             .collect();
-        let busy: Vec<usize> = self.trials.iter().map(|r| r.slot).collect();
+        let listed = (ended && !self.slots.all_cpu()).then(|| gpus(&self.sweep.train));
         measured::replan(
             &mut self.slots,
-            &mut self.peak_mib,
+            &mut self.largest,
             &Peaks {
                 study,
                 running: &running,
-                busy: &busy,
                 memory_budget_mib: self.sweep.settings.memory_budget_mib,
+                available_mib: measured::available_mib(),
+                cores: measured::cores(),
+                gpus: listed.as_deref(),
             },
         );
     }

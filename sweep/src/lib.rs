@@ -14,7 +14,8 @@
 //! - `journal`: Optuna's journal records: replay, append + fsync under its
 //!   lock, torn-tail repair;
 //! - `placement`: the estimate × free memory -> trials at once, per GPU;
-//!   for a program, the largest measured peak in the estimate's place;
+//!   for a program, the largest measured peaks (the host's, and each
+//!   GPU's by the GPU peak) in the estimate's place;
 //! - `measured`: the driver's side of that: peaks in, slots out;
 //! - `start`: settings from the command line, the trial cap, placement's
 //!   inputs; `history`: what the study says of drawn and interrupted trials;

@@ -1,19 +1,24 @@
 //! `--parallel` for a program sweep, which has no estimate: with a number,
 //! that many slots (round-robin over the GPUs); with `auto`, the first trial
-//! runs alone and, from its measured peak on, the slots follow
-//! `placement::measured` with the largest peak so far, revised as peaks
+//! runs alone and, from its measured peaks on, the slots follow
+//! `placement::measured` with the largest peaks so far, revised as peaks
 //! come in (the decision printed with its numbers each time it changes).
 //! On the CPU the number at once is then decided by what was measured: the
 //! trials per hour at each number tried (`choose`), starting from the
 //! cores a trial keeps busy and trying one more while that was the fastest,
-//! within what memory and the cores' count allow.
+//! within what memory and the cores' count allow. On GPUs each GPU takes
+//! what its memory holds at the largest GPU peak (its free memory read
+//! again when a trial ends, our own trials' counted as free), within what
+//! the host's memory and cores hold; a slot crowding took stays away from
+//! its GPU. `replan` takes the machine as its caller read it (the GPUs'
+//! free memory, the host's), so tests bring their own.
 
 use crate::journal::Study;
 use crate::placement::{self, Gpu, Measured, Plan, Slot};
 use crate::slots::Slots;
 use std::collections::BTreeMap;
 
-fn cores() -> usize {
+pub(crate) fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
@@ -63,64 +68,113 @@ pub fn available_mib() -> f64 {
         .map_or(0.0, |kb| kb / 1024.0)
 }
 
+/// The largest peaks seen so far, MiB (a running trial's count before
+/// its end records them).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) struct Largest {
+    pub host: Option<f64>,
+    pub gpu: Option<f64>,
+}
+
+/// A running trial as a revision reads it: its slot, its peaks so far.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Now {
+    pub slot: usize,
+    pub host_mib: Option<f64>,
+    pub gpu_mib: Option<f64>,
+}
+
 /// What a revision of the slots reads: the peaks the storage recorded,
-/// the running trials' peaks now, the largest peak so far.
+/// the running trials' now, and the machine as it is now.
 pub(crate) struct Peaks<'a> {
     pub study: &'a Study,
-    pub running: &'a [f64],
-    /// The running trials' slots.
-    pub busy: &'a [usize],
+    pub running: &'a [Now],
     pub memory_budget_mib: Option<f64>,
+    /// Host memory available now (MemAvailable), MiB.
+    pub available_mib: f64,
+    pub cores: usize,
+    /// The GPUs with their free memory now (memdiag's), read when a trial
+    /// has just ended; None: not read, the GPU slots stay as they are.
+    pub gpus: Option<&'a [Gpu]>,
+}
+
+/// The largest value of `key` the finished trials recorded.
+fn most(study: &Study, key: &str) -> Option<f64> {
+    largest_of(
+        study
+            .trials
+            .iter()
+            .filter_map(|t| t.user_attrs.get(key).and_then(|v| v.as_f64())),
+    )
+}
+
+fn largest_of(values: impl Iterator<Item = f64>) -> Option<f64> {
+    values.fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))))
 }
 
 /// Revises the slots from the peaks measured so far (the finished trials'
-/// and the running ones' now); `largest` keeps the largest peak seen. Only
-/// the CPU side is revised as trials run; on GPUs the first plan's devices
-/// stay.
-pub(crate) fn replan(slots: &mut Slots, largest: &mut Option<f64>, p: &Peaks) {
-    let recorded = p.study.trials.iter().filter_map(|t| {
-        t.user_attrs
-            .get("peak_host_pss_mib")
-            .and_then(|v| v.as_f64())
-    });
-    let peak = recorded
-        .chain(p.running.iter().copied())
-        .chain(*largest)
-        .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))));
-    // Nothing finished yet: the first trial runs alone until it ends.
-    let finished = p.study.trials.iter().any(|t| t.state.is_finished());
-    if peak.is_none() || !finished || slots.slots.iter().any(|s| s.gpu.is_some()) {
+/// and the running ones' now); `largest` keeps the largest peaks seen.
+pub(crate) fn replan(slots: &mut Slots, largest: &mut Largest, p: &Peaks) {
+    // Slurm placed this worker: it runs where it was put.
+    if slots.inherit_gpus {
         return;
     }
-    *largest = peak;
-    let ours: f64 = p.running.iter().sum();
-    let host = p
-        .memory_budget_mib
-        .unwrap_or_else(|| available_mib() + ours);
-    // The most any finished trial had: what a copy adds, the cores it
-    // keeps busy.
-    let most = |key: &str| {
-        p.study
-            .trials
-            .iter()
-            .filter_map(|t| t.user_attrs.get(key).and_then(|v| v.as_f64()))
-            .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))))
+    let host = largest_of(
+        most(p.study, "peak_host_pss_mib")
+            .into_iter()
+            .chain(p.running.iter().filter_map(|r| r.host_mib))
+            .chain(largest.host),
+    );
+    let gpu = largest_of(
+        most(p.study, "peak_gpu_mib")
+            .into_iter()
+            .chain(p.running.iter().filter_map(|r| r.gpu_mib))
+            .chain(largest.gpu),
+    );
+    // Nothing finished yet: the first trial runs alone until it ends.
+    let finished = p.study.trials.iter().any(|t| t.state.is_finished());
+    let Some(host) = host.filter(|_| finished) else {
+        return;
     };
+    *largest = Largest {
+        host: Some(host),
+        gpu,
+    };
+    if slots.all_cpu() {
+        on_cpu(slots, host, p);
+    } else if let Some(gpus) = p.gpus.filter(|g| !g.is_empty()) {
+        on_gpus(slots, host, gpu, gpus, p);
+    }
+}
+
+/// Host memory available now plus what our running trials hold (theirs to
+/// keep), or `--memory-budget`.
+fn host_mib(p: &Peaks) -> f64 {
+    let ours: f64 = p.running.iter().filter_map(|r| r.host_mib).sum();
+    p.memory_budget_mib.unwrap_or(p.available_mib + ours)
+}
+
+/// The slots of the running trials.
+fn busy(p: &Peaks) -> Vec<usize> {
+    p.running.iter().map(|r| r.slot).collect()
+}
+
+fn on_cpu(slots: &mut Slots, peak: f64, p: &Peaks) {
     let plan_with = |cores_busy| {
         placement::measured(&Measured {
-            peak_mib: peak,
+            peak_mib: Some(peak),
             gpu_peak_mib: None,
-            copy_mib: most("peak_host_anon_mib"),
+            copy_mib: most(p.study, "peak_host_anon_mib"),
             cores_busy,
-            host_mib: host,
-            cores: cores(),
+            host_mib: host_mib(p),
+            cores: p.cores,
             gpus: Vec::new(),
         })
     };
     // The cores a trial keeps busy give the first guess; memory and the
     // cores' count the most; the trials per hour measured at each number
     // at once decide.
-    let plan = plan_with(most("cpu_cores"));
+    let plan = plan_with(most(p.study, "cpu_cores"));
     let upper = plan_with(None).slots.len();
     let (chosen, rated) = choose(plan.slots.len(), upper, &rates(p.study));
     let open = slots.open();
@@ -138,7 +192,7 @@ pub(crate) fn replan(slots: &mut Slots, largest: &mut Option<f64>, p: &Peaks) {
         common::say!("train sweep: placement: {w}");
     }
     // Each trial gets its share of the cores (a trial started from now on).
-    let threads = placement::cpu_slots(want as u32, cores())[0].threads;
+    let threads = placement::cpu_slots(want as u32, p.cores)[0].threads;
     for s in &mut slots.slots {
         s.threads = threads;
     }
@@ -147,13 +201,102 @@ pub(crate) fn replan(slots: &mut Slots, largest: &mut Option<f64>, p: &Peaks) {
             slots.add(Slot { gpu: None, threads });
         }
     } else {
-        // Close free slots first; a busy one closes when its trial ends.
-        let mut extra = open - want;
-        for i in (0..slots.slots.len()).rev() {
-            if extra > 0 && !slots.closed[i] && !p.busy.contains(&i) {
-                slots.closed[i] = true;
-                extra -= 1;
+        close(slots, None, open - want, &busy(p));
+    }
+}
+
+/// Closes `extra` free open slots on `gpu` (None: the CPU), the last
+/// first; a busy one closes when its trial ends (a later revision).
+fn close(slots: &mut Slots, gpu: Option<u32>, mut extra: usize, busy: &[usize]) {
+    for i in (0..slots.slots.len()).rev() {
+        if extra > 0 && !slots.closed[i] && slots.slots[i].gpu == gpu && !busy.contains(&i) {
+            slots.closed[i] = true;
+            extra -= 1;
+        }
+    }
+}
+
+/// On GPUs: each GPU takes what `placement::measured` gives it, counting
+/// the memory our running trials on it hold as free (theirs to keep), less
+/// the slots crowding took there. Trials per hour (`choose`) decide only
+/// on the CPU: what more trials at once do to a GPU's throughput is not
+/// measured here, and the memory and cores' bounds already hold.
+fn on_gpus(slots: &mut Slots, host: f64, gpu: Option<f64>, gpus: &[Gpu], p: &Peaks) {
+    let held = |index: u32| -> f64 {
+        p.running
+            .iter()
+            .filter(|r| slots.slots[r.slot].gpu == Some(index))
+            .filter_map(|r| r.gpu_mib)
+            .sum()
+    };
+    let gpus: Vec<Gpu> = gpus
+        .iter()
+        .map(|g| Gpu {
+            free_mib: g.free_mib + held(g.index).round() as u64,
+            ..g.clone()
+        })
+        .collect();
+    let plan = placement::measured(&Measured {
+        peak_mib: Some(host),
+        gpu_peak_mib: gpu,
+        copy_mib: most(p.study, "peak_host_anon_mib"),
+        cores_busy: most(p.study, "cpu_cores"),
+        host_mib: host_mib(p),
+        cores: p.cores,
+        gpus: gpus.clone(),
+    });
+    let mut why = plan.why.clone();
+    let mut want: Vec<(u32, usize)> = Vec::new();
+    for g in &gpus {
+        let planned = plan.slots.iter().filter(|s| s.gpu == Some(g.index)).count();
+        let crowded = slots.crowded_on(Some(g.index));
+        let n = planned.saturating_sub(crowded);
+        if crowded > 0 && planned > 0 {
+            why.push(format!(
+                "GPU {}: {n} trial(s) at once, {crowded} fewer than fit (a trial ran out of memory there while it shared it)",
+                g.index
+            ));
+        }
+        want.push((g.index, n));
+    }
+    // Never none: the plan's first GPU keeps one.
+    if want.iter().all(|(_, n)| *n == 0) {
+        let first = plan.slots[0].gpu;
+        if let Some(w) = want.iter_mut().find(|(g, _)| Some(*g) == first) {
+            w.1 = 1;
+        }
+    }
+    if want.iter().all(|(g, n)| slots.open_on(Some(*g)) == *n) {
+        return;
+    }
+    for w in &why {
+        common::say!("train sweep: placement: {w}");
+    }
+    let total: usize = want.iter().map(|(_, n)| n).sum();
+    let threads = placement::gpu_threads(total as u32, p.cores);
+    for s in &mut slots.slots {
+        s.threads = threads;
+    }
+    let busy = busy(p);
+    for (g, n) in want {
+        let open = slots.open_on(Some(g));
+        if n <= open {
+            close(slots, Some(g), open - n, &busy);
+            continue;
+        }
+        // A slot closed before (not for crowding) opens again first.
+        let mut more = n - open;
+        for i in 0..slots.slots.len() {
+            if more > 0 && slots.closed[i] && !slots.crowded[i] && slots.slots[i].gpu == Some(g) {
+                slots.closed[i] = false;
+                more -= 1;
             }
+        }
+        for _ in 0..more {
+            slots.add(Slot {
+                gpu: Some(g),
+                threads,
+            });
         }
     }
 }
@@ -269,5 +412,226 @@ mod tests {
         assert_eq!(choose(1, 2, &r(&[(1, 1000.0, 1), (2, 1500.0, 2)])).0, 2);
         // Memory now allows fewer than was measured: what fits.
         assert_eq!(choose(1, 1, &r(&[(1, 1000.0, 1), (2, 1500.0, 2)])).0, 1);
+    }
+
+    use crate::trial::{Trial, TrialState};
+    use serde_json::Value;
+
+    fn trial(number: u64, state: TrialState, attrs: &[(&str, f64)]) -> Trial {
+        Trial {
+            number,
+            state,
+            params: BTreeMap::new(),
+            distributions: BTreeMap::new(),
+            value: None,
+            intermediate: BTreeMap::new(),
+            user_attrs: attrs
+                .iter()
+                .map(|(k, v)| (k.to_string(), Value::from(*v)))
+                .collect(),
+            system_attrs: BTreeMap::new(),
+            datetime_start: None,
+            datetime_complete: None,
+            discarded: false,
+        }
+    }
+
+    /// A study whose first trial ended: 2000 MiB of host PSS (300 MiB
+    /// anonymous), one core busy, `gpu` MiB on its GPU.
+    fn ended(gpu: f64) -> Study {
+        Study {
+            id: crate::journal::StudyId(0),
+            name: "s".into(),
+            direction: crate::trial::Direction::Minimize,
+            trial_ids: Vec::new(),
+            trials: vec![trial(
+                0,
+                TrialState::Complete,
+                &[
+                    ("peak_host_pss_mib", 2000.0),
+                    ("peak_host_anon_mib", 300.0),
+                    ("cpu_cores", 1.0),
+                    ("peak_gpu_mib", gpu),
+                ],
+            )],
+            user_attrs: BTreeMap::new(),
+            system_attrs: BTreeMap::new(),
+            shared: false,
+        }
+    }
+
+    fn gpu(index: u32, free_mib: u64) -> Gpu {
+        Gpu {
+            index,
+            name: "H100".into(),
+            total_mib: 81559,
+            free_mib,
+        }
+    }
+
+    fn on_gpus(indexes: &[u32]) -> Slots {
+        let slots = indexes
+            .iter()
+            .map(|g| Slot {
+                gpu: Some(*g),
+                threads: None,
+            })
+            .collect();
+        Slots::new(slots, false)
+    }
+
+    /// One revision on a 16-core host with `budget` MiB of host memory.
+    fn revise(slots: &mut Slots, study: &Study, running: &[Now], budget: f64, gpus: &[Gpu]) {
+        replan(
+            slots,
+            &mut Largest::default(),
+            &Peaks {
+                study,
+                running,
+                memory_budget_mib: Some(budget),
+                available_mib: 0.0,
+                cores: 16,
+                gpus: Some(gpus),
+            },
+        );
+    }
+
+    #[test]
+    fn on_a_gpu_the_first_trial_runs_alone_until_it_ends() {
+        let first = program_plan(&[gpu(0, 80000)], None, Some(200000.0));
+        assert_eq!(first.slots.len(), 1);
+        let mut s = Slots::new(first.slots, false);
+        let mut study = ended(600.0);
+        study.trials[0].state = TrialState::Running;
+        let now = [Now {
+            slot: 0,
+            host_mib: Some(2000.0),
+            gpu_mib: Some(600.0),
+        }];
+        revise(&mut s, &study, &now, 200000.0, &[gpu(0, 80000)]);
+        assert_eq!((s.slots.len(), s.open()), (1, 1));
+        // Ended, but the GPUs not read again (no trial ended this look):
+        // the GPU slots stay as they are.
+        let mut largest = Largest::default();
+        replan(
+            &mut s,
+            &mut largest,
+            &Peaks {
+                study: &ended(600.0),
+                running: &[],
+                memory_budget_mib: Some(200000.0),
+                available_mib: 0.0,
+                cores: 16,
+                gpus: None,
+            },
+        );
+        assert_eq!(s.open(), 1);
+        assert_eq!(largest.gpu, Some(600.0));
+    }
+
+    #[test]
+    fn small_trials_on_a_large_gpu_open_as_many_slots_as_the_cores_hold() {
+        let mut s = on_gpus(&[0]);
+        revise(&mut s, &ended(600.0), &[], 200000.0, &[gpu(0, 81000)]);
+        assert_eq!((s.open(), s.open_on(Some(0))), (16, 16));
+        assert!(s.slots.iter().all(|s| s.threads == Some(1)));
+        // Host memory binds: 2300 MiB the first, 345 each further.
+        let mut s = on_gpus(&[0]);
+        revise(&mut s, &ended(600.0), &[], 3000.0, &[gpu(0, 81000)]);
+        assert_eq!(s.open(), 3);
+    }
+
+    #[test]
+    fn each_gpu_counts_its_own_free_memory_and_what_our_trials_on_it_hold() {
+        // GPU 1 shows 800 MiB free, but our trial there holds 2000 MiB:
+        // 2800 MiB / 2300 = 1 there; 10000 / 2300 = 4 on GPU 0.
+        let mut s = on_gpus(&[0, 1]);
+        let now = |gpu_mib| {
+            [Now {
+                slot: 1,
+                host_mib: Some(2000.0),
+                gpu_mib: Some(gpu_mib),
+            }]
+        };
+        let free = [gpu(0, 10000), gpu(1, 800)];
+        revise(&mut s, &ended(2000.0), &now(2000.0), 200000.0, &free);
+        assert_eq!((s.open_on(Some(0)), s.open_on(Some(1))), (4, 1));
+        // A running trial's peak past the recorded ones is the largest:
+        // 2875 MiB a trial, 3 in GPU 0's 10000.
+        revise(&mut s, &ended(2000.0), &now(2500.0), 200000.0, &free);
+        assert_eq!((s.open_on(Some(0)), s.open_on(Some(1))), (3, 1));
+    }
+
+    #[test]
+    fn fewer_fitting_closes_free_slots_first_and_busy_ones_as_they_end() {
+        let mut s = on_gpus(&[0]);
+        revise(&mut s, &ended(2000.0), &[], 200000.0, &[gpu(0, 10000)]);
+        assert_eq!(s.open(), 4);
+        // Slots 0 and 1 busy; a larger GPU peak now fits one.
+        let busy = |slot| Now {
+            slot,
+            host_mib: Some(2000.0),
+            gpu_mib: Some(2000.0),
+        };
+        let study = ended(7000.0);
+        revise(
+            &mut s,
+            &study,
+            &[busy(0), busy(1)],
+            200000.0,
+            &[gpu(0, 6000)],
+        );
+        assert_eq!(s.closed, vec![false, false, true, true]);
+        // Slot 1's trial ended: it closes too.
+        revise(&mut s, &study, &[busy(0)], 200000.0, &[gpu(0, 8000)]);
+        assert_eq!(s.closed, vec![false, true, true, true]);
+        // More fit again: the closed slots open again before new ones.
+        revise(&mut s, &ended(2000.0), &[], 200000.0, &[gpu(0, 12000)]);
+        assert_eq!((s.slots.len(), s.open()), (5, 5));
+    }
+
+    #[test]
+    fn a_slot_crowding_took_stays_away_from_its_gpu_only() {
+        let mut s = on_gpus(&[0]);
+        let two = [gpu(0, 10000), gpu(1, 10000)];
+        revise(&mut s, &ended(2000.0), &[], 200000.0, &two);
+        assert_eq!((s.open_on(Some(0)), s.open_on(Some(1))), (4, 4));
+        // A trial on GPU 0 ran out of memory beside another there.
+        let on_0 = (0..s.slots.len()).rfind(|i| s.slots[*i].gpu == Some(0));
+        s.close(on_0.unwrap());
+        revise(&mut s, &ended(2000.0), &[], 200000.0, &two);
+        assert_eq!((s.open_on(Some(0)), s.open_on(Some(1))), (3, 4));
+        assert_eq!(s.crowded_on(Some(0)), 1);
+    }
+
+    #[test]
+    fn a_gpu_peak_past_every_gpus_free_memory_keeps_one_on_the_first() {
+        let mut s = on_gpus(&[1, 0]);
+        revise(
+            &mut s,
+            &ended(9000.0),
+            &[],
+            200000.0,
+            &[gpu(1, 20000), gpu(0, 30000)],
+        );
+        assert_eq!((s.open_on(Some(1)), s.open_on(Some(0))), (1, 2));
+        // A larger peak: GPU 1 has no room, GPU 0 one.
+        revise(
+            &mut s,
+            &ended(20000.0),
+            &[],
+            200000.0,
+            &[gpu(1, 20000), gpu(0, 30000)],
+        );
+        assert_eq!((s.open_on(Some(1)), s.open_on(Some(0))), (0, 1));
+        // None has room: the first GPU keeps one.
+        revise(
+            &mut s,
+            &ended(40000.0),
+            &[],
+            200000.0,
+            &[gpu(1, 20000), gpu(0, 30000)],
+        );
+        assert_eq!((s.open_on(Some(1)), s.open_on(Some(0))), (1, 0));
     }
 }

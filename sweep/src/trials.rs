@@ -122,6 +122,15 @@ impl Running {
         }
     }
 
+    /// Its process tree's GPU memory peak so far (a program trial's, where
+    /// NVML measured it).
+    pub fn gpu_peak_mib(&self) -> Option<f64> {
+        match &self.proc {
+            Proc::Program(p) => p.leg.gpu_peak_mib(),
+            Proc::Train(_) | Proc::Ended(_) => None,
+        }
+    }
+
     /// The objective's new values by step: train's metrics.csv, or what the
     /// program's leg read since the last look.
     fn new_values(&mut self, metric: &common::wire::metric::Metric) -> Vec<(u64, f64)> {
