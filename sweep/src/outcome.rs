@@ -609,4 +609,57 @@ mod tests {
         assert_eq!(v.attr("error_class"), Some("out-of-memory"));
         assert_eq!(v.attr("rerun"), None);
     }
+
+    #[test]
+    fn a_cuda_out_of_memory_beside_a_trial_on_its_own_gpu_is_crowded() {
+        use crate::placement::Slot;
+        use crate::slots::Slots;
+        let tail = vec![
+            "Traceback (most recent call last):".to_string(),
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.19 GiB of which 1.02 GiB is free.".into(),
+        ];
+        let leg = supervise::verdict::judge(&supervise::verdict::End {
+            code: Some(1),
+            signal: None,
+            stop: None,
+            tail: &tail,
+            non_finite: None,
+            reports: 1,
+            oom_killed: None,
+        });
+        assert_eq!(leg.class, Some(Class::OutOfMemory), "{leg:?}");
+        let mut s = ProgramSummary::example();
+        s.status = ProgramStatus::Failed;
+        s.class = leg.class;
+        s.evidence = leg.evidence;
+        // Slots 0 and 1 on GPU 0, slot 2 on GPU 1; the trial in slot 0
+        // ended, its crowd counted as the driver does (itself included).
+        let on = |gpu| Slot {
+            gpu: Some(gpu),
+            threads: None,
+        };
+        let slots = Slots::new(vec![on(0), on(0), on(1)], false);
+        let rerun = |busy: &[usize]| {
+            let v = judge_program(&ProgramEnd {
+                summary: &s,
+                summary_last: false,
+                wandb_value: None,
+                metric: "val_loss",
+                crowd: slots.crowd(0, busy) + 1,
+                launch_blocking: false,
+                disk_full: None,
+                allocator_reruns: 0,
+            });
+            assert_eq!(v.attr("error_class"), Some("out-of-memory"));
+            v.attr("rerun").map(String::from)
+        };
+        let crowded = rerun(&[1]).expect("crowded on GPU 0");
+        assert!(
+            crowded.starts_with(RERUN_CROWDED) && crowded.contains("with 1 other trial(s)"),
+            "{crowded}"
+        );
+        // A trial on GPU 1 is not GPU 0's crowd: its own failure.
+        assert_eq!(rerun(&[2]), None);
+        assert_eq!(rerun(&[]), None);
+    }
 }
