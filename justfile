@@ -309,10 +309,10 @@ bench-activations: build
 bench-checkpointing: build
     python bench/checkpointing_memory.py --train "{{ release }}/train" --cfgcheck "{{ release }}/cfgcheck"
 
-# Pack the release binaries, configs and bench scripts for a CUDA machine (see bench/README.md)
+# Pack the wheel's binaries, configs and the GPU recipe for a CUDA machine with its own torch (bench/README.md, "The GPU run")
 [group('bench')]
-gpu-verify: build
-    CUDA_CRT_VERSION={{ cuda_crt_version }} bash bench/gpu/pack.sh
+gpu-verify: wheel
+    bash bench/gpu/pack.sh
 
 # What CI runs (.ci/run)
 [group('test')]

@@ -95,16 +95,23 @@ def pytorch_side(report, weights_path, steps, warmup, threads, device="cpu", com
     forward+backward ms, peak allocated MiB on CUDA or None, minor page
     faults per timed step)."""
     torch.set_num_threads(threads)
-    cfg = report["config"]
     tensors = read_safetensors(weights_path)
     batch = {k[len("batch."):]: v.to(device) for k, v in tensors.items() if k.startswith("batch.")}
     state = {k: v for k, v in tensors.items() if not k.startswith("batch.")}
+    return pytorch_steps(report["config"], state, batch, steps, warmup, device, compile_mode, channels_last)
+
+
+def pytorch_steps(cfg, state, batch, steps, warmup, device="cpu", compile_mode=None, channels_last=False):
+    """pytorch_side's steps on the reference model of CFG (a resolved config:
+    train bench's, or cfgcheck's `resolved`) with STATE's weights (None: its
+    own initialisation, seed 0) on BATCH (frames, scalars, target)."""
     torch.manual_seed(0)
     model = Model(cfg)
-    missing, unexpected = model.load_state_dict(state, strict=False)
-    missing = [m for m in missing if not m.endswith("num_batches_tracked")]
-    if missing or unexpected:
-        raise SystemExit(f"bench: weights do not match the reference model: missing {missing}, unexpected {unexpected}")
+    if state is not None:
+        missing, unexpected = model.load_state_dict(state, strict=False)
+        missing = [m for m in missing if not m.endswith("num_batches_tracked")]
+        if missing or unexpected:
+            raise SystemExit(f"bench: weights do not match the reference model: missing {missing}, unexpected {unexpected}")
     model = model.to(device)
     if channels_last:
         # PyTorch's recipe: the model's 4-D weights, and the input (per frame).

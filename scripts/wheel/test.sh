@@ -8,6 +8,7 @@
 # (train --config, a sweep of the seeds' model, verify-fixes --config) exiting
 # 5 with its message, and `verify-fixes -- CMD`, which does not need it. ldd and readelf of each binary: no libtorch, nothing
 # beyond glibc's libraries and libgcc_s, no glibc symbol newer than 2.28.
+# Then the GPU pack built from it, run from another folder.
 #
 # Environment: TORCH_PY (the torch environment's python, for the scripts the
 # tools supervise), and build.sh's pins.
@@ -155,6 +156,28 @@ run verify 5 verify-fixes --config configs/demo_cpu.yaml --gpu "$tmp/t4.yaml" &&
 # verify-fixes -- CMD needs no libtorch: it gates the example script's config C.
 run verify-cmd 0 verify-fixes --format csv --out "$tmp/verify" -- "$torch_py" examples/own_script/main.py --config configs/own_script/c.yaml &&
     says verify-cmd out "started,command: starts and runs its first epochs,pass" && ok "verify-fixes -- python main.py (config C): passes"
+
+# The GPU pack (`just gpu-verify`) from this wheel: its binaries, the scripts,
+# no train-model, under 64 MiB; unpacked elsewhere, its run.sh runs with the
+# torch environment's python as a GPU machine's own python3: the basics run,
+# the GPU steps say there is no CUDA device, our trainer's steps say why the
+# pack leaves them out.
+if run pack 0 env WHEEL="$wheel" PACK_DIR="$tmp/pack" bash bench/gpu/pack.sh &&
+    tar -C "$tmp" -xzf "$tmp/pack/trainguard-gpu.tar.gz"; then
+    size=$(stat -c %s "$tmp/pack/trainguard-gpu.tar.gz")
+    if [ -e "$tmp/trainguard-gpu/bin/train-model" ] || [ "$size" -gt $((64 * 1024 * 1024)) ]; then
+        bad "gpu pack" "$size bytes; $(ls "$tmp/trainguard-gpu/bin")"
+    elif run pack-run 0 env PYTHON="$torch_py" QUICK=1 bash "$tmp/trainguard-gpu/bench/gpu/run.sh" \
+        --only basics,gpu-peak,train-demo "$tmp/gpu-results"; then
+        status() { awk -F, -v s="$1" '$1 == s { print $2 }' "$tmp/gpu-results/steps.csv"; }
+        if [ "$(status memdiag)" = ok ] && [ "$(status cfgcheck-seeds)" = ok ] && [ "$(status gpu-peak)" = skipped ] &&
+            [ "$(status train-demo)" = skipped ] && grep -q 'train-demo,skipped,.*leave out by design' "$tmp/gpu-results/steps.csv"; then
+            ok "the GPU pack ($((size / 1024)) KiB, no train-model) runs its recipe on the CPU from another folder"
+        else
+            bad "gpu pack run" "$(cat "$tmp/gpu-results/steps.csv")"
+        fi
+    fi
+fi
 
 echo "wheel test: $passed passed, $failed failed"
 [ "$failed" = 0 ]
