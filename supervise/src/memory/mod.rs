@@ -130,7 +130,11 @@ fn run(pid: u32, mut csv: File, period: Duration, peaks: &Mutex<Peaks>, stop: &R
                 }
                 p.processes = p.processes.max(seen);
                 match gpu {
-                    Some(Ok(m)) => p.gpu_mib = Some(p.gpu_mib.unwrap_or(0.0).max(m)),
+                    // A figure supersedes an earlier sample's why-not.
+                    Some(Ok(m)) => {
+                        p.gpu_mib = Some(p.gpu_mib.unwrap_or(0.0).max(m));
+                        p.gpu_note = None;
+                    }
                     Some(Err(why)) if p.gpu_mib.is_none() => p.gpu_note = Some(why),
                     _ => {}
                 }
@@ -167,28 +171,47 @@ fn start_nvml(peaks: &Mutex<Peaks>) -> Option<Nvml> {
     }
 }
 
-/// The memory NVML attributes to `pids` on every GPU, MiB; Err with why
-/// when it attributes none to them while some GPU has compute processes
-/// (a container sees host pids; MIG hides them).
+/// The memory NVML attributes to `pids` on every GPU, MiB (see
+/// [`attribute`]).
 fn gpu_mib(nvml: &Nvml, pids: &[u32]) -> Result<f64, String> {
     let count = nvml.device_count().map_err(|e| format!("NVML: {e}"))?;
-    let mine: BTreeSet<u32> = pids.iter().copied().collect();
-    let (mut ours, mut others) = (0u64, 0usize);
+    let mut listed = Vec::new();
     for i in 0..count {
         let Ok(dev) = nvml.device_by_index(i) else {
             continue;
         };
         for p in dev.running_compute_processes().unwrap_or_default() {
-            match (mine.contains(&p.pid), p.used_gpu_memory) {
-                (true, UsedGpuMemory::Used(b)) => ours += b,
-                (false, _) => others += 1,
-                _ => {}
-            }
+            let used = match p.used_gpu_memory {
+                UsedGpuMemory::Used(b) => Some(b),
+                UsedGpuMemory::Unavailable => None,
+            };
+            listed.push((p.pid, used));
         }
     }
-    if ours == 0 && others > 0 {
+    let mine: BTreeSet<u32> = pids.iter().copied().collect();
+    attribute(&listed, &mine, |pid| {
+        Path::new(&format!("/proc/{pid}")).exists()
+    })
+}
+
+/// What NVML's compute processes (`listed`: pid, bytes) attribute to the
+/// tree `mine`, MiB. A tree that holds none has 0 (it has not touched the
+/// GPU yet, or never does, while other jobs share the card), unless none of
+/// the listed pids exists here (`visible`): then NVML reports pids from
+/// another pid namespace (a container's), and Err says it is not measured.
+fn attribute(
+    listed: &[(u32, Option<u64>)],
+    mine: &BTreeSet<u32>,
+    visible: impl Fn(u32) -> bool,
+) -> Result<f64, String> {
+    let ours: u64 = listed
+        .iter()
+        .filter(|(pid, _)| mine.contains(pid))
+        .filter_map(|(_, used)| *used)
+        .sum();
+    if ours == 0 && !listed.is_empty() && !listed.iter().any(|(pid, _)| visible(*pid)) {
         return Err(
-            "NVML attributes no GPU memory to these pids (a container's pid namespace, or MIG?): not measured".into(),
+            "NVML lists GPU processes whose pids do not exist here (a container's pid namespace?): not measured".into(),
         );
     }
     Ok(ours as f64 / (1024.0 * 1024.0))
@@ -282,4 +305,40 @@ pub fn address_limit_mib(pid: u32) -> Option<f64> {
         .split_whitespace()
         .next()?;
     soft.parse::<f64>().ok().map(|b| b / (1024.0 * 1024.0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GIB: u64 = 1 << 30;
+
+    #[test]
+    fn nvml_figures_are_summed_over_the_tree_and_others_are_not_ours() {
+        let mine: BTreeSet<u32> = [10, 11].into();
+        let all = |_| true;
+        // The tree's two processes, beside another job on the card.
+        let listed = [(10, Some(GIB)), (11, Some(GIB / 2)), (99, Some(70 * GIB))];
+        assert_eq!(attribute(&listed, &mine, all), Ok(1536.0));
+        // Before the tree opens its CUDA context, beside that job: 0, not
+        // "not measured" (the GPU run's trials started so beside a ballast).
+        assert_eq!(attribute(&[(99, Some(70 * GIB))], &mine, all), Ok(0.0));
+        // Nothing on the card at all.
+        assert_eq!(attribute(&[], &mine, all), Ok(0.0));
+        // A process NVML cannot size counts nothing.
+        assert_eq!(attribute(&[(10, None)], &mine, all), Ok(0.0));
+    }
+
+    #[test]
+    fn pids_from_another_namespace_are_not_a_measurement() {
+        let mine: BTreeSet<u32> = [10].into();
+        let none_here = |_| false;
+        let e = attribute(&[(4242, Some(GIB))], &mine, none_here).unwrap_err();
+        assert!(e.contains("pid namespace"), "{e}");
+        // Ours among them: measured, whatever else is listed.
+        assert_eq!(
+            attribute(&[(10, Some(GIB))], &mine, |p| p == 10),
+            Ok(1024.0)
+        );
+    }
 }
