@@ -28,7 +28,7 @@ use crate::pruner::{PercentilePruner, Pruner};
 use crate::rdb::Database;
 use crate::sampler::{self, Sampler};
 use crate::slots::Slots;
-use crate::start::{gpus, new_settings, slurm_plan, trial_cap, worst_peak_mib};
+use crate::start::{gpus, gpus_counting, new_settings, slurm_plan, trial_cap, worst_peak_mib};
 use crate::storage::Storage;
 use crate::trials::{Look, Running};
 use crate::truth::{new_study_name, open_db, stored_settings, study_in, Truth};
@@ -576,7 +576,17 @@ impl Driver<'_> {
                 gpu_mib: r.gpu_peak_mib(),
             })
             .collect();
-        let listed = (ended && !self.slots.all_cpu()).then(|| gpus(&self.sweep.train));
+        // What our trials hold on each GPU is read in the same snapshot as
+        // the free memory (their process trees' pids in memdiag's list).
+        let listed = (ended && !self.slots.all_cpu()).then(|| {
+            let ours: std::collections::BTreeSet<u32> = self
+                .trials
+                .iter()
+                .filter_map(|r| r.pid())
+                .flat_map(supervise::memory::tree)
+                .collect();
+            gpus_counting(&self.sweep.train, &ours)
+        });
         measured::replan(
             &mut self.slots,
             &mut self.largest,

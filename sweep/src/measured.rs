@@ -93,8 +93,9 @@ pub(crate) struct Peaks<'a> {
     /// Host memory available now (MemAvailable), MiB.
     pub available_mib: f64,
     pub cores: usize,
-    /// The GPUs with their free memory now (memdiag's), read when a trial
-    /// has just ended; None: not read, the GPU slots stay as they are.
+    /// The GPUs with their free memory now plus what our running trials
+    /// hold there now (memdiag's, `start::gpus_counting`), read when a
+    /// trial has just ended; None: not read, the GPU slots stay as they are.
     pub gpus: Option<&'a [Gpu]>,
 }
 
@@ -216,26 +217,15 @@ fn close(slots: &mut Slots, gpu: Option<u32>, mut extra: usize, busy: &[usize]) 
     }
 }
 
-/// On GPUs: each GPU takes what `placement::measured` gives it, counting
-/// the memory our running trials on it hold as free (theirs to keep), less
-/// the slots crowding took there. Trials per hour (`choose`) decide only
-/// on the CPU: what more trials at once do to a GPU's throughput is not
-/// measured here, and the memory and cores' bounds already hold.
+/// On GPUs: each GPU takes what `placement::measured` gives it, less the
+/// slots crowding took there; `gpus`' free memory already counts what our
+/// running trials hold on it now (`start::gpus_counting`: the same memdiag
+/// snapshot, so a trial that has just released its memory is not counted
+/// twice). Trials per hour (`choose`) decide only on the CPU: what more
+/// trials at once do to a GPU's throughput is not measured here, and the
+/// memory and cores' bounds already hold.
 fn on_gpus(slots: &mut Slots, host: f64, gpu: Option<f64>, gpus: &[Gpu], p: &Peaks) {
-    let held = |index: u32| -> f64 {
-        p.running
-            .iter()
-            .filter(|r| slots.slots[r.slot].gpu == Some(index))
-            .filter_map(|r| r.gpu_mib)
-            .sum()
-    };
-    let gpus: Vec<Gpu> = gpus
-        .iter()
-        .map(|g| Gpu {
-            free_mib: g.free_mib + held(g.index).round() as u64,
-            ..g.clone()
-        })
-        .collect();
+    let gpus = gpus.to_vec();
     let plan = placement::measured(&Measured {
         peak_mib: Some(host),
         gpu_peak_mib: gpu,
@@ -543,8 +533,9 @@ mod tests {
 
     #[test]
     fn each_gpu_counts_its_own_free_memory_and_what_our_trials_on_it_hold() {
-        // GPU 1 shows 800 MiB free, but our trial there holds 2000 MiB:
-        // 2800 MiB / 2300 = 1 there; 10000 / 2300 = 4 on GPU 0.
+        // GPU 1 shows 800 MiB free, but our trial there holds 2000 MiB
+        // (counted in by start::gpus_counting): 2800 MiB / 2300 = 1 there;
+        // 10000 / 2300 = 4 on GPU 0.
         let mut s = on_gpus(&[0, 1]);
         let now = |gpu_mib| {
             [Now {
@@ -553,7 +544,7 @@ mod tests {
                 gpu_mib: Some(gpu_mib),
             }]
         };
-        let free = [gpu(0, 10000), gpu(1, 800)];
+        let free = [gpu(0, 10000), gpu(1, 2800)];
         revise(&mut s, &ended(2000.0), &now(2000.0), 200000.0, &free);
         assert_eq!((s.open_on(Some(0)), s.open_on(Some(1))), (4, 1));
         // A running trial's peak past the recorded ones is the largest:

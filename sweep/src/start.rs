@@ -10,6 +10,7 @@ use common::bad_input;
 use common::config::Config;
 use common::wire::run_dir::SweepDir;
 use common::wire::sweep::Settings;
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
@@ -194,6 +195,15 @@ pub fn trial_cap(
 
 /// The GPUs memdiag (beside train) sees, with their free memory.
 pub fn gpus(train: &Path) -> Vec<placement::Gpu> {
+    gpus_counting(train, &BTreeSet::new())
+}
+
+/// `gpus`, each GPU's free memory counting what the processes `ours` (our
+/// running trials' trees) hold on it at the same moment, as memdiag lists
+/// them: theirs to keep, so not taken from the room the next trials get.
+/// One snapshot, so a trial that just released its memory is not counted
+/// twice (once freed, once by its peak).
+pub fn gpus_counting(train: &Path, ours: &BTreeSet<u32>) -> Vec<placement::Gpu> {
     let memdiag = train.with_file_name("memdiag");
     let Ok(out) = Command::new(&memdiag)
         .args(["--format", "yaml"])
@@ -214,15 +224,30 @@ pub fn gpus(train: &Path) -> Vec<placement::Gpu> {
     }) else {
         return Vec::new();
     };
+    gpus_of(&report, ours)
+}
+
+/// The report's GPUs, free memory plus what the processes `ours` hold.
+pub(crate) fn gpus_of(
+    report: &common::report::Report,
+    ours: &BTreeSet<u32>,
+) -> Vec<placement::Gpu> {
     report
         .gpus
         .iter()
         .filter_map(|g| {
+            let held: u64 = g
+                .processes
+                .iter()
+                .flatten()
+                .filter(|p| ours.contains(&p.pid))
+                .filter_map(|p| p.used_mib)
+                .sum();
             g.memory.map(|m| placement::Gpu {
                 index: g.index,
                 name: g.name.clone().unwrap_or_default(),
                 total_mib: m.total_mib,
-                free_mib: m.free_mib,
+                free_mib: (m.free_mib + held).min(m.total_mib),
             })
         })
         .collect()
@@ -256,5 +281,38 @@ mod tests {
             rel.starts_with('/') && rel.ends_with("/.venv/bin/python"),
             "{rel}"
         );
+    }
+
+    #[test]
+    fn our_trials_memory_counts_as_free_and_another_jobs_does_not() {
+        use common::wire::memdiag::{Process, ProcessKind};
+        use common::wire::Versioned;
+        let mut report = common::report::Report::example();
+        let proc_ = |pid, used| Process {
+            pid,
+            name: None,
+            used_mib: used,
+            kind: ProcessKind::Compute,
+            gpu_instance: None,
+        };
+        // 9600 free of 15360; our trial (pid 10) holds 1758, another job
+        // 4000, and a process NVML cannot size counts nothing.
+        report.gpus[0].memory = Some(common::wire::memdiag::Memory {
+            total_mib: 15360,
+            used_mib: 5760,
+            free_mib: 9600,
+        });
+        report.gpus[0].processes = Some(vec![
+            proc_(10, Some(1758)),
+            proc_(4242, Some(4000)),
+            proc_(11, None),
+        ]);
+        let ours: BTreeSet<u32> = [10, 11].into();
+        let g = gpus_of(&report, &ours);
+        assert_eq!((g[0].index, g[0].free_mib), (0, 11358));
+        assert_eq!(gpus_of(&report, &BTreeSet::new())[0].free_mib, 9600);
+        // Never past the card's total.
+        report.gpus[0].processes = Some(vec![proc_(10, Some(90000))]);
+        assert_eq!(gpus_of(&report, &ours)[0].free_mib, 15360);
     }
 }

@@ -122,6 +122,16 @@ impl Running {
         }
     }
 
+    /// Its root process, while it runs (its tree's GPU memory is read by
+    /// these pids).
+    pub fn pid(&self) -> Option<u32> {
+        match &self.proc {
+            Proc::Program(p) => Some(p.leg.pid()),
+            Proc::Train(c) => Some(c.pid()),
+            Proc::Ended(_) => None,
+        }
+    }
+
     /// Its process tree's GPU memory peak so far (a program trial's, where
     /// NVML measured it).
     pub fn gpu_peak_mib(&self) -> Option<f64> {
