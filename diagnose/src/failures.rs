@@ -341,6 +341,9 @@ pub(crate) mod tests {
     pub const OOM: &str = "CUDA out of memory. Tried to allocate 320.00 MiB. GPU 0 has a total capacity of 31.37 GiB of which 80.69 MiB is free. Including non-PyTorch memory, this process has 31.28 GiB memory in use. Of the allocated memory 30.76 GiB is allocated by PyTorch, and 33.46 MiB is reserved by PyTorch but unallocated. If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation for Memory Management  (https://docs.pytorch.org/docs/stable/notes/cuda.html#optimizing-memory-usage-with-pytorch-cuda-alloc-conf)";
     // Another real one, where the reserved-but-unallocated part is large.
     pub const OOM_FRAGMENTED: &str = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.10 GiB of which 364.31 MiB is free. Process 175356 has 77.26 GiB memory in use. Of the allocated memory 72.12 GiB is allocated by PyTorch, and 3.78 GiB is reserved by PyTorch but unallocated.";
+    // The GPU run's (H100, torch 2.11, a Trainer script beside another
+    // process holding 73.61 GiB): bench/gpu/results/2026-11-26-H100.
+    pub const OOM_SHARED: &str = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.00 GiB. GPU 0 has a total capacity of 79.18 GiB of which 2.06 GiB is free. Process 2702 has 73.61 GiB memory in use. Including non-PyTorch memory, this process has 3.50 GiB memory in use. Of the allocated memory 2.85 GiB is allocated by PyTorch, and 50.96 MiB is reserved by PyTorch but unallocated. If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation for Memory Management  (https://docs.pytorch.org/docs/stable/notes/cuda.html#optimizing-memory-usage-with-pytorch-cuda-alloc-conf)";
     // Seed 001, from torch/_inductor/cudagraph_utils.py.
     const GRAPH: &str = "RuntimeError: static input data pointer changed.\ninput name: primals_1. data pointer changed from 12919305216 to 12919242752.";
     // Seed 004; "device-side assert triggered" is cudaErrorAssert's string.
@@ -443,6 +446,13 @@ pub(crate) mod tests {
         assert!((f.allocated_mib.unwrap() - 30.76 * 1024.0).abs() < 0.01);
         assert!((f.reserved_unallocated_mib.unwrap() - 33.46).abs() < 0.01);
         assert!(!f.fragmented());
+        // Another process's memory is not this one's fragmentation.
+        assert_eq!(classify(OOM_SHARED), Class::OutOfMemory);
+        let h = oom_figures(OOM_SHARED);
+        assert_eq!(h.tried_mib, Some(4096.0));
+        assert!((h.free_mib.unwrap() - 2.06 * 1024.0).abs() < 0.01);
+        assert!((h.allocated_mib.unwrap() - 2.85 * 1024.0).abs() < 0.01);
+        assert!(!h.fragmented(), "{h:?}");
         let g = oom_figures(OOM_FRAGMENTED);
         assert_eq!(g.tried_mib, Some(2048.0));
         assert!(g.fragmented(), "{g:?}");
