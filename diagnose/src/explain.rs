@@ -53,6 +53,15 @@ pub struct Scan {
     /// The framework the log came from, when its lines say so (`Hugging
     /// Face Trainer`): the fixes are in its words.
     pub framework: Option<&'static str>,
+    /// Whether the log is train's own trainer's (its start line): only
+    /// then are train's config keys and `train --resume` the fix.
+    pub ours: bool,
+}
+
+/// Whether a line is the start line train's trainer prints (`train:
+/// CONFIG · DEVICE · N parameters (cfgcheck's estimate: N) · ...`).
+pub fn trains_own(line: &str) -> bool {
+    line.starts_with("train: ") && line.contains(" parameters (cfgcheck's estimate: ")
 }
 
 /// Lines only Hugging Face's Trainer (transformers) prints: its banner,
@@ -72,16 +81,16 @@ pub fn hugging_face(line: &str) -> bool {
 }
 
 impl Scan {
-    /// Each fix in the words of the tools the user has and of the framework
+    /// Each fix in the words of the tools the user has and of the program
     /// the log came from: a Trainer log gets the Trainer's flags and names
-    /// (`num_labels`); any other log train's config keys where its trainer
-    /// is installed (`trainer`: the source build's train-model), else the
-    /// code change for the user's own script (the pip wheel's tools cannot
-    /// run train's trainer, nor `train check-data`).
-    pub fn advise(&mut self, trainer: bool) {
+    /// (`num_labels`); a log of train's own trainer (`ours`: its start line
+    /// is in the log, or the user named train's config) train's config keys
+    /// and `train --resume`; any other log the change to the user's own
+    /// script.
+    pub fn advise(&mut self, ours: bool) {
         for e in &mut self.found {
             let k = known(e.id);
-            e.fix = match (self.framework, trainer) {
+            e.fix = match (self.framework, ours) {
                 (Some(_), _) => k.hf_fix.unwrap_or(k.program_fix),
                 (None, true) => k.fix,
                 (None, false) => k.program_fix,
@@ -127,6 +136,7 @@ pub fn scan(name: &str, mut reader: impl BufRead) -> anyhow::Result<Scan> {
     let mut found: Vec<Explained> = Vec::new();
     let mut last_error = None;
     let mut framework = None;
+    let mut ours = false;
     let mut buf = Vec::new();
     let mut n = 0usize;
     let mut bytes = 0usize;
@@ -149,6 +159,7 @@ pub fn scan(name: &str, mut reader: impl BufRead) -> anyhow::Result<Scan> {
         if framework.is_none() && hugging_face(&line) {
             framework = Some("Hugging Face Trainer");
         }
+        ours |= trains_own(&line);
         let Some(k) = failures::find(&line) else {
             if looks_like_error(&line) {
                 last_error = Some(Evidence {
@@ -192,12 +203,52 @@ pub fn scan(name: &str, mut reader: impl BufRead) -> anyhow::Result<Scan> {
     }
     let mut scan = Scan {
         lines: n,
-        found,
+        found: one_story(found),
         last_error,
         framework,
+        ours,
     };
-    scan.advise(true);
+    scan.advise(ours);
     Ok(scan)
+}
+
+/// A broken allocator means expandable segments were on: the out-of-memory
+/// before it is not fragmentation that turning them on would fix, so its
+/// lines are told as the out-of-memory that broke the allocator, and the
+/// log says one thing about expandable segments.
+fn one_story(mut found: Vec<Explained>) -> Vec<Explained> {
+    let broken = found.iter().any(|e| e.class == Class::AllocatorBroken);
+    let fragmented = HazardId::AllocatorFragmentation.as_str();
+    if !broken || !found.iter().any(|e| e.id == fragmented) {
+        return found;
+    }
+    let plain = known(HazardId::MemoryExceedsFree.as_str());
+    let moved: Vec<Explained> = found
+        .iter()
+        .filter(|e| e.id == fragmented)
+        .cloned()
+        .collect();
+    found.retain(|e| e.id != fragmented);
+    for m in moved {
+        match found.iter_mut().find(|e| e.id == plain.id) {
+            Some(e) => {
+                e.matches += m.matches;
+                e.evidence.extend(m.evidence);
+                e.evidence.sort_by_key(|v| v.line);
+                e.evidence.truncate(MAX_EVIDENCE);
+            }
+            None => found.push(Explained {
+                id: plain.id,
+                title: plain.title,
+                cause: plain.cause,
+                fix: plain.fix,
+                rule: plain.rule,
+                ..m
+            }),
+        }
+    }
+    found.sort_by_key(|e| e.evidence.first().map_or(0, |v| v.line));
+    found
 }
 
 #[cfg(test)]
@@ -211,11 +262,14 @@ mod tests {
     #[test]
     fn the_fix_fits_the_framework_and_the_tools() {
         let label = "IndexError: Target 5 is out of bounds.\n";
-        // A plain log, with train's trainer installed: train's keys.
-        let mut s = run(label).unwrap();
-        assert_eq!(s.framework, None);
+        // A log of train's own trainer (its start line): train's keys.
+        let ours = format!("train: a.yaml · cpu · 284897 parameters (cfgcheck's estimate: 284897) · 1024 training / 256 validation examples · run directory runs/a\n{label}");
+        let s = run(&ours).unwrap();
+        assert!(s.ours);
         assert!(s.found[0].fix.contains("num_classes"), "{}", s.found[0].fix);
-        // Without it (the pip wheel): no `train check-data`.
+        // Any other log: the user's own script's words, not train's.
+        let mut s = run(label).unwrap();
+        assert_eq!((s.framework, s.ours), (None, false));
         s.advise(false);
         assert!(!s.found[0].fix.contains("train "), "{}", s.found[0].fix);
         assert!(
@@ -248,6 +302,38 @@ mod tests {
     }
 
     #[test]
+    fn an_out_of_memory_that_broke_the_allocator_is_one_story() {
+        // The fragmented-looking out-of-memory, then the assert on each
+        // allocation after it: expandable segments were on.
+        let log = format!(
+            "{}\nstep 3\n{}\n{}\n",
+            crate::failures::tests::OOM_FRAGMENTED,
+            crate::failures::tests::ALLOCATOR_BROKEN,
+            crate::failures::tests::ALLOCATOR_BROKEN
+        );
+        let s = run(&log).unwrap();
+        let ids: Vec<&str> = s.found.iter().map(|e| e.id).collect();
+        assert_eq!(ids, ["memory-exceeds-free", "allocator-broken"], "{ids:?}");
+        assert_eq!(s.found[0].evidence[0].line, 1);
+        assert!(
+            s.found
+                .iter()
+                .all(|e| !e.fix.contains("expandable_segments:True")),
+            "{:?}",
+            s.found.iter().map(|e| e.fix).collect::<Vec<_>>()
+        );
+        // A user's script: restart it, not `train --resume`.
+        assert!(
+            s.found[1].fix.starts_with("restart your script"),
+            "{}",
+            s.found[1].fix
+        );
+        // Without the assert, the same out-of-memory is fragmentation.
+        let s = run(crate::failures::tests::OOM_FRAGMENTED).unwrap();
+        assert_eq!(s.found[0].id, "allocator-fragmentation");
+    }
+
+    #[test]
     fn seed_001_crash_is_explained_with_its_lines() {
         // Seed 001's traceback, as the seed quotes it.
         let log =
@@ -265,7 +351,12 @@ mod tests {
         );
         assert_eq!(f.evidence[0].line, 3);
         assert_eq!(f.matches, 1);
-        assert!(f.fix.contains("torch_compile_mode: default"));
+        // The seed's own script, not train's trainer: its code's words.
+        assert!(
+            f.fix.contains("torch.compile(mode=\"default\")"),
+            "{}",
+            f.fix
+        );
     }
 
     #[test]
@@ -306,8 +397,9 @@ mod tests {
         let f = &s.found[1];
         assert_eq!(f.class, Class::AllocatorBroken);
         assert_eq!((f.matches, f.evidence[0].line), (2, 2));
+        // A log of the user's own script: restart it, not `train --resume`.
         assert!(
-            f.fix.contains("a smaller batch_size will not help"),
+            f.fix.contains("a smaller batch will not help") && !f.fix.contains("train --resume"),
             "{}",
             f.fix
         );

@@ -61,7 +61,7 @@ pub const KNOWN: &[Known] = &[
         title: "the CUDA caching allocator is broken for the rest of this process (expandable segments)",
         cause: "With expandable_segments:True, mapping more GPU memory into a segment failed part-way (out of memory at the cuMemSetAccess step), leaving slots marked in use but unmapped. The next allocation into that range trips `!handles_.at(i) INTERNAL ASSERT FAILED at \"c10/cuda/CUDACachingAllocator.cpp\"`, and from then on every allocation in the process fails the same assert, whatever its size, until the process restarts (pytorch#188008, torch 2.14; the same assert on 2.9.0 in pytorch#166234).",
         fix: "restart the run in a new process: train --resume DIR continues from the last epoch, and a smaller batch_size will not help. If it comes back, turn expandable segments off for the run: environment: {PYTORCH_ALLOC_CONF: \"expandable_segments:False\"}",
-        program_fix: "restart the process: a smaller batch will not help (a program sweep runs the trial again by itself). If it comes back, run without expandable segments: PYTORCH_ALLOC_CONF=expandable_segments:False before the command",
+        program_fix: "restart your script in a new process, from its last checkpoint if it saves them: a smaller batch will not help (a program sweep runs the trial again by itself). If it comes back, run without expandable segments: PYTORCH_ALLOC_CONF=expandable_segments:False before the command",
         sweep_fix: "",
         hf_fix: None,
         rule: None,
@@ -99,7 +99,7 @@ pub const KNOWN: &[Known] = &[
         // Python's own, for memory a script allocates outside torch.
         needles: &["DefaultCPUAllocator: can't allocate memory", "MemoryError"],
         title: "out of host memory: libtorch's CPU allocator refused",
-        cause: "A tensor in host memory did not fit in the RAM left: a batch too large for a run on the CPU, a whole dataset materialised at once, or other processes holding the memory. Unlike the kernel's out-of-memory killer (signal 9), libtorch reports it as an error the program can recover from.",
+        cause: "A tensor in host memory could not be allocated, for one of two causes: the host's memory was used up (a batch too large for a run on the CPU, a whole dataset materialised at once, other processes holding the memory), or the process reached a limit it ran under while the host still had memory free (`ulimit -v`, a cgroup's memory.max, a container's memory limit, a job scheduler's). Unlike the kernel's out-of-memory killer (signal 9), libtorch reports it as an error the program can recover from.",
         fix: "a smaller batch_size, or a max_train_examples cap; train splits the batch into micro-batches by itself",
         program_fix: "a smaller batch size or a smaller model, a dataset loaded lazily rather than whole, or fewer DataLoader workers",
         sweep_fix: "or fewer trials at once (--parallel)",
@@ -362,7 +362,7 @@ pub(crate) mod tests {
         let k = find(ALLOCATOR_BROKEN).unwrap();
         assert!(k
             .program_fix
-            .starts_with("restart the process: a smaller batch will not help"));
+            .starts_with("restart your script in a new process"));
         // The failed mapping's OOM, then the assert on every allocation:
         // the log's class is the broken allocator.
         let lines = [OOM, ALLOCATOR_BROKEN, "step 12", ALLOCATOR_BROKEN];

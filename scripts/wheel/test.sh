@@ -144,7 +144,15 @@ if run sweep 0 train sweep --space "$tmp/space.yaml" --out "$tmp/sweep" --interp
     run resume 0 train sweep --resume "$tmp/sweep" && says resume err "4 trials (2 complete, 2 fail)" && ok "train sweep --resume of the finished sweep"
 fi
 
-# What needs libtorch: exit 5 and the message, never a loader error.
+# What needs libtorch: said once in the help and not listed; exit 5 and the
+# message, never a loader error.
+if run help 0 train --help && says help out "need the source build"; then
+    if grep -qE -- '^ +(--config|--resume|check-data)' "$tmp/help.out"; then
+        bad "train --help" "lists what needs libtorch: $(grep -E -- '^ +(--config|--resume|check-data)' "$tmp/help.out")"
+    else
+        ok "train --help: what needs the source build said once, not listed"
+    fi
+fi
 run info 0 train info && says info out "libtorch: not in this build" && ok "train info: libtorch: not in this build"
 run train-config 5 train --config configs/demo_cpu.yaml --out "$tmp/own" &&
     says train-config err "train --config (the built-in model) needs libtorch, and $bin/train was built without it" &&

@@ -259,7 +259,10 @@ fn explain_log(cli: &Cli, log: &std::path::Path, out: &mut dyn Write) -> anyhow:
     // Train's config keys only for a user of train's own trainer: a config
     // of train's given, or its libtorch half beside this cfgcheck (the
     // source build; the pip wheel has none, nor `train check-data`).
-    scan.advise(cli.config.is_some() || trainer_installed());
+    // train's keys where the log is its trainer's and it is installed, or
+    // the user named train's config.
+    let ours = scan.ours && trainer_installed();
+    scan.advise(cli.config.is_some() || ours);
     let loaded = match &cli.config {
         Some(p) => Some(load(p)?),
         None => None,

@@ -1,5 +1,5 @@
 //! `train`: any training command guarded, hyper-parameter sweeps, `train
-//! info`, and the front of the trainer for the seeds' model, as a library
+//! info`, and the front of the trainer for the built-in model, as a library
 //! whose binary is one call (uutils' shape). It links no libtorch, so it
 //! starts in milliseconds: what needs libtorch (`--config`, `--resume`,
 //! `bench`, `check-data`, `info`'s libtorch part) is `train-model`'s, the
@@ -14,14 +14,15 @@
 //! - `handoff`: finding `train-model` and replacing this process with it.
 //!
 //! The pip wheel's train is this same code without a train-model beside it:
-//! what trains the seeds' model exits 5 (`common::exit::no_libtorch`).
+//! what trains the built-in model exits 5 (`common::exit::no_libtorch`),
+//! and its help lists only what works.
 
 mod cuda_driver;
 mod guard;
 mod handoff;
 mod info;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::process::ExitCode;
 use train_cli::{InfoArgs, ModelCommand, TrainingArgs};
 
@@ -58,9 +59,45 @@ enum Command {
     Run(Box<guard::Args>),
 }
 
+/// What `train --help` says without a train-model beside it (the pip
+/// wheel's train), in place of `Cli`'s about.
+const WITHOUT_LIBTORCH: &str = "Runs and sweeps your training command under guard (train run, train sweep). \
+     This train has no libtorch (the pip wheel's): the built-in model's commands (train --config, \
+     --resume, bench, check-data) need the source build (docs/guide/install.md, \"Install\"), so \
+     they are not listed here.";
+
+/// The built-in model's flags and subcommands, which exit 5 without
+/// train-model: hidden from the wheel's help, still parsed (and refused
+/// with the reason).
+const MODEL_ARGS: [&str; 7] = [
+    "config",
+    "fallback",
+    "resume",
+    "out",
+    "device",
+    "threads",
+    "sync_errors",
+];
+const MODEL_COMMANDS: [&str; 2] = ["bench", "check-data"];
+
+/// `Cli`'s command, its help fitted to this train: without train-model
+/// beside it, the built-in model's part is said once and not listed.
+fn command() -> clap::Command {
+    let cmd = Cli::command();
+    if handoff::binary().is_some() {
+        return cmd;
+    }
+    let cmd = MODEL_ARGS
+        .iter()
+        .fold(cmd.about(WITHOUT_LIBTORCH), |c, id| c.mut_arg(*id, |a| a.hide(true)));
+    MODEL_COMMANDS
+        .iter()
+        .fold(cmd, |c, name| c.mut_subcommand(*name, |s| s.hide(true)))
+}
+
 /// The whole of `train`'s binary.
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::from_arg_matches(&command().get_matches()).unwrap_or_else(|e| e.exit());
     common::cli::run("train", || match &cli.command {
         Some(Command::Info(args)) => info::run(args),
         // The one signal handler of this process: the request it sets is

@@ -21,7 +21,7 @@ const CONFIG_FORM: [(&str, &str); 8] = [
     ("config", "config: cfgcheck rules"),
     ("memory", "memory: estimate × parallel trials fits"),
     ("runtime", "runtime: libtorch, CUDA, cuDNN"),
-    ("gpu-state", "GPU state (DCGM level 1 in spirit)"),
+    ("gpu-state", "GPU state: health and other processes"),
     ("smoke", "smoke run: 2 short epochs, checkpoint round trip"),
     ("data", "data: opens, labels in range, no NaN or inf"),
     (
@@ -37,7 +37,7 @@ const COMMAND_FORM: [(&str, &str); 7] = [
         "config: cfgcheck on the config files in the command",
     ),
     ("allocator", "allocator: expandable segments"),
-    ("gpu-state", "GPU state (DCGM level 1 in spirit)"),
+    ("gpu-state", "GPU state: health and other processes"),
     ("started", "command: starts and runs its first epochs"),
     ("metric", "metric: read, by which reader, finite"),
     ("memory", "memory: measured peak, copies that fit"),

@@ -1,4 +1,4 @@
-//! train's command line for the seeds' model, in one place for its two
+//! train's command line for the built-in model, in one place for its two
 //! binaries: `train` parses it (its `--help`, usage errors with exit 2, and
 //! which command needs libtorch) without linking libtorch, then hands the
 //! same arguments to `train-model`, which parses them again to train
@@ -9,8 +9,9 @@ mod device;
 pub use device::DeviceChoice;
 use std::path::PathBuf;
 
-/// `train --config CFG [--fallback CFG]... | --resume DIR`: what a run of
-/// the seeds' model is asked for.
+// `train --config CFG [--fallback CFG]... | --resume DIR`: what a run of
+// the built-in model is asked for. (Plain comments: clap would compile a
+// doc comment here into the binary as text no help shows.)
 #[derive(clap::Args, Debug)]
 pub struct TrainingArgs {
     /// The config to train.
@@ -54,7 +55,7 @@ impl TrainingArgs {
     }
 }
 
-/// The subcommands that need libtorch besides training itself.
+// The subcommands that need libtorch besides training itself.
 #[derive(clap::Subcommand, Debug)]
 pub enum ModelCommand {
     /// Time training steps on a fixed batch (for bench/train_vs_pytorch.py).
