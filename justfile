@@ -198,6 +198,11 @@ test-postgres: setup
 test-wheel: setup
     MATURIN_VERSION={{ maturin_version }} ZIGLANG_VERSION={{ ziglang_version }} AUDITWHEEL_VERSION={{ auditwheel_version }} TORCH_PY="{{ torch_env }}/bin/python" bash scripts/wheel/test.sh
 
+# The aarch64 wheel for Arm GPU nodes (not part of `just test`: minutes of cross-compiling): built as the x86-64 one is (maturin with zig, manylinux_2_28, auditwheel), its binaries run under qemu-user (installs Debian's qemu-user and aarch64 glibc if missing; needs root). Into target/wheels-cross/
+[group('test')]
+test-wheel-cross:
+    MATURIN_VERSION={{ maturin_version }} ZIGLANG_VERSION={{ ziglang_version }} AUDITWHEEL_VERSION={{ auditwheel_version }} bash scripts/wheel/cross_test.sh
+
 # The pre-commit hook as a user gets it (part of `just test`): pre-commit installs .pre-commit-hooks.yaml at HEAD into a fixture repository with seed 001's pair (fails, with the finding) and a clean one (passes)
 [group('test')]
 test-hook:

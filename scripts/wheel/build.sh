@@ -8,10 +8,15 @@
 #
 # Usage: build.sh PROFILE OUT_DIR
 # Pins (the justfile's): MATURIN_VERSION, ZIGLANG_VERSION, AUDITWHEEL_VERSION,
-# installed into target/wheel-venv when it lacks them.
+# installed into target/wheel-venv when it lacks them. TARGET: the Rust
+# target triple (default x86_64-unknown-linux-gnu; aarch64-unknown-linux-gnu
+# for Arm GPU nodes, its standard library added with rustup when missing).
 set -euo pipefail
 profile=${1:?usage: build.sh PROFILE OUT_DIR}
 out=${2:?usage: build.sh PROFILE OUT_DIR}
+target=${TARGET:-x86_64-unknown-linux-gnu}
+arch=${target%%-*}
+tag=manylinux_2_28_$arch
 : "${MATURIN_VERSION:?set by the justfile}" "${ZIGLANG_VERSION:?}" "${AUDITWHEEL_VERSION:?}"
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 venv="$root/target/wheel-venv"
@@ -36,17 +41,21 @@ fi
 export PATH="$venv/bin:$PATH" VIRTUAL_ENV="$venv"
 # Its own target directory: its binaries are named as the workspace's are.
 export CARGO_TARGET_DIR="$root/target/wheel-build"
-rm -f "$out"/oomkit-*.whl
+if ! rustup target list --installed 2>/dev/null | grep -qx "$target"; then
+    echo "wheel: adding Rust's standard library for $target (rustup target add)" >&2
+    rustup target add "$target"
+fi
+rm -f "$out"/oomkit-*"$arch".whl
 maturin build --manifest-path "$root/packaging/wheel/Cargo.toml" --profile "$profile" \
-    --zig --compatibility manylinux_2_28 --out "$out"
-wheel=$(ls "$out"/oomkit-*.whl)
+    --zig --compatibility manylinux_2_28 --target "$target" --out "$out"
+wheel=$(ls "$out"/oomkit-*"$arch".whl)
 
 # auditwheel reads every binary's dynamic section and versioned symbols: the
 # most compatible tag they allow must be the one the wheel claims.
 show=$(auditwheel show "$wheel")
-if ! grep -q 'consistent with the following platform tag: "manylinux_2_28_x86_64"' <<<"$(tr '\n' ' ' <<<"$show" | tr -s ' ')"; then
+if ! grep -q "consistent with the following platform tag: \"$tag\"" <<<"$(tr '\n' ' ' <<<"$show" | tr -s ' ')"; then
     echo "$show" >&2
-    echo "wheel: auditwheel does not find $wheel consistent with manylinux_2_28_x86_64" >&2
+    echo "wheel: auditwheel does not find $wheel consistent with $tag" >&2
     exit 1
 fi
-echo "wheel: $wheel ($(du -k "$wheel" | cut -f1) KiB; auditwheel: manylinux_2_28_x86_64)" >&2
+echo "wheel: $wheel ($(du -k "$wheel" | cut -f1) KiB; auditwheel: $tag)" >&2
