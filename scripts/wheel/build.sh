@@ -41,7 +41,8 @@ fi
 export PATH="$venv/bin:$PATH" VIRTUAL_ENV="$venv"
 # Its own target directory: its binaries are named as the workspace's are.
 export CARGO_TARGET_DIR="$root/target/wheel-build"
-if ! rustup target list --installed 2>/dev/null | grep -qx "$target"; then
+host=$(rustc -vV | sed -n 's/^host: //p')
+if [ "$target" != "$host" ] && ! rustup target list --installed 2>/dev/null | grep -qx "$target"; then
     echo "wheel: adding Rust's standard library for $target (rustup target add)" >&2
     rustup target add "$target"
 fi
