@@ -1,0 +1,72 @@
+//! The figures the guide and bench/README quote from a benchmark's run are
+//! that run's: each is computed here from the committed results file and
+//! must appear in the text, so re-running the benchmark without updating
+//! the documents (or the other way round) fails here.
+
+use std::path::Path;
+
+fn read(path: &str) -> String {
+    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(path))
+        .unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+/// `bench/results/wheel_install.csv` (bench/wheel_install.py): its rows as
+/// (path, column -> value).
+fn wheel_install() -> Vec<(String, std::collections::HashMap<String, String>)> {
+    let text = read("bench/results/wheel_install.csv");
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().expect("a header").split(',').collect();
+    lines
+        .map(|l| {
+            let cells: Vec<&str> = l.split(',').collect();
+            let row = header
+                .iter()
+                .zip(&cells)
+                .map(|(h, c)| (h.to_string(), c.to_string()))
+                .collect();
+            (cells[0].to_string(), row)
+        })
+        .collect()
+}
+
+fn number(row: &std::collections::HashMap<String, String>, key: &str) -> f64 {
+    row[key]
+        .parse()
+        .unwrap_or_else(|e| panic!("{key} = {:?}: {e}", row[key]))
+}
+
+fn must_say(path: &str, figure: &str) {
+    let text = read(path);
+    assert!(
+        text.contains(figure),
+        "{path} does not quote \"{figure}\" from bench/results/wheel_install.csv: update the document or re-run `just bench-wheel`"
+    );
+}
+
+#[test]
+fn the_wheels_figures_are_the_last_runs() {
+    let rows = wheel_install();
+    let wheels: Vec<_> = rows.iter().filter(|(p, _)| p == "wheel").collect();
+    assert!(!wheels.is_empty(), "no wheel rows");
+    let mib = |bytes: f64| format!("{:.1} MiB", bytes / 1048576.0);
+    let size = mib(number(&wheels[0].1, "wheel_bytes"));
+    let installed = mib(number(&wheels[0].1, "installed_bytes"));
+    let mut totals: Vec<f64> = wheels.iter().map(|(_, r)| number(r, "total_s")).collect();
+    totals.sort_by(f64::total_cmp);
+    let median = totals[totals.len() / 2];
+    must_say(
+        "docs/guide/install.md",
+        &format!("{median:.0} s from a fresh venv to a running memdiag; {size}"),
+    );
+    must_say(
+        "bench/README.md",
+        &format!("{size}, the four binaries {installed}"),
+    );
+    if let Some((_, source)) = rows.iter().find(|(p, _)| p == "source build") {
+        let cpu = number(source, "cpu_s");
+        must_say(
+            "docs/guide/install.md",
+            &format!("{cpu:.0} CPU seconds of compiling"),
+        );
+    }
+}
