@@ -61,7 +61,8 @@ enum Command {
 
 /// What `train --help` says without a train-model beside it (the pip
 /// wheel's train), in place of `Cli`'s about.
-const WITHOUT_LIBTORCH: &str = "Runs and sweeps your training command under guard (train run, train sweep). \
+const WITHOUT_LIBTORCH: &str =
+    "Runs and sweeps your training command under guard (train run, train sweep). \
      This train has no libtorch (the pip wheel's): the built-in model's commands (train --config, \
      --resume, bench, check-data) need the source build (docs/guide/install.md, \"Install\"), so \
      they are not listed here.";
@@ -89,7 +90,9 @@ fn command() -> clap::Command {
     }
     let cmd = MODEL_ARGS
         .iter()
-        .fold(cmd.about(WITHOUT_LIBTORCH), |c, id| c.mut_arg(*id, |a| a.hide(true)));
+        .fold(cmd.about(WITHOUT_LIBTORCH), |c, id| {
+            c.mut_arg(*id, |a| a.hide(true))
+        });
     MODEL_COMMANDS
         .iter()
         .fold(cmd, |c, name| c.mut_subcommand(*name, |s| s.hide(true)))
