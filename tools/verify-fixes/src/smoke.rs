@@ -210,6 +210,7 @@ mod tests {
             metric: Metric::from_name(name),
             value,
             step,
+            epoch: None,
             source,
         }
     }
