@@ -10,6 +10,7 @@ mod epoch_line;
 mod literal;
 mod number;
 mod pairs;
+pub mod suggest;
 
 pub use csv_rows::CsvRows;
 
