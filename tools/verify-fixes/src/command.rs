@@ -3,9 +3,9 @@
 //! files the command names (an error fails the gate before the smoke), the
 //! allocator setting it will run with, the GPU's state, then a short smoke
 //! run (`smoke`) and what it showed: that it started and ran, which metric
-//! a sweep will read and by which reader, its measured peak and how many
-//! copies fit at once (sweep's `--parallel auto` rule), and the disk room
-//! for its output.
+//! a sweep will read and by which reader, and that it evaluated within the
+//! smoke's time, its measured peak and how many copies fit at once
+//! (sweep's `--parallel auto` rule), and the disk room for its output.
 
 use crate::machine::Machine;
 use crate::rows::{Check, Form, Status};
@@ -17,13 +17,14 @@ use common::wire::run_dir::RunDir;
 use common::wire::verify::{Smoke, SmokeMetric};
 use diagnose::rules::{self, Target};
 use std::path::{Path, PathBuf};
+use supervise::leg::FOUND_METRICS;
+use supervise::readers::suggest as regex_suggest;
 use sweep::placement::{self, Gpu, Measured, MEASURED_HEADROOM};
 
 const FORM: Form = Form::Command;
 
-/// The metric check's fix for output it cannot read: flags that work as
-/// typed (a test runs them).
-pub const REGEX_FIX: &str = "--expect-metric val_loss --metric-regex 'val loss:? *([0-9.]+)'";
+/// The output lines a regex is looked for in (the latest).
+const SUGGEST_FROM: usize = 200;
 
 /// The checks the smoke decides.
 const SMOKE_IDS: [&str; 3] = ["started", "metric", "memory"];
@@ -36,7 +37,8 @@ pub struct Gate<'a> {
     /// The smoke's directory (created by the caller).
     pub dir: &'a Path,
     pub seconds: f64,
-    pub epochs: u64,
+    /// Evaluations the smoke waits for.
+    pub evaluations: u64,
     pub expect: Option<&'a str>,
     pub regex: Option<&'a str>,
 }
@@ -150,7 +152,7 @@ impl Gate<'_> {
             env,
             dir: &records,
             seconds: self.seconds,
-            epochs: self.epochs,
+            evaluations: self.evaluations,
             expect: self.expect,
             regex: self.regex,
         })
@@ -195,7 +197,7 @@ impl Gate<'_> {
     fn started(&self, ran: &Ran) -> Check {
         let id = "started";
         let leg = &ran.ended.leg;
-        let epochs = ran.tally.epochs(self.expect);
+        let evaluations = ran.tally.evaluations(self.expect);
         let log = RunDir::new(self.dir).output_log();
         let ran_ok = ran.stopped.is_some() || leg.exit_code == Some(0);
         if !ran_ok {
@@ -203,7 +205,7 @@ impl Gate<'_> {
                 id,
                 Status::Fail,
                 format!(
-                    "{} after {:.1} s and {epochs} epoch(s)",
+                    "{} after {:.1} s and {evaluations} evaluation(s)",
                     ran.ended.verdict.evidence, leg.seconds
                 ),
                 Some(
@@ -217,23 +219,20 @@ impl Gate<'_> {
             Some(why) => why.words(),
             None => "it exited 0".to_string(),
         };
-        let saw = format!(
-            "ran {:.1} s, {epochs} epoch(s) reported; {how}",
-            leg.seconds
-        );
-        if epochs < self.epochs && matches!(ran.stopped, Some(Why::Time(_))) {
-            FORM.row(
-                id,
-                Status::Warn,
-                format!(
-                    "{saw}: epoch {} not reached (some crashes, such as CUDA graphs with gradient checkpointing, come only at epoch 2)",
-                    self.epochs
-                ),
-                Some("a longer --smoke-seconds, or a smaller dataset for the smoke".into()),
-            )
-        } else {
-            FORM.row(id, Status::Pass, saw, None)
-        }
+        let of = ran
+            .tally
+            .objective(self.expect)
+            .map_or(String::new(), |m| format!(" of {m}"));
+        FORM.row(
+            id,
+            Status::Pass,
+            format!(
+                "ran {:.1} s, {evaluations} evaluation(s){of} reported{}; {how}",
+                leg.seconds,
+                ran.tally.how_far()
+            ),
+            None,
+        )
     }
 
     fn metric(&self, ran: &Ran) -> Check {
@@ -242,7 +241,45 @@ impl Gate<'_> {
         if t.order.is_empty() {
             return self.no_metric(ran);
         }
-        let main = t.epoch_metric(self.expect).unwrap_or_default();
+        let failed = !(ran.stopped.is_some() || ran.ended.leg.exit_code == Some(0));
+        let timed_out = matches!(ran.stopped, Some(Why::Time(_)));
+        let read = t.order.join(", ");
+        let Some(main) = t.objective(self.expect) else {
+            if failed {
+                return FORM.row(
+                    id,
+                    Status::Skip,
+                    format!("no evaluation before the command failed (see the command check); read {read}"),
+                    None,
+                );
+            }
+            let none_of = format!(
+                "none of {} (the metrics train run and a sweep rank by when none is named)",
+                FOUND_METRICS.join(", ")
+            );
+            return if timed_out {
+                FORM.row(
+                    id,
+                    Status::Fail,
+                    format!(
+                        "no evaluation in {:.1} s: {none_of} was reported before --smoke-seconds ran out{}; read {read}",
+                        ran.ended.leg.seconds,
+                        t.how_far()
+                    ),
+                    Some(self.sooner(t)),
+                )
+            } else {
+                FORM.row(
+                    id,
+                    Status::Fail,
+                    format!("{none_of} was reported; read {read}"),
+                    Some(format!(
+                        "report a validation metric (`{{\"epoch\": 1, \"val_loss\": 0.41}}`), or name the one to rank by, e.g. --expect-metric {}",
+                        t.order[0]
+                    )),
+                )
+            };
+        };
         let others: Vec<String> = t
             .order
             .iter()
@@ -255,17 +292,25 @@ impl Gate<'_> {
             format!("; also {}", others.join(", "))
         };
         if !t.by.contains_key(main) {
+            let (why, fix) = if timed_out {
+                (
+                    format!(" before --smoke-seconds ran out{}", t.how_far()),
+                    self.sooner(t),
+                )
+            } else {
+                (
+                    String::new(),
+                    format!(
+                        "report {main} in a line per evaluation, or expect one that is read, e.g. --expect-metric {}",
+                        t.order[0]
+                    ),
+                )
+            };
             return FORM.row(
                 id,
                 Status::Fail,
-                format!(
-                    "no report of {main} (--expect-metric); read {}",
-                    t.order.join(", ")
-                ),
-                Some(format!(
-                    "report {main} in a line per epoch, or expect one that is read, e.g. --expect-metric {}",
-                    t.order[0]
-                )),
+                format!("no report of {main} (--expect-metric){why}; read {read}"),
+                Some(fix),
             );
         }
         if let Some(what) = t.non_finite(self.expect) {
@@ -283,6 +328,20 @@ impl Gate<'_> {
                 fix,
             );
         }
+        let evaluations = t.evaluations(self.expect);
+        if timed_out && evaluations < self.evaluations {
+            return FORM.row(
+                id,
+                Status::Fail,
+                format!(
+                    "{evaluations} evaluation(s) in {:.1} s, not {} (--smoke-epochs): a crash that comes only after the first evaluation (CUDA graphs with gradient checkpointing) would not be seen; read {}{also}",
+                    ran.ended.leg.seconds,
+                    self.evaluations,
+                    describe(t, main)
+                ),
+                Some(self.sooner(t)),
+            );
+        }
         FORM.row(
             id,
             Status::Pass,
@@ -291,8 +350,24 @@ impl Gate<'_> {
         )
     }
 
+    /// How to get an evaluation within the smoke's time.
+    fn sooner(&self, t: &Tally) -> String {
+        let trainer = t.trainer()
+            || self
+                .argv
+                .iter()
+                .any(|w| w.contains("eval_strategy") || w.contains("evaluation_strategy"));
+        let how = if trainer {
+            "make it evaluate sooner for the smoke: a Hugging Face Trainer script takes --eval_strategy steps --eval_steps N (N a few of its logging steps)"
+        } else {
+            "make it report its validation metric sooner for the smoke (evaluate every N steps, or on a smaller dataset)"
+        };
+        format!("{how}; or a longer --smoke-seconds")
+    }
+
     /// The metric check when no metric was read: skipped when the command
-    /// failed, else failed.
+    /// failed, else failed, with a regex for the metric when one made from
+    /// a line of its output reads that line back.
     fn no_metric(&self, ran: &Ran) -> Check {
         let id = "metric";
         if !(ran.stopped.is_some() || ran.ended.leg.exit_code == Some(0)) {
@@ -303,16 +378,40 @@ impl Gate<'_> {
                 None,
             );
         }
+        let print = "print one line per evaluation: `epoch 1: val_loss=0.41`, `Epoch 1/10 | Val Loss: 0.41` or `{\"epoch\": 1, \"val_loss\": 0.41}`";
+        let fix = match self.suggestion() {
+            Some(s) => format!(
+                "{print}; or name the metric and a regex that reads it from its line, e.g. --expect-metric {} --metric-regex '{}' (it reads {} from `{}`; to `train run`: --metric ... --metric-regex ...; in a sweep's space: metric.regex)",
+                s.metric, s.regex, s.value, s.line.trim()
+            ),
+            None => format!(
+                "{print}; or name the metric with --expect-metric and give --metric-regex a regular expression with one group around its value"
+            ),
+        };
+        let fix = if matches!(ran.stopped, Some(Why::Time(_))) {
+            format!("{fix}; or a longer --smoke-seconds, if it reports later")
+        } else {
+            fix
+        };
         FORM.row(
             id,
             Status::Fail,
             format!(
-                "no metric read in {:.1} s: no epoch line, JSON or dict line{}, or $TRAINGUARD_METRICS_CSV row in its output, so a sweep would see nothing",
+                "no metric read in {:.1} s: no epoch line, JSON or dict line, name=value pair of a metric it knows{}, or $TRAINGUARD_METRICS_CSV row in its output, so a sweep would see nothing",
                 ran.ended.leg.seconds,
                 if self.regex.is_some() { ", --metric-regex match" } else { "" }
             ),
-            Some(format!("print one line per epoch: `Epoch 1/10 | Val Loss: 0.41` or `{{\"epoch\": 1, \"val_loss\": 0.41}}`; or name the metric and a regex that reads it from its line, e.g. {REGEX_FIX} (to `train run`: --metric ... --metric-regex ...; in a sweep's space: metric.regex)")),
+            Some(fix),
         )
+    }
+
+    /// A regex for the metric, from the latest lines of the smoke's output.
+    fn suggestion(&self) -> Option<regex_suggest::Suggestion> {
+        let log = std::fs::read(RunDir::new(self.dir).output_log()).ok()?;
+        let text = String::from_utf8_lossy(&log);
+        let lines: Vec<String> = text.lines().map(String::from).collect();
+        let from = lines.len().saturating_sub(SUGGEST_FROM);
+        regex_suggest::regex_for(&lines[from..], self.expect)
     }
 
     /// The measured peak and the copies that fit (the number `train sweep
@@ -558,8 +657,8 @@ fn smoke_record(g: &Gate, ran: &Ran, parallel: Option<u32>) -> Smoke {
         command: g.argv.to_vec(),
         dir: Some(g.dir.display().to_string()),
         seconds: leg.seconds,
-        epoch_metric: t.epoch_metric(g.expect).map(String::from),
-        epochs: t.epochs(g.expect),
+        epoch_metric: t.objective(g.expect).map(String::from),
+        epochs: t.evaluations(g.expect),
         ended: match (&ran.stopped, leg.status) {
             (Some(why), _) => why.words(),
             (None, ProgramStatus::Finished) => "it exited 0".into(),
