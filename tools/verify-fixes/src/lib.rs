@@ -9,6 +9,7 @@ mod command;
 mod config_form;
 mod configs;
 mod machine;
+mod metric_check;
 mod rows;
 mod smoke;
 mod space;
