@@ -39,11 +39,19 @@ pub(super) const NAMES: &[&str] = &[
 const AT: [&str; 3] = ["epoch", "step", "global_step"];
 
 pub(super) fn read(text: &str) -> Option<Found> {
+    let lower = text.to_ascii_lowercase();
+    // Most lines hold no number (nor `nan`, `inf`): nothing to look for.
+    if !(lower.bytes().any(|b| b.is_ascii_digit())
+        || lower.contains("nan")
+        || lower.contains("inf"))
+    {
+        return None;
+    }
     // Each name's first pair, in the line's order.
     let mut found: Vec<(usize, String, f64)> = NAMES
         .iter()
         .filter_map(|name| {
-            let p = pairs(text, name).find(|p| p.plain)?;
+            let p = pairs(text, &lower, name).find(|p| p.plain)?;
             Some((p.at, name.to_string(), p.value))
         })
         .collect();
@@ -52,7 +60,7 @@ pub(super) fn read(text: &str) -> Option<Found> {
     if values.is_empty() {
         return None;
     }
-    let of = |key: &str| pairs(text, key).next().map(|p| p.value);
+    let of = |key: &str| pairs(text, &lower, key).next().map(|p| p.value);
     let epoch = of("epoch");
     Some(Found {
         values,
@@ -75,8 +83,7 @@ struct Pair {
 /// the end of `best_val_loss`, not a flag `--loss`), then `=` or `:` or
 /// spaces, then a number that ends there (its unit `%` allowed; `3/10`
 /// gives 3; not `1:23`, not `0.5x`).
-fn pairs<'a>(text: &'a str, name: &'a str) -> impl Iterator<Item = Pair> + 'a {
-    let lower = text.to_ascii_lowercase();
+fn pairs<'a>(text: &'a str, lower: &str, name: &'a str) -> impl Iterator<Item = Pair> + 'a {
     let starts: Vec<usize> = lower.match_indices(name).map(|(i, _)| i).collect();
     starts.into_iter().filter_map(move |at| {
         let before = text[..at].chars().next_back();
