@@ -81,7 +81,10 @@ pub struct Child {
     /// A forked trial's raw wait status, as its server reported it (None
     /// inside: the server ended first); None: our own child, reaped here.
     forked: Option<Arc<Mutex<Option<Option<i32>>>>>,
-    lines: Receiver<String>,
+    /// Each output line, with when it came.
+    lines: Receiver<(Instant, String)>,
+    /// When its first output line came: its start-up's end.
+    first_line: Option<Instant>,
     /// The pipes are read to their end.
     drained: bool,
     tail: VecDeque<String>,
@@ -151,6 +154,7 @@ impl Child {
             cpu_seconds: None,
             dropped,
             lines,
+            first_line: None,
             drained: false,
             tail: VecDeque::new(),
             reader,
@@ -182,7 +186,8 @@ impl Child {
         reports
     }
 
-    fn take(&mut self, line: String) -> Vec<Report> {
+    fn take(&mut self, (at, line): (Instant, String)) -> Vec<Report> {
+        self.first_line.get_or_insert(at);
         let reports = match &mut self.reader {
             Some(r) => r.line(&line),
             None => Vec::new(),
@@ -302,6 +307,11 @@ impl Child {
     /// Its line reader (the W&B run summary it kept).
     pub fn reader(&self) -> Option<&Reader> {
         self.reader.as_ref()
+    }
+
+    /// When its first output line came (call `poll` first).
+    pub fn first_line(&self) -> Option<Instant> {
+        self.first_line
     }
 
     /// Its last output lines, oldest first (call `poll` first).
@@ -453,7 +463,7 @@ enum Echo {
 fn pump(
     mut from: impl Read + Send + 'static,
     log: Arc<Mutex<File>>,
-    tx: Sender<String>,
+    tx: Sender<(Instant, String)>,
     bell: Bell,
     echo: Option<Echo>,
 ) {
@@ -486,7 +496,8 @@ fn pump(
                 None => {}
             }
             let cut = &buf[..buf.len().min(MAX_LINE)];
-            if tx.send(String::from_utf8_lossy(cut).into_owned()).is_err() {
+            let line = String::from_utf8_lossy(cut).into_owned();
+            if tx.send((Instant::now(), line)).is_err() {
                 return;
             }
             bell.ring();

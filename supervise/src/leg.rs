@@ -118,6 +118,8 @@ pub struct Leg {
     /// The metrics reported, in the order first seen.
     seen: Vec<String>,
     reports: u64,
+    /// Seconds to its first report of any metric.
+    first_report: Option<f64>,
     stop: Option<Stop>,
     grace: Duration,
     /// Its memory cgroup's OOM-kill count, read at its start.
@@ -198,6 +200,7 @@ impl Leg {
             objective,
             seen: Vec::new(),
             reports: 0,
+            first_report: None,
             stop: None,
             grace: spec.grace,
             oom_kills,
@@ -222,6 +225,9 @@ impl Leg {
     pub fn poll(&mut self) -> Vec<Report> {
         let reports = self.child.poll();
         let seconds = self.seconds();
+        if !reports.is_empty() {
+            self.first_report.get_or_insert(seconds);
+        }
         for r in &reports {
             self.reports += 1;
             let name = r.metric.to_string();
@@ -317,9 +323,20 @@ impl Leg {
             seen: std::mem::take(&mut self.seen),
         };
         let memory_csv = self.records.memory_csv_of(self.number);
+        // Its start-up ends at its first line or report, not at the first
+        // report of the objective (a Trainer's may come at its end).
+        let first_line = self.child.first_line().map(|at| {
+            at.saturating_duration_since(self.child.started)
+                .as_secs_f64()
+        });
+        let startup = [first_line, self.first_report]
+            .into_iter()
+            .flatten()
+            .reduce(f64::min);
         let _ = memory::plot(
             &memory_csv,
             &track.marks,
+            startup,
             &track.name,
             &self.records.memory_png_of(self.number),
         );

@@ -96,7 +96,45 @@ fn a_process_that_exits_is_sampled_to_its_end_and_the_csv_and_plot_are_written()
     assert_eq!(rows.len() as u64, p.samples);
     assert!(rows.iter().all(|r| r[4].is_empty()), "no GPU, no gpu_mib");
     let png = tmp.path().join("memory.png");
-    memory::plot(&csv, &[(0.2, 1), (0.4, 2)], "val_loss", &png).unwrap();
+    memory::plot(&csv, &[(0.2, 1), (0.4, 2)], Some(0.1), "val_loss", &png).unwrap();
     let bytes = std::fs::read(&png).unwrap();
     assert_eq!(&bytes[1..4], b"PNG");
+}
+
+/// memory.png's start-up ends at the command's first output line: a real
+/// Python process quiet for a second, then printing (no metric yet).
+#[test]
+fn a_commands_start_up_ends_at_its_first_output_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (bell, wait) = supervise::events::bell();
+    let spec = supervise::child::Spec {
+        argv: [
+            "python3",
+            "-c",
+            "import time; time.sleep(1.0); print('step 1 of 20', flush=True); time.sleep(1.0)",
+        ]
+        .map(String::from)
+        .to_vec(),
+        cwd: None,
+        env: Vec::new(),
+        log: tmp.path().join("output.log"),
+        own_metrics: None,
+        echo: false,
+        grace: Duration::from_secs(1),
+        bell,
+        preload: None,
+    };
+    let mut child = supervise::child::Child::spawn(&spec, None).unwrap();
+    let status = loop {
+        child.poll();
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        wait.until(Some(std::time::Instant::now() + Duration::from_millis(200)));
+    };
+    assert!(status.success());
+    let first = child.first_line().expect("its line was seen");
+    let after = first.duration_since(child.started).as_secs_f64();
+    let ended = child.started.elapsed().as_secs_f64();
+    assert!(after > 0.9 && after < ended - 0.5, "{after} of {ended}");
 }

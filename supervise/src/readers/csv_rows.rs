@@ -86,7 +86,8 @@ impl CsvRows {
                 .and_then(|i| cells.get(i))
                 .and_then(|c| number::whole(c))
         };
-        let epoch = STEP_KEYS.iter().find_map(|k| value_of(k));
+        let at = STEP_KEYS.iter().find_map(|k| value_of(k));
+        let epoch = value_of("epoch");
         for (name, cell) in header.iter().zip(&cells) {
             if name.is_empty() || STEP_KEYS.contains(&name.as_str()) {
                 continue;
@@ -94,11 +95,12 @@ impl CsvRows {
             let Some(value) = number::whole(cell) else {
                 continue;
             };
-            let step = self.steps.next(name, epoch);
+            let step = self.steps.next(name, at);
             reports.push(Report {
                 metric: Metric::from_name(name),
                 value,
                 step,
+                epoch,
                 source: Source::Csv,
             });
         }

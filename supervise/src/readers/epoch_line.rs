@@ -37,6 +37,7 @@ pub(super) fn read(text: &str) -> Option<Found> {
     }
     Some(Found {
         values,
+        at: Some(epoch),
         epoch: Some(epoch),
         dict: false,
     })

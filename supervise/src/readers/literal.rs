@@ -27,12 +27,14 @@ pub(super) fn read(text: &str) -> Option<Found> {
     if p.at != text.len() {
         return None;
     }
-    let epoch = STEP_KEYS.iter().find_map(|k| {
+    let value_of = |k: &str| {
         entries.iter().find_map(|(key, v)| match v {
             Value::Num(n) if key == k => Some(*n),
             _ => None,
         })
-    });
+    };
+    let at = STEP_KEYS.iter().find_map(|k| value_of(k));
+    let epoch = value_of("epoch");
     let values: Vec<(String, f64)> = entries
         .into_iter()
         .filter(|(k, _)| !STEP_KEYS.contains(&k.as_str()))
@@ -43,6 +45,7 @@ pub(super) fn read(text: &str) -> Option<Found> {
         .collect();
     Some(Found {
         values,
+        at,
         epoch,
         dict: true,
     })
@@ -223,7 +226,7 @@ mod tests {
     type Read = Option<(Option<f64>, Vec<(String, f64)>)>;
 
     fn read_pairs(line: &str) -> Read {
-        read(line).map(|f| (f.epoch, f.values))
+        read(line).map(|f| (f.at, f.values))
     }
 
     fn pairs(p: &[(&str, f64)]) -> Vec<(String, f64)> {

@@ -1,6 +1,6 @@
 //! A program's metric reports, read from what it already writes: its output
-//! lines (the seeds' epoch lines, JSON or Python dict lines, the space's
-//! `metric.regex`) and the rows it appends to `$TRAINGUARD_TRIAL_DIR/metrics.csv`.
+//! lines (the seeds' epoch lines, JSON or Python dict lines, `name=value`
+//! pairs of the names it knows, the space's `metric.regex`) and the rows it appends to `$TRAINGUARD_TRIAL_DIR/metrics.csv`.
 //! Pure: text in, reports out. A line that is not a report yields nothing,
 //! never an error; a non-finite value is reported as it is (the caller fails
 //! the trial on it).
@@ -9,6 +9,8 @@ mod csv_rows;
 mod epoch_line;
 mod literal;
 mod number;
+mod pairs;
+pub mod suggest;
 
 pub use csv_rows::CsvRows;
 
@@ -24,6 +26,9 @@ pub struct Report {
     /// The epoch when the line gives a whole one (else its `step`), else a
     /// running count; strictly increasing per metric (see [`Steps`]).
     pub step: u64,
+    /// The epoch its line gave, as it gave it (a Trainer's 0.625), when it
+    /// gave one.
+    pub epoch: Option<f64>,
     /// The reader that found it.
     pub source: Source,
 }
@@ -36,6 +41,9 @@ pub enum Source {
     EpochLine,
     /// A JSON object or Python dict per line.
     Dict,
+    /// `name=value`, `name: value` or `name value` of a name it knows,
+    /// anywhere on a line.
+    Pairs,
     /// The `metric.regex` (`--metric-regex`).
     Regex,
     /// Rows appended to `$TRAINGUARD_METRICS_CSV`.
@@ -47,6 +55,7 @@ impl Source {
         match self {
             Source::EpochLine => "epoch lines",
             Source::Dict => "JSON or dict lines",
+            Source::Pairs => "name=value pairs",
             Source::Regex => "the regex",
             Source::Csv => "metrics.csv rows",
         }
@@ -86,10 +95,13 @@ impl Steps {
 /// measured: never reported, the first present is its step.
 const STEP_KEYS: [&str; 4] = ["epoch", "step", "global_step", "_step"];
 
-/// What one line gave, before steps: (name, value) pairs and the line's
-/// epoch (or step).
+/// What one line gave, before steps: (name, value) pairs and where the
+/// line is.
 struct Found {
     values: Vec<(String, f64)>,
+    /// Its epoch, else its step.
+    at: Option<f64>,
+    /// Its epoch alone, as written.
     epoch: Option<f64>,
     /// A dict line: its keys may be Hugging Face Trainer's.
     dict: bool,
@@ -156,17 +168,21 @@ impl Reader {
     }
 
     /// The reports in one line of stdout or stderr (with or without its
-    /// newline): every metric an epoch, JSON or dict line gives, and one
-    /// report of `metric.name` per match of the regex, which alone reports
-    /// that metric when given.
+    /// newline): every metric an epoch, JSON or dict line gives, else the
+    /// `name=value` pairs of the names it knows, and one report of
+    /// `metric.name` per match of the regex, which alone reports that
+    /// metric when given.
     pub fn line(&mut self, line: &str) -> Vec<Report> {
         let text = visible(line);
         if self.wandb_footer(&text) {
             return Vec::new();
         }
-        let found = epoch_line::read(&text).or_else(|| literal::read(&text));
+        let found = epoch_line::read(&text)
+            .map(|f| (f, Source::EpochLine))
+            .or_else(|| literal::read(&text).map(|f| (f, Source::Dict)))
+            .or_else(|| pairs::read(&text).map(|f| (f, Source::Pairs)));
         let mut reports = Vec::new();
-        if let Some(found) = found {
+        if let Some((found, source)) = found {
             for (name, value) in found.values {
                 let name = if found.dict && wandb_name(&name).is_some_and(|w| w == self.metric) {
                     self.metric.clone()
@@ -176,16 +192,13 @@ impl Reader {
                 if self.regex.is_some() && name == self.metric {
                     continue;
                 }
-                let step = self.steps.next(&name, found.epoch);
+                let step = self.steps.next(&name, found.at);
                 reports.push(Report {
                     metric: Metric::from_name(&name),
                     value,
                     step,
-                    source: if found.dict {
-                        Source::Dict
-                    } else {
-                        Source::EpochLine
-                    },
+                    epoch: found.epoch,
+                    source,
                 });
             }
         }
@@ -199,6 +212,7 @@ impl Reader {
                     metric: Metric::from_name(&self.metric),
                     value,
                     step,
+                    epoch: None,
                     source: Source::Regex,
                 });
             }

@@ -97,10 +97,58 @@ fn a_regex_for_pytorch_examples_word_language_model() {
         "| End of training | test loss  5.50 | test ppl   244.69",
     ];
     let reports: Vec<Report> = log.iter().flat_map(|l| r.line(l)).collect();
+    // Its batch lines' `loss  7.63` is a pair of a name the reader knows.
     assert_eq!(
         triples(&reports),
-        [t("valid_loss", 5.86, 1), t("valid_loss", 5.54, 2)]
+        [
+            t("loss", 7.63, 1),
+            t("valid_loss", 5.86, 1),
+            t("valid_loss", 5.54, 2)
+        ]
     );
+}
+
+#[test]
+fn a_plain_scripts_metric_lines_with_no_configuration() {
+    // What an argparse PyTorch script prints, in the three forms.
+    let mut r = reader("", None);
+    let log = [
+        "loading data...",
+        "epoch 0 val_loss 2.2527",
+        "epoch 1: train_loss=0.62 val_loss=0.51 lr=0.001",
+        "val_loss: 0.43",
+        "epoch 3: train_loss=0.51 val_loss=0.43",
+        "New best model saved! (val_loss: 0.43)",
+    ];
+    let reports: Vec<Report> = log.iter().flat_map(|l| r.line(l)).collect();
+    assert_eq!(
+        triples(&reports),
+        [
+            t("val_loss", 2.2527, 0),
+            t("train_loss", 0.62, 1),
+            t("val_loss", 0.51, 1),
+            t("val_loss", 0.43, 2),
+            t("train_loss", 0.51, 3),
+            t("val_loss", 0.43, 3),
+        ]
+    );
+    assert!(reports.iter().all(|x| x.source == Source::Pairs));
+    assert_eq!(reports[0].metric, Metric::ValLoss);
+    assert_eq!(
+        reports.iter().map(|x| x.epoch).collect::<Vec<_>>(),
+        [Some(0.0), Some(1.0), Some(1.0), None, Some(3.0), Some(3.0)]
+    );
+}
+
+#[test]
+fn a_trainers_fractional_epoch_is_kept_as_it_is() {
+    let mut r = reader("", None);
+    let got =
+        r.line("{'loss': '2.1', 'grad_norm': '0.5', 'learning_rate': '5e-05', 'epoch': '0.625'}");
+    assert_eq!(got[0].epoch, Some(0.625));
+    assert_eq!(got[0].step, 1);
+    let got = r.line(r#"{"step": 200, "val_loss": 0.3}"#);
+    assert_eq!((got[0].epoch, got[0].step), (None, 200));
 }
 
 #[test]

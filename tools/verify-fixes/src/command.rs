@@ -3,13 +3,14 @@
 //! files the command names (an error fails the gate before the smoke), the
 //! allocator setting it will run with, the GPU's state, then a short smoke
 //! run (`smoke`) and what it showed: that it started and ran, which metric
-//! a sweep will read and by which reader, its measured peak and how many
-//! copies fit at once (sweep's `--parallel auto` rule), and the disk room
-//! for its output.
+//! a sweep will read and by which reader, and that it evaluated within the
+//! smoke's time (`metric_check`), its measured peak and how many copies fit
+//! at once (sweep's `--parallel auto` rule), and the disk room for its
+//! output.
 
 use crate::machine::Machine;
 use crate::rows::{Check, Form, Status};
-use crate::smoke::{self, Ran, Tally, Why};
+use crate::smoke::{self, Ran, Tally};
 use common::config::Config;
 use common::estimate::MIB;
 use common::wire::program::{ProgramLeg, ProgramStatus};
@@ -19,11 +20,7 @@ use diagnose::rules::{self, Target};
 use std::path::{Path, PathBuf};
 use sweep::placement::{self, Gpu, Measured, MEASURED_HEADROOM};
 
-const FORM: Form = Form::Command;
-
-/// The metric check's fix for output it cannot read: flags that work as
-/// typed (a test runs them).
-pub const REGEX_FIX: &str = "--expect-metric val_loss --metric-regex 'val loss:? *([0-9.]+)'";
+pub(crate) const FORM: Form = Form::Command;
 
 /// The checks the smoke decides.
 const SMOKE_IDS: [&str; 3] = ["started", "metric", "memory"];
@@ -36,7 +33,8 @@ pub struct Gate<'a> {
     /// The smoke's directory (created by the caller).
     pub dir: &'a Path,
     pub seconds: f64,
-    pub epochs: u64,
+    /// Evaluations the smoke waits for.
+    pub evaluations: u64,
     pub expect: Option<&'a str>,
     pub regex: Option<&'a str>,
 }
@@ -150,7 +148,7 @@ impl Gate<'_> {
             env,
             dir: &records,
             seconds: self.seconds,
-            epochs: self.epochs,
+            evaluations: self.evaluations,
             expect: self.expect,
             regex: self.regex,
         })
@@ -195,7 +193,7 @@ impl Gate<'_> {
     fn started(&self, ran: &Ran) -> Check {
         let id = "started";
         let leg = &ran.ended.leg;
-        let epochs = ran.tally.epochs(self.expect);
+        let evaluations = ran.tally.evaluations(self.expect);
         let log = RunDir::new(self.dir).output_log();
         let ran_ok = ran.stopped.is_some() || leg.exit_code == Some(0);
         if !ran_ok {
@@ -203,7 +201,7 @@ impl Gate<'_> {
                 id,
                 Status::Fail,
                 format!(
-                    "{} after {:.1} s and {epochs} epoch(s)",
+                    "{} after {:.1} s and {evaluations} evaluation(s)",
                     ran.ended.verdict.evidence, leg.seconds
                 ),
                 Some(
@@ -217,101 +215,19 @@ impl Gate<'_> {
             Some(why) => why.words(),
             None => "it exited 0".to_string(),
         };
-        let saw = format!(
-            "ran {:.1} s, {epochs} epoch(s) reported; {how}",
-            leg.seconds
-        );
-        if epochs < self.epochs && matches!(ran.stopped, Some(Why::Time(_))) {
-            FORM.row(
-                id,
-                Status::Warn,
-                format!(
-                    "{saw}: epoch {} not reached (some crashes, such as CUDA graphs with gradient checkpointing, come only at epoch 2)",
-                    self.epochs
-                ),
-                Some("a longer --smoke-seconds, or a smaller dataset for the smoke".into()),
-            )
-        } else {
-            FORM.row(id, Status::Pass, saw, None)
-        }
-    }
-
-    fn metric(&self, ran: &Ran) -> Check {
-        let id = "metric";
-        let t = &ran.tally;
-        if t.order.is_empty() {
-            return self.no_metric(ran);
-        }
-        let main = t.epoch_metric(self.expect).unwrap_or_default();
-        let others: Vec<String> = t
-            .order
-            .iter()
-            .filter(|m| m.as_str() != main)
-            .map(|m| describe(t, m))
-            .collect();
-        let also = if others.is_empty() {
-            String::new()
-        } else {
-            format!("; also {}", others.join(", "))
-        };
-        if !t.by.contains_key(main) {
-            return FORM.row(
-                id,
-                Status::Fail,
-                format!(
-                    "no report of {main} (--expect-metric); read {}",
-                    t.order.join(", ")
-                ),
-                Some(format!(
-                    "report {main} in a line per epoch, or expect one that is read, e.g. --expect-metric {}",
-                    t.order[0]
-                )),
-            );
-        }
-        if let Some(what) = t.non_finite(self.expect) {
-            let fix = diagnose::failures::KNOWN
-                .iter()
-                .find(|k| k.class == common::wire::failure::Class::NonFiniteLoss)
-                .map(|k| k.program_fix.to_string());
-            return FORM.row(
-                id,
-                Status::Fail,
-                format!(
-                    "{what}: a non-finite value; read {}{also}",
-                    describe(t, main)
-                ),
-                fix,
-            );
-        }
+        let of = ran
+            .tally
+            .objective(self.expect)
+            .map_or(String::new(), |m| format!(" of {m}"));
         FORM.row(
             id,
             Status::Pass,
-            format!("{}{also}", describe(t, main)),
-            None,
-        )
-    }
-
-    /// The metric check when no metric was read: skipped when the command
-    /// failed, else failed.
-    fn no_metric(&self, ran: &Ran) -> Check {
-        let id = "metric";
-        if !(ran.stopped.is_some() || ran.ended.leg.exit_code == Some(0)) {
-            return FORM.row(
-                id,
-                Status::Skip,
-                "none read before the command failed (see the command check)",
-                None,
-            );
-        }
-        FORM.row(
-            id,
-            Status::Fail,
             format!(
-                "no metric read in {:.1} s: no epoch line, JSON or dict line{}, or $TRAINGUARD_METRICS_CSV row in its output, so a sweep would see nothing",
-                ran.ended.leg.seconds,
-                if self.regex.is_some() { ", --metric-regex match" } else { "" }
+                "ran {:.1} s, {evaluations} evaluation(s){of} reported{}; {how}",
+                leg.seconds,
+                ran.tally.how_far()
             ),
-            Some(format!("print one line per epoch: `Epoch 1/10 | Val Loss: 0.41` or `{{\"epoch\": 1, \"val_loss\": 0.41}}`; or name the metric and a regex that reads it from its line, e.g. {REGEX_FIX} (to `train run`: --metric ... --metric-regex ...; in a sweep's space: metric.regex)")),
+            None,
         )
     }
 
@@ -540,17 +456,6 @@ impl Fit {
     }
 }
 
-/// A metric as read: its reader, reports and last value.
-fn describe(t: &Tally, m: &str) -> String {
-    let s = &t.by[m];
-    format!(
-        "{m} by {} ({} report(s){})",
-        s.source.as_str(),
-        s.reports,
-        s.last.map_or(String::new(), |v| format!(", last {v}"))
-    )
-}
-
 fn smoke_record(g: &Gate, ran: &Ran, parallel: Option<u32>) -> Smoke {
     let t: &Tally = &ran.tally;
     let leg = &ran.ended.leg;
@@ -558,8 +463,8 @@ fn smoke_record(g: &Gate, ran: &Ran, parallel: Option<u32>) -> Smoke {
         command: g.argv.to_vec(),
         dir: Some(g.dir.display().to_string()),
         seconds: leg.seconds,
-        epoch_metric: t.epoch_metric(g.expect).map(String::from),
-        epochs: t.epochs(g.expect),
+        epoch_metric: t.objective(g.expect).map(String::from),
+        epochs: t.evaluations(g.expect),
         ended: match (&ran.stopped, leg.status) {
             (Some(why), _) => why.words(),
             (None, ProgramStatus::Finished) => "it exited 0".into(),

@@ -9,6 +9,7 @@ mod command;
 mod config_form;
 mod configs;
 mod machine;
+mod metric_check;
 mod rows;
 mod smoke;
 mod space;
@@ -92,13 +93,15 @@ struct Cli {
     /// With -- CMD: stop the smoke after this many seconds.
     #[arg(long, value_name = "S", default_value_t = 300.0, requires = "command")]
     smoke_seconds: f64,
-    /// With -- CMD: stop the smoke after this many epochs (reports of the
-    /// metric); some crashes, such as CUDA graphs with gradient
-    /// checkpointing, come only at epoch 2.
+    /// With -- CMD: stop the smoke after this many evaluations (reports of
+    /// the metric a sweep ranks by, not of the training loss); some
+    /// crashes, such as CUDA graphs with gradient checkpointing, come only
+    /// after the first.
     #[arg(long, value_name = "N", default_value_t = 2, requires = "command")]
     smoke_epochs: u64,
     /// With -- CMD: the metric a sweep will rank by, which must be read
-    /// [default: any; epochs count val_loss, else the first metric read].
+    /// [default: the first reported of eval_loss, val_loss, valid_loss,
+    /// validation_loss, eval/loss, val/loss, as train run finds it].
     #[arg(long, value_name = "NAME", requires = "command")]
     expect_metric: Option<String>,
     /// With -- CMD: a regular expression with one capture group that reads
@@ -253,7 +256,7 @@ fn gate_command(cli: &Cli, env: &dyn Fn(&str) -> Option<String>) -> anyhow::Resu
         ));
     }
     if cli.smoke_epochs == 0 {
-        return Err(bad_input!("--smoke-epochs: expected at least 1 epoch"));
+        return Err(bad_input!("--smoke-epochs: expected at least 1 evaluation"));
     }
     // A bad regex is bad usage, said before anything runs.
     supervise::readers::Reader::new(
@@ -284,7 +287,7 @@ fn gate_command(cli: &Cli, env: &dyn Fn(&str) -> Option<String>) -> anyhow::Resu
         skip: &cli.skip,
         dir: &dir,
         seconds: cli.smoke_seconds,
-        epochs: cli.smoke_epochs,
+        evaluations: cli.smoke_epochs,
         expect: cli.expect_metric.as_deref(),
         regex: cli.metric_regex.as_deref(),
     };

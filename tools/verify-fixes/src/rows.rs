@@ -38,8 +38,11 @@ const COMMAND_FORM: [(&str, &str); 7] = [
     ),
     ("allocator", "allocator: expandable segments"),
     ("gpu-state", "GPU state: health and other processes"),
-    ("started", "command: starts and runs its first epochs"),
-    ("metric", "metric: read, by which reader, finite"),
+    ("started", "command: starts and runs"),
+    (
+        "metric",
+        "metric: read, by which reader, evaluated in time, finite",
+    ),
     ("memory", "memory: measured peak, copies that fit"),
     ("disk", "disk: room for the run's output"),
 ];

@@ -69,7 +69,7 @@ fn the_repos_pytorch_script_passes_with_a_fit_count_from_its_measured_peak() {
     let (s, saw) = check(&v, "started");
     assert_eq!(s, "pass", "{saw}");
     assert!(
-        saw.contains("2 epoch(s) reported; stopped by verify-fixes after 2 epoch(s)"),
+        saw.contains("2 evaluation(s) of val_loss reported (up to epoch 2); stopped by verify-fixes after 2 evaluation(s)"),
         "{saw}"
     );
     let (s, saw) = check(&v, "metric");
@@ -197,14 +197,22 @@ fn a_script_that_reports_no_metric_fails_the_metric_check() {
     let (s, saw) = check(&v, "metric");
     assert_eq!(s, "fail");
     assert!(saw.starts_with("no metric read in "), "{saw}");
-    // It ran (not a crash), but never reached epoch 2 in the time given.
-    let (s, saw) = check(&v, "started");
-    assert_eq!(s, "warn");
+    // Its one line holds no number: no regex is made up for it.
+    let fix = fix_of(&v, "metric");
+    assert!(!fix.contains("--metric-regex '"), "{fix}");
     assert!(
-        saw.contains("stopped by verify-fixes after 2 s (--smoke-seconds)"),
+        fix.ends_with("or a longer --smoke-seconds, if it reports later"),
+        "{fix}"
+    );
+    // It ran (not a crash): the metric check says what is missing.
+    let (s, saw) = check(&v, "started");
+    assert_eq!(s, "pass");
+    assert!(
+        saw.ends_with(
+            "0 evaluation(s) reported; stopped by verify-fixes after 2 s (--smoke-seconds)"
+        ),
         "{saw}"
     );
-    assert!(saw.contains("epoch 2 not reached"), "{saw}");
     assert_eq!(v["smoke"]["epochs"], 0);
 }
 
@@ -380,8 +388,8 @@ fn the_command_never_reads_memdiags_pipe_and_the_expected_metric_is_found() {
     assert_eq!(s, "pass", "{fix}: {saw}");
 }
 
-/// The flags a check's fix gives (after its "e.g. "), to be run as typed.
-fn fix_flags(v: &serde_json::Value, id: &str) -> String {
+/// A check's fix.
+fn fix_of(v: &serde_json::Value, id: &str) -> String {
     let c = v["checks"]
         .as_array()
         .unwrap()
@@ -389,6 +397,12 @@ fn fix_flags(v: &serde_json::Value, id: &str) -> String {
         .find(|c| c["id"] == id)
         .unwrap();
     let fix = c["fix"].as_str().unwrap_or_else(|| panic!("no fix in {c}"));
+    fix.to_string()
+}
+
+/// The flags a check's fix gives (after its "e.g. "), to be run as typed.
+fn fix_flags(v: &serde_json::Value, id: &str) -> String {
+    let fix = fix_of(v, id);
     let after = fix
         .split("e.g. ")
         .nth(1)
@@ -440,10 +454,179 @@ fn the_metric_fix_for_unread_output_works_as_typed() {
         fix,
         "--expect-metric val_loss --metric-regex 'val loss:? *([0-9.]+)'"
     );
+    // Made from its last line, and tested on it before it was shown.
+    let said = fix_of(&v, "metric");
+    assert!(
+        said.contains("(it reads 0.5 from `epoch 2: val loss: 0.500`;"),
+        "{said}"
+    );
     let v = as_typed(tmp.path(), &fix, "s2", "plain.py");
     let (s, saw) = check(&v, "metric");
     assert_eq!(s, "pass", "{fix}: {saw}");
     assert!(saw.starts_with("val_loss by the regex ("), "{saw}");
+}
+
+/// A plain PyTorch script with argparse, printing `epoch 3:
+/// train_loss=0.51 val_loss=0.43`: read with no flag, its val_loss the
+/// evaluation, its train_loss not.
+#[test]
+fn a_plain_scripts_name_value_lines_are_read_with_no_flag() {
+    let tmp = tempfile::tempdir().unwrap();
+    write(
+        tmp.path(),
+        "plain_train.py",
+        r#"import argparse, time, torch
+p = argparse.ArgumentParser()
+p.add_argument("--epochs", type=int, default=6)
+p.add_argument("--lr", type=float, default=0.05)
+a = p.parse_args()
+torch.manual_seed(0)
+x = torch.randn(256, 8); y = x @ torch.randn(8, 1)
+model = torch.nn.Linear(8, 1)
+opt = torch.optim.SGD(model.parameters(), lr=a.lr)
+print(f"lr={a.lr} batch 32", flush=True)
+for epoch in range(a.epochs):
+    for i in range(0, 192, 32):
+        opt.zero_grad()
+        loss = torch.nn.functional.mse_loss(model(x[i:i + 32]), y[i:i + 32])
+        loss.backward(); opt.step()
+    with torch.no_grad():
+        val = torch.nn.functional.mse_loss(model(x[192:]), y[192:]).item()
+    print(f"epoch {epoch}: train_loss={loss.item():.4f} val_loss={val:.4f}", flush=True)
+    time.sleep(0.5)
+"#,
+    );
+    let (r, v) = gate(
+        tmp.path(),
+        &tmp.path().join("s"),
+        &["--smoke-seconds", "120"],
+        &[&py(), "plain_train.py"],
+    );
+    assert_eq!(r.code(), Some(0), "{}\n{v:#}", r.stderr_str());
+    let (s, saw) = check(&v, "metric");
+    assert_eq!(s, "pass");
+    assert!(
+        saw.starts_with("val_loss by name=value pairs (2 report(s), last "),
+        "{saw}"
+    );
+    assert!(saw.contains("also train_loss by name=value pairs"), "{saw}");
+    let (_, saw) = check(&v, "started");
+    assert!(
+        saw.contains("2 evaluation(s) of val_loss reported (up to epoch 1); stopped by verify-fixes after 2 evaluation(s)"),
+        "{saw}"
+    );
+    assert_eq!(v["smoke"]["epoch_metric"], "val_loss");
+}
+
+/// A tiny Hugging Face Trainer script (a GPT-2 built from a config, CPU):
+/// eight loss lines an epoch, one evaluation at its end.
+const TRAINER_SCRIPT: &str = r#"import argparse, os, time
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+import torch
+from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
+p = argparse.ArgumentParser()
+p.add_argument("--eval_strategy", default="epoch")
+p.add_argument("--eval_steps", type=int, default=None)
+p.add_argument("--logging_steps", type=int, default=1)
+p.add_argument("--step_seconds", type=float, default=0.0)
+a = p.parse_args()
+torch.manual_seed(0)
+model = GPT2LMHeadModel(GPT2Config(vocab_size=64, n_positions=16, n_embd=16, n_layer=1, n_head=2))
+class Data(torch.utils.data.Dataset):
+    def __init__(self, n): self.x = torch.randint(0, 64, (n, 16))
+    def __len__(self): return len(self.x)
+    def __getitem__(self, i): return {"input_ids": self.x[i], "labels": self.x[i]}
+class Slow(Trainer):
+    def training_step(self, *args, **kwargs):
+        time.sleep(a.step_seconds)
+        return super().training_step(*args, **kwargs)
+args = TrainingArguments(output_dir="out", per_device_train_batch_size=4, num_train_epochs=2,
+    eval_strategy=a.eval_strategy, eval_steps=a.eval_steps, logging_steps=a.logging_steps,
+    save_strategy="no", report_to=[], use_cpu=True, disable_tqdm=True)
+Slow(model=model, args=args, train_dataset=Data(32), eval_dataset=Data(8)).train()
+"#;
+
+/// Its loss lines are not evaluations: when the time runs out before its
+/// first evaluation the metric check fails, says how far it got (a
+/// Trainer's fractional epoch as printed) and how to evaluate sooner; that
+/// way, it passes, its evaluations at fractional epochs.
+#[test]
+fn a_trainer_script_passes_only_once_it_evaluated() {
+    let tmp = tempfile::tempdir().unwrap();
+    write(tmp.path(), "lm_train.py", TRAINER_SCRIPT);
+    // 4 s a step, 8 steps to its first evaluation: past the 30 s given.
+    let (r, v) = gate(
+        tmp.path(),
+        &tmp.path().join("s1"),
+        &["--smoke-seconds", "30"],
+        &[
+            &py(),
+            "lm_train.py",
+            "--eval_strategy",
+            "epoch",
+            "--logging_steps",
+            "1",
+            "--step_seconds",
+            "4",
+        ],
+    );
+    assert_eq!(r.code(), Some(1), "{}\n{v:#}", r.stderr_str());
+    let (s, saw) = check(&v, "metric");
+    assert_eq!(s, "fail", "{saw}");
+    assert!(saw.starts_with("no evaluation in "), "{saw}");
+    assert!(
+        saw.contains("was reported before --smoke-seconds ran out (up to epoch 0.")
+            && saw.contains("; read loss, grad_norm, learning_rate"),
+        "{saw}"
+    );
+    let fix = fix_of(&v, "metric");
+    assert!(
+        fix.contains("--eval_strategy steps --eval_steps N"),
+        "{fix}"
+    );
+    let (s, saw) = check(&v, "started");
+    assert_eq!(s, "pass");
+    assert!(
+        saw.contains("0 evaluation(s) reported (up to epoch 0."),
+        "{saw}"
+    );
+    assert_eq!(v["smoke"]["epochs"], 0);
+    assert!(v["smoke"]["epoch_metric"].is_null(), "{v:#}");
+    // The advice taken: an evaluation every 2 steps (a quarter epoch).
+    let (r, v) = gate(
+        tmp.path(),
+        &tmp.path().join("s2"),
+        &["--smoke-seconds", "120"],
+        &[
+            &py(),
+            "lm_train.py",
+            "--eval_strategy",
+            "steps",
+            "--eval_steps",
+            "2",
+            "--step_seconds",
+            "0.3",
+        ],
+    );
+    let err = r.stderr_str();
+    assert_eq!(r.code(), Some(0), "{err}\n{v:#}");
+    assert!(
+        err.contains("verify-fixes: smoke: evaluation 1 reported (eval_loss at epoch 0.25)")
+            && err.contains("verify-fixes: smoke: evaluation 2 reported (eval_loss at epoch 0.5)"),
+        "{err}"
+    );
+    let (_, saw) = check(&v, "started");
+    assert!(
+        saw.contains(" evaluation(s) of eval_loss reported (up to epoch 0.")
+            && saw.ends_with("stopped by verify-fixes after 2 evaluation(s)"),
+        "{saw}"
+    );
+    let (s, saw) = check(&v, "metric");
+    assert_eq!(s, "pass");
+    assert!(
+        saw.starts_with("eval_loss by JSON or dict lines ("),
+        "{saw}"
+    );
 }
 
 /// Without --out, the smoke's temporary directory stays only when a check

@@ -28,12 +28,19 @@ const STARTUP: RGBColor = RGBColor(253, 244, 220);
 const MAX_SHADED: usize = 60;
 
 /// Draws memory.png from memory.csv, with a mark per report of `metric`
-/// in `marks` (seconds, step). Nothing is drawn (and no error) for a csv
-/// without rows.
-pub fn plot(csv: &Path, marks: &[(f64, u64)], metric: &str, png: &Path) -> anyhow::Result<()> {
+/// in `marks` (seconds, step) and the start-up shaded up to `startup`
+/// (seconds to its first output line or report). Nothing is drawn (and no
+/// error) for a csv without rows.
+pub fn plot(
+    csv: &Path,
+    marks: &[(f64, u64)],
+    startup: Option<f64>,
+    metric: &str,
+    png: &Path,
+) -> anyhow::Result<()> {
     register_font();
     let text = std::fs::read_to_string(csv)?;
-    let Some(plot) = MemoryPlot::of(model::samples(&text), marks) else {
+    let Some(plot) = MemoryPlot::of(model::samples(&text), marks, startup) else {
         return Ok(());
     };
     common::files::write_atomic_with(png, |tmp| {
@@ -77,14 +84,14 @@ pub fn plot(csv: &Path, marks: &[(f64, u64)], metric: &str, png: &Path) -> anyho
     })
 }
 
-/// The start-up before the first report (imports, data, the first
-/// epoch), the spans between reports shaded in turn, each labelled
-/// "step N" over its highest PSS, and the marks.
+/// The start-up before its first line or report (imports, data, the
+/// model), the spans between reports shaded in turn, each labelled "step
+/// N" over its highest PSS, and the marks.
 fn spans(chart: &mut Chart, plot: &MemoryPlot) -> anyhow::Result<()> {
     let top = plot.top;
     let label_y = top * 0.97;
     let font = |c: RGBColor| ("sans-serif", 12).into_font().color(&c);
-    if let Some(first) = plot.first_report {
+    if let Some(first) = plot.startup_end {
         chart
             .draw_series(std::iter::once(Rectangle::new(
                 [(0.0, 0.0), (first, top)],

@@ -68,9 +68,11 @@ pub struct MemoryPlot {
     pub pss_peak: Peak,
     pub rss_peak: Peak,
     pub gpu_peak: Option<Peak>,
-    /// The first report's time: before it, the start-up (imports, data,
-    /// the first epoch).
-    pub first_report: Option<f64>,
+    /// The start-up's end: the first line the command printed or its first
+    /// report of any metric, else the first mark. Not the first report of
+    /// the metric: a Hugging Face run's first evaluation may come at its
+    /// end, after minutes of training steps.
+    pub startup_end: Option<f64>,
     /// Each report's time (a grey mark).
     pub reports: Vec<f64>,
     /// One per report after the first, in order; reports at the same time
@@ -105,8 +107,13 @@ fn highest_pss(samples: &[Sample], start: f64, end: f64) -> f64 {
 
 impl MemoryPlot {
     /// The plot of `samples` with `marks`, each report of the metric as
-    /// (seconds, step); None without samples.
-    pub fn of(mut samples: Vec<Sample>, marks: &[(f64, u64)]) -> Option<MemoryPlot> {
+    /// (seconds, step), and `startup`, the seconds to the command's first
+    /// output line or report; None without samples.
+    pub fn of(
+        mut samples: Vec<Sample>,
+        marks: &[(f64, u64)],
+        startup: Option<f64>,
+    ) -> Option<MemoryPlot> {
         samples.sort_by(|a, b| a.seconds.total_cmp(&b.seconds));
         let pss_peak = peak(&samples, |s| Some(s.pss_mib))?;
         let rss_peak = peak(&samples, |s| Some(s.rss_mib))?;
@@ -144,7 +151,10 @@ impl MemoryPlot {
             pss_peak,
             rss_peak,
             gpu_peak,
-            first_report: marks.first().map(|m| m.0),
+            startup_end: [startup, marks.first().map(|m| m.0)]
+                .into_iter()
+                .flatten()
+                .reduce(f64::min),
             reports: marks.iter().map(|m| m.0).collect(),
             spans,
         })
@@ -204,7 +214,7 @@ mod tests {
 
     #[test]
     fn the_peak_is_named_with_its_time() {
-        let p = MemoryPlot::of(samples(&csv()), &[]).unwrap();
+        let p = MemoryPlot::of(samples(&csv()), &[], None).unwrap();
         assert_eq!(p.samples.len(), 18, "the cut row is left out");
         assert_eq!(
             p.pss_peak,
@@ -224,15 +234,15 @@ mod tests {
         // From 0, with room above the highest line for the labels.
         assert!(p.top > 1000.0, "{}", p.top);
         assert_eq!(p.end, 8.0);
-        assert!(p.spans.is_empty() && p.first_report.is_none());
-        assert_eq!(MemoryPlot::of(Vec::new(), &[(1.0, 1)]), None);
+        assert!(p.spans.is_empty() && p.startup_end.is_none());
+        assert_eq!(MemoryPlot::of(Vec::new(), &[(1.0, 1)], None), None);
     }
 
     #[test]
     fn each_span_between_reports_has_its_step_and_highest_memory() {
         let marks = [(2.0, 1), (3.0, 2), (4.0, 3), (5.0, 4), (5.0, 5), (7.0, 6)];
-        let p = MemoryPlot::of(samples(&csv()), &marks).unwrap();
-        assert_eq!(p.first_report, Some(2.0));
+        let p = MemoryPlot::of(samples(&csv()), &marks, None).unwrap();
+        assert_eq!(p.startup_end, Some(2.0));
         assert_eq!(p.reports.len(), 6);
         let got: Vec<(f64, f64, u64, f64)> = p
             .spans
@@ -260,7 +270,7 @@ mod tests {
                 .chain((0..=1000).map(|i| format!("{},{},{},1,7\n", i as f64 * 0.1, 300, 310)))
                 .collect();
         let marks: Vec<(f64, u64)> = (1..=100).map(|i| (i as f64, i)).collect();
-        let p = MemoryPlot::of(samples(&text), &marks).unwrap();
+        let p = MemoryPlot::of(samples(&text), &marks, None).unwrap();
         assert_eq!(p.spans.len(), 99);
         let named: Vec<u64> = p
             .spans
@@ -275,9 +285,29 @@ mod tests {
         assert_eq!(named.last(), Some(&100));
         assert_eq!(p.gpu_peak.map(|g| g.mib), Some(7.0));
         // A span too narrow for its label goes unnamed.
-        let p = MemoryPlot::of(samples(&text), &[(10.0, 1), (10.1, 2), (50.0, 3)]).unwrap();
+        let p = MemoryPlot::of(samples(&text), &[(10.0, 1), (10.1, 2), (50.0, 3)], None).unwrap();
         let named: Vec<bool> = p.spans.iter().map(|s| s.labelled).collect();
         assert_eq!(named, [false, true]);
+    }
+
+    #[test]
+    fn the_start_up_ends_at_the_first_line_not_the_first_report_of_the_metric() {
+        // A Hugging Face run: its first loss line at 8 s, its only
+        // evaluation at 93 s, its end.
+        let text: String =
+            std::iter::once("seconds,host_pss_mib,host_rss_mib,processes,gpu_mib\n".to_string())
+                .chain((0..=186).map(|i| format!("{},{},{},1,\n", i as f64 * 0.5, 600, 700)))
+                .collect();
+        let p = MemoryPlot::of(samples(&text), &[(93.0, 1)], Some(8.0)).unwrap();
+        assert_eq!(p.startup_end, Some(8.0));
+        assert_eq!(p.reports, [93.0]);
+        // A first line after the first report (a script that reports
+        // through metrics.csv and prints later) does not move it back.
+        let p = MemoryPlot::of(samples(&text), &[(5.0, 1), (93.0, 2)], Some(8.0)).unwrap();
+        assert_eq!(p.startup_end, Some(5.0));
+        // Output but no report of the metric: its start-up still ends.
+        let p = MemoryPlot::of(samples(&text), &[], Some(3.5)).unwrap();
+        assert_eq!(p.startup_end, Some(3.5));
     }
 
     #[test]

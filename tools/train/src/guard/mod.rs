@@ -160,7 +160,12 @@ pub fn run(args: &Args, stop: &Interrupter) -> anyhow::Result<u8> {
         }
         say_next(&attempt, number, legs.queue.front());
     }
-    if let Some(words) = summary.metric.as_ref().and_then(metric_missing) {
+    let tail = || log_tail(&dir.output_log());
+    if let Some(words) = summary
+        .metric
+        .as_ref()
+        .and_then(|m| metric_missing(m, tail))
+    {
         common::say!("train run: {words}");
     }
     common::say!("train run: summary in {}", dir.summary().display());
@@ -291,8 +296,9 @@ fn metric_of(before: Option<ProgramMetric>, leg: ProgramMetric) -> ProgramMetric
 
 /// What to say when the metric named was never reported, or none was
 /// named and none looked for was: the metrics that were, and the flag
-/// that takes one of them.
-fn metric_missing(m: &ProgramMetric) -> Option<String> {
+/// that takes one of them; when none was read, a regex made from a line of
+/// `tail` (its output's last lines), shown only when it reads that line.
+fn metric_missing(m: &ProgramMetric, tail: impl FnOnce() -> Vec<String>) -> Option<String> {
     if m.reported {
         return None;
     }
@@ -309,21 +315,44 @@ fn metric_missing(m: &ProgramMetric) -> Option<String> {
             m.seen.join(", ")
         ),
         None => {
-            // The example reads the metric named, where its name is plain.
-            let name = m
-                .name
-                .as_deref()
-                .filter(|n| n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
-                .unwrap_or("val_loss");
-            let words = name.replace('_', " ");
-            format!(
-                "no metric was read from its output: print a JSON line per evaluation \
-                 (`{{\"epoch\": 1, \"{name}\": 0.41}}`), or give the metric and a regex \
-                 that reads it, e.g. --metric {name} --metric-regex '{words}:? *([0-9.]+)'"
-            )
+            let print = "no metric was read from its output: print a line per evaluation \
+                 (`epoch 1: val_loss=0.41` or `{\"epoch\": 1, \"val_loss\": 0.41}`)";
+            match supervise::readers::suggest::regex_for(&tail(), m.name.as_deref()) {
+                Some(s) => format!(
+                    "{print}, or give the metric and a regex that reads it from `{}` \
+                     (its value {} there): e.g. --metric {} --metric-regex '{}'",
+                    s.line.trim(),
+                    s.value,
+                    s.metric,
+                    s.regex
+                ),
+                None => format!(
+                    "{print}, or give --metric NAME and --metric-regex with one group \
+                     around its value"
+                ),
+            }
         }
     };
     Some(format!("{what}; {fix}"))
+}
+
+/// The last lines of the run's output.log (from its last 256 KiB): where
+/// a regex is looked for.
+fn log_tail(log: &Path) -> Vec<String> {
+    use std::io::{Read, Seek, SeekFrom};
+    const LINES: usize = 200;
+    let mut bytes = Vec::new();
+    if let Ok(mut f) = std::fs::File::open(log) {
+        let len = f.metadata().map_or(0, |m| m.len());
+        let _ = f.seek(SeekFrom::Start(len.saturating_sub(256 * 1024)));
+        let _ = f.read_to_end(&mut bytes);
+    }
+    let text = String::from_utf8_lossy(&bytes);
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(LINES)..]
+        .iter()
+        .map(|l| l.to_string())
+        .collect()
 }
 
 /// Leg `number` of the run in `dir`: `argv` with `env` set, supervised from
