@@ -354,13 +354,7 @@ fn run_leg(
         metric: args.metric.clone(),
         maximize: args.maximize,
     };
-    if number > 1 {
-        use std::io::Write;
-        let mut log = std::fs::OpenOptions::new()
-            .append(true)
-            .open(dir.output_log())?;
-        writeln!(log, "\n==> train run: leg {number}: {words}")?;
-    }
+    mark_leg(dir, number, &words)?;
     let mut leg = Leg::start(&spec, reader, dir, number, objective, config)?;
     common::say!(
         "train run: leg {number}: {words} (pid {}); output in {}",
@@ -369,6 +363,19 @@ fn run_leg(
     );
     let status = watch.until_end(&mut leg, args)?;
     Ok(leg.end(status))
+}
+
+/// Leg `number`'s marker in output.log, above its output: every leg's,
+/// the first's too (a blank line before the others').
+fn mark_leg(dir: &RunDir, number: u32, words: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.output_log())?;
+    let gap = if number > 1 { "\n" } else { "" };
+    writeln!(log, "{gap}==> train run: leg {number}: {words}")?;
+    Ok(())
 }
 
 /// `more`'s lines not yet in `list`.
