@@ -16,7 +16,9 @@ use common::wire::Versioned;
 use diagnose::ladder::MAX_ATTEMPTS;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-use supervise::autofix::{expand, resume_dir, Attempt, Fixer, Next, CONFIG_WORD, RESUME_WORD};
+use supervise::autofix::{
+    expand, resume_dir, Attempt, Failure, Fixer, Next, CONFIG_WORD, RESUME_WORD,
+};
 use supervise::child::Spec;
 use supervise::command::shell_words;
 use supervise::events::{self, Bell, Interrupter, Waiter};
@@ -115,13 +117,7 @@ pub fn run(args: &Args, stop: &Interrupter) -> anyhow::Result<u8> {
     let mut legs = Legs {
         queue: configs
             .into_iter()
-            .map(|config| Attempt {
-                command: args.command.clone(),
-                config,
-                changed: vec![],
-                resumed_from: None,
-                flags_set: vec![],
-            })
+            .map(|config| Attempt::new(args.command.clone(), config))
             .collect(),
         fixer: args.auto_fix.then(|| Fixer::new(&args.knobs, &dir, None)),
         max_attempts: args.max_attempts,
@@ -136,7 +132,7 @@ pub fn run(args: &Args, stop: &Interrupter) -> anyhow::Result<u8> {
         }
         let config = attempt.config.clone();
         let ended = run_leg(args, &watch, &dir, number, argv, env, config)?;
-        let fragmented = ended.verdict.fragmented();
+        let failure = Failure::of(&ended);
         let mut l = ended.leg;
         l.changed = attempt.changed.clone();
         l.resumed_from = attempt.resumed_from.clone();
@@ -152,7 +148,7 @@ pub fn run(args: &Args, stop: &Interrupter) -> anyhow::Result<u8> {
         say_leg_end(number, &l);
         let fixable = l.status == ProgramStatus::Failed && supervise::leg::config_caused(l.class);
         let account = summary.auto_fix.take();
-        summary.auto_fix = legs.after(&attempt, number, &l, fragmented, account)?;
+        summary.auto_fix = legs.after(&attempt, number, &l, &failure, account)?;
         summary.legs.push(l);
         common::files::write_yaml(&dir.summary(), &summary)?;
         if !fixable {
@@ -160,8 +156,15 @@ pub fn run(args: &Args, stop: &Interrupter) -> anyhow::Result<u8> {
         }
         say_next(&attempt, number, legs.queue.front());
     }
+    // A failed run's missing metric is its failure's: not said over it.
+    let finished = summary.status == ProgramStatus::Finished;
     if let Some(words) = summary.metric.as_ref().and_then(metric_missing) {
-        common::say!("train run: {words}");
+        if finished {
+            common::say!("train run: {words}");
+        }
+    }
+    if let Some(why) = summary.auto_fix.as_ref().and_then(|a| a.stopped.as_ref()) {
+        common::say!("train run: stopped: {why}");
     }
     common::say!("train run: summary in {}", dir.summary().display());
     Ok(code)
@@ -220,7 +223,7 @@ impl Legs<'_> {
         attempt: &Attempt,
         number: u32,
         leg: &ProgramLeg,
-        fragmented: bool,
+        failure: &Failure,
         account: Option<AutoFix>,
     ) -> anyhow::Result<Option<AutoFix>> {
         let Some(f) = self.fixer.as_mut() else {
@@ -234,6 +237,7 @@ impl Legs<'_> {
         // finished.
         if number > 1 || (failed && self.queue.is_empty()) {
             account.knobs = f.effective(attempt);
+            account.flags_from = f.flags_from();
         }
         if !failed || !self.queue.is_empty() {
             return Ok(Some(account));
@@ -244,17 +248,20 @@ impl Legs<'_> {
         } else if number >= self.max_attempts {
             account.stopped = Some(format!("--max-attempts {} reached", self.max_attempts));
         } else {
-            match f.next(attempt, number, class, fragmented)? {
+            match f.next(attempt, number, failure)? {
                 Next::Attempt(a, passed) => {
                     add_new(&mut account.not_possible, passed);
                     self.queue.push_back(a);
                 }
-                Next::None(why) => {
-                    account.stopped = Some("no fix left to try".into());
-                    for w in &why {
+                Next::None {
+                    stopped,
+                    not_possible,
+                } => {
+                    account.stopped = Some(stopped);
+                    for w in &not_possible {
                         common::say!("train run: not possible: {w}");
                     }
-                    add_new(&mut account.not_possible, why);
+                    add_new(&mut account.not_possible, not_possible);
                 }
             }
         }
