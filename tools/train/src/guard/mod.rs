@@ -68,8 +68,9 @@ pub struct Args {
     /// fp16's non-finite loss), run again with the fix applied: gradient
     /// checkpointing on, then half the batch with twice the gradient
     /// accumulation (the effective batch kept), compile mode `default`,
-    /// bf16; in the command's own flags (those its --help shows) or a copy
-    /// of its config in DIR. After the last --fallback.
+    /// bf16; in the command's own flags (read from its argparse parser, or
+    /// its --help) or a copy of its config in DIR; it stops where halving
+    /// the batch cannot help. After the last --fallback.
     #[arg(long)]
     pub auto_fix: bool,
     /// Attempts at most, the first and --fallback's included.
