@@ -431,3 +431,49 @@ fn a_program_that_never_parses_with_argparse_is_read_from_its_help() {
     );
     assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
 }
+
+/// timm's train.py reads `--config` with a parser of its own first
+/// (`add_help=False`, `parse_known_args`), then its main parser parses what
+/// is left: both parsers' options are read.
+#[test]
+fn a_config_pre_parser_and_then_the_main_one() {
+    let py = python_with("json");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("timm_like.py"),
+        "import argparse, json\n\
+config_parser = argparse.ArgumentParser(add_help=False)\n\
+config_parser.add_argument('-c', '--config', default='')\n\
+parser = argparse.ArgumentParser()\n\
+parser.add_argument('-b', '--batch-size', type=int, default=128)\n\
+parser.add_argument('--grad-accum-steps', type=int, default=1)\n\
+parser.add_argument('-c', '--config', default='')\n\
+args_config, remaining = config_parser.parse_known_args()\n\
+print(json.dumps(vars(parser.parse_args(remaining))))\n",
+    )
+    .unwrap();
+    let cmd: Vec<String> = [py.as_str(), "timm_like.py", "-c", "a.yaml", "-b", "64"]
+        .map(String::from)
+        .to_vec();
+    let (from, found) = plain_knobs(&cmd, dir.path());
+    assert_eq!(from, ReadFrom::Argparse);
+    assert_eq!(
+        found,
+        [
+            ("-b".to_string(), Some(Scalar::Int(64)), Source::Command),
+            (
+                "--grad-accum-steps".to_string(),
+                Some(Scalar::Int(1)),
+                Source::Default
+            ),
+        ]
+    );
+    let read = knobs::read_flags(&cmd, Some(dir.path()), knobs::HELP_TIMEOUT).unwrap();
+    let config = "--config".to_string();
+    let configs = read
+        .defined
+        .flags
+        .iter()
+        .filter(|f| f.names.contains(&config));
+    assert_eq!(configs.count(), 1);
+}

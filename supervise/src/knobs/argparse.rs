@@ -55,11 +55,14 @@ pub fn run(argv: &[String], p: &Program, cwd: Option<&Path>, timeout: Duration) 
 pub fn parsed(stdout: &str) -> Option<Parsed> {
     let line = stdout.lines().rev().find_map(|l| l.strip_prefix(MARKER))?;
     let dump: Value = serde_json::from_str(line).ok()?;
-    let flags = dump["actions"]
-        .as_array()?
-        .iter()
-        .filter_map(flag)
-        .collect();
+    let mut flags: Vec<Flag> = Vec::new();
+    for f in dump["actions"].as_array()?.iter().filter_map(flag) {
+        // A pre-parser's option the main parser defines too: the main one's.
+        let known = |g: &Flag| g.names.iter().any(|n| f.names.contains(n));
+        if !flags.iter().any(known) {
+            flags.push(f);
+        }
+    }
     Some(Parsed {
         defined: Defined {
             flags,

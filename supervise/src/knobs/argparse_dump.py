@@ -54,23 +54,35 @@ def of_command_line(args):
     return len(own) > 0 and args[-len(own):] == own
 
 
+# A first parser without -h that only picks its own options out of the
+# command line (timm's `--config` pre-parser) is let through: its options
+# join those of the next parser, whatever that one is given to parse.
+EARLIER = []
+
+
 def dump(parser):
-    out = {"program": PROGRAM, "actions": [action(a) for a in parser._actions]}
+    actions = [action(a) for a in parser._actions] + EARLIER
+    out = {"program": PROGRAM, "actions": actions}
     os.write(1, ("\n" + MARKER + json.dumps(out) + "\n").encode())
     os._exit(0)
 
 
-def caught(original):
+def caught(original, known):
     def parse(self, args=None, namespace=None):
+        if EARLIER:
+            dump(self)
         if of_command_line(args):
+            if known and not self.add_help:
+                EARLIER.extend(action(a) for a in self._actions)
+                return original(self, args, namespace)
             dump(self)
         return original(self, args, namespace)
 
     return parse
 
 
-argparse.ArgumentParser.parse_known_args = caught(argparse.ArgumentParser.parse_known_args)
-argparse.ArgumentParser.parse_args = caught(argparse.ArgumentParser.parse_args)
+argparse.ArgumentParser.parse_known_args = caught(argparse.ArgumentParser.parse_known_args, True)
+argparse.ArgumentParser.parse_args = caught(argparse.ArgumentParser.parse_args, False)
 
 if TARGET[0] == "-m":
     spec = importlib.util.find_spec(TARGET[1])
