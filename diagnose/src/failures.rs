@@ -283,7 +283,8 @@ pub fn classify(message: &str) -> Class {
 
 /// The figures of a PyTorch out-of-memory message, in MiB: reads "Tried to
 /// allocate X. GPU 0 has a total capacity of Y of which Z is free. ... A is
-/// allocated by PyTorch, and B is reserved by PyTorch but unallocated."
+/// allocated by PyTorch, and B is reserved by PyTorch but unallocated.",
+/// and the CPU allocator's "you tried to allocate N bytes" (its request only).
 pub fn oom_figures(line: &str) -> OomFigures {
     let after = |marker: &str| {
         line.find(marker)
@@ -307,7 +308,7 @@ pub fn oom_figures(line: &str) -> OomFigures {
             .flatten()
     };
     OomFigures {
-        tried_mib: after("Tried to allocate "),
+        tried_mib: after("Tried to allocate ").or_else(|| after("you tried to allocate ")),
         total_mib: after("has a total capacity of "),
         free_mib: after(" of which ").or_else(|| before(" is free")),
         allocated_mib: before(" is allocated by PyTorch"),
@@ -456,6 +457,11 @@ pub(crate) mod tests {
         let g = oom_figures(OOM_FRAGMENTED);
         assert_eq!(g.tried_mib, Some(2048.0));
         assert!(g.fragmented(), "{g:?}");
+        // libc10's CPU allocator says the request alone, in bytes.
+        let c = oom_figures("RuntimeError: [enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate memory: you tried to allocate 67108864 bytes. Error code 12 (Cannot allocate memory)");
+        assert_eq!(c.tried_mib, Some(64.0));
+        assert_eq!((c.allocated_mib, c.free_mib), (None, None));
+        assert!(!c.fragmented());
         // Seed 004's figure alone.
         let s = oom_figures(
             "Tried to allocate 20.00 MiB. 1.41 GiB is reserved by PyTorch but unallocated.",

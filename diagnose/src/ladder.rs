@@ -8,7 +8,9 @@
 //!   supervisor already sets): checkpointing on; then half the batch with
 //!   twice the accumulation, so batch x accumulation stays what was asked,
 //!   down to batch 1; then mixed precision where the device has it. Never
-//!   a smaller effective batch.
+//!   a smaller effective batch. The ladder stops where halving cannot help
+//!   (`halving_cannot_help`): the same allocation failed again at half the
+//!   batch, before any step or with no less memory allocated.
 //! - A non-finite loss under fp16: bf16 where the device has it.
 //! - Anything else: no fix.
 
@@ -37,16 +39,38 @@ pub enum Device {
 pub struct Plan {
     pub turns: Vec<Turn>,
     pub not_possible: Vec<String>,
+    /// Why the ladder ends here though a rung is left, in words.
+    pub stopped: Option<String>,
+}
+
+/// One attempt's out-of-memory failure, as the halving rule reads it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct OomSeen {
+    /// The batch it ran at; None when not known.
+    pub batch: Option<i64>,
+    /// The allocation that failed, MiB, as the message printed it.
+    pub tried_mib: Option<f64>,
+    /// What PyTorch had allocated then, MiB (a CUDA message says it).
+    pub allocated_mib: Option<f64>,
+    /// The metric or step lines it printed before it failed.
+    pub reports: u64,
 }
 
 /// The next attempt's plan after a failure of `class` (`fragmented`: an
 /// out-of-memory with more reserved-but-unallocated memory than it asked
-/// for), with the knobs found as they stand.
-pub fn next(class: Class, fragmented: bool, knobs: &[Found], device: Device) -> Plan {
+/// for), with the knobs found as they stand; `seen`: the run's
+/// out-of-memory failures so far, this one last.
+pub fn next(
+    class: Class,
+    fragmented: bool,
+    knobs: &[Found],
+    device: Device,
+    seen: &[OomSeen],
+) -> Plan {
     let mut plan = Plan::default();
     match class {
         Class::CudaGraphPointer => compile_default(knobs, &mut plan),
-        Class::OutOfMemory => out_of_memory(fragmented, knobs, device, &mut plan),
+        Class::OutOfMemory => out_of_memory(fragmented, knobs, device, seen, &mut plan),
         Class::NonFiniteLoss => non_finite(knobs, device, &mut plan),
         other => plan.not_possible.push(format!(
             "no knob fixes a failure of class {}",
@@ -96,7 +120,13 @@ fn compile_default(knobs: &[Found], plan: &mut Plan) {
     });
 }
 
-fn out_of_memory(fragmented: bool, knobs: &[Found], device: Device, plan: &mut Plan) {
+fn out_of_memory(
+    fragmented: bool,
+    knobs: &[Found],
+    device: Device,
+    seen: &[OomSeen],
+    plan: &mut Plan,
+) {
     let cause = if fragmented {
         "out of memory with enough memory reserved but unallocated (fragmentation; the allocator's expandable segments are set already)"
     } else {
@@ -115,6 +145,12 @@ fn out_of_memory(fragmented: bool, knobs: &[Found], device: Device, plan: &mut P
         None => plan
             .not_possible
             .push(not_found(Knob::Checkpointing, "gradient checkpointing")),
+    }
+    // Mixed precision halves activations too: where the batch is not what
+    // runs out, neither rung helps.
+    if let Some(why) = halving_cannot_help(seen) {
+        plan.stopped = Some(why);
+        return;
     }
     if smaller_batch(cause, knobs, plan) {
         return;
@@ -178,6 +214,79 @@ fn smaller_batch(cause: &str, knobs: &[Found], plan: &mut Plan) -> bool {
         why,
     });
     true
+}
+
+/// Why halving the batch cannot help, from the run's out-of-memory
+/// failures (the last is the newest): the same allocation failed again
+/// after the batch was made smaller, and that attempt made no step before
+/// failing, or PyTorch's allocated memory did not drop. A model, its
+/// gradients or optimizer state that do not fit fail so at every batch.
+/// An allocation of the same size that a smaller batch leaves room for
+/// (optimizer state after the activations) fails after steps, with less
+/// allocated: halving goes on.
+pub fn halving_cannot_help(seen: &[OomSeen]) -> Option<String> {
+    let last = seen.last()?;
+    let (tried, batch) = (last.tried_mib?, last.batch?);
+    let before = seen[..seen.len() - 1]
+        .iter()
+        .rev()
+        .find(|s| s.batch.is_some_and(|b| b > batch))?;
+    if before.tried_mib != Some(tried) {
+        return None;
+    }
+    let no_step = last.reports == 0;
+    let not_lower = match (before.allocated_mib, last.allocated_mib) {
+        (Some(a), Some(b)) => b >= a,
+        _ => false,
+    };
+    if !no_step && !not_lower {
+        return None;
+    }
+    // Each batch at which this allocation failed, largest first.
+    let mut batches: Vec<i64> = Vec::new();
+    for s in seen.iter().rev() {
+        if s.tried_mib != Some(tried) {
+            break;
+        }
+        if let Some(b) = s.batch.filter(|b| !batches.contains(b)) {
+            batches.insert(0, b);
+        }
+    }
+    let how = if no_step {
+        "before any step".to_string()
+    } else {
+        format!(
+            "PyTorch's allocated memory did not drop: {}, then {}",
+            mib_words(before.allocated_mib.unwrap_or_default()),
+            mib_words(last.allocated_mib.unwrap_or_default())
+        )
+    };
+    Some(format!(
+        "the same {} allocation failed at batch {} ({how}): the batch is not what runs out (the model, its gradients or its optimizer state do not fit: a smaller model, fewer trainable parameters, or more memory)",
+        mib_words(tried),
+        list_words(&batches)
+    ))
+}
+
+/// 64 -> "64 MiB", 1536 -> "1.5 GiB".
+fn mib_words(mib: f64) -> String {
+    let (v, unit) = if mib >= 1024.0 {
+        (mib / 1024.0, "GiB")
+    } else {
+        (mib, "MiB")
+    };
+    let text = format!("{v:.2}");
+    let text = text.trim_end_matches('0').trim_end_matches('.');
+    format!("{text} {unit}")
+}
+
+/// [64, 32, 16] -> "64, 32 and 16".
+fn list_words(items: &[i64]) -> String {
+    let words: Vec<String> = items.iter().map(i64::to_string).collect();
+    match words.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+        _ => words.join(""),
+    }
 }
 
 fn smallest_factor(n: i64) -> i64 {
@@ -263,10 +372,10 @@ mod tests {
             knob(Knob::Accumulation, Some(Scalar::Int(1))),
             knob(Knob::Precision, None),
         ];
-        let p = next(Class::OutOfMemory, false, &knobs, gpu);
+        let p = next(Class::OutOfMemory, false, &knobs, gpu, &[]);
         assert_eq!(values(&p), [(Knob::Checkpointing, Scalar::Bool(true))]);
         knobs[0].value = Some(Scalar::Bool(true));
-        let p = next(Class::OutOfMemory, false, &knobs, gpu);
+        let p = next(Class::OutOfMemory, false, &knobs, gpu, &[]);
         assert_eq!(
             values(&p),
             [
@@ -276,15 +385,15 @@ mod tests {
         );
         assert!(p.turns[0].why.contains("stays 64"), "{}", p.turns[0].why);
         knobs[1].value = Some(Scalar::Int(3));
-        let p = next(Class::OutOfMemory, false, &knobs, gpu);
+        let p = next(Class::OutOfMemory, false, &knobs, gpu, &[]);
         assert_eq!(p.turns[0].value, Scalar::Int(1));
         assert_eq!(p.turns[1].value, Scalar::Int(3));
         knobs[1].value = Some(Scalar::Int(1));
-        let p = next(Class::OutOfMemory, false, &knobs, gpu);
+        let p = next(Class::OutOfMemory, false, &knobs, gpu, &[]);
         assert_eq!(values(&p), [(Knob::Precision, Scalar::Str("bf16".into()))]);
         assert!(p.not_possible[0].contains("batch is 1 already"));
         // On the CPU, the last rung is not there: no fix, and why.
-        let p = next(Class::OutOfMemory, false, &knobs, Device::Cpu);
+        let p = next(Class::OutOfMemory, false, &knobs, Device::Cpu, &[]);
         assert!(p.turns.is_empty());
         assert!(p.not_possible.iter().any(|w| w.contains("no GPU")));
     }
@@ -292,7 +401,7 @@ mod tests {
     #[test]
     fn a_batch_without_accumulation_is_never_made_smaller() {
         let knobs = vec![knob(Knob::Batch, Some(Scalar::Int(64)))];
-        let p = next(Class::OutOfMemory, false, &knobs, Device::Cpu);
+        let p = next(Class::OutOfMemory, false, &knobs, Device::Cpu, &[]);
         assert!(p.turns.is_empty());
         let all = p.not_possible.join(" | ");
         assert!(all.contains("--knob accumulation=NAME"), "{all}");
@@ -309,18 +418,25 @@ mod tests {
             knob(Knob::Checkpointing, Some(Scalar::Bool(true))),
             knob(Knob::Precision, Some(Scalar::Str("fp16".into()))),
         ];
-        let p = next(Class::CudaGraphPointer, false, &knobs, Device::Cpu);
+        let p = next(Class::CudaGraphPointer, false, &knobs, Device::Cpu, &[]);
         assert_eq!(
             values(&p),
             [(Knob::CompileMode, Scalar::Str("default".into()))]
         );
-        let p = next(Class::CudaGraphPointer, false, &knobs[1..], Device::Cpu);
+        let p = next(
+            Class::CudaGraphPointer,
+            false,
+            &knobs[1..],
+            Device::Cpu,
+            &[],
+        );
         assert!(p.turns.is_empty() && p.not_possible[0].contains("compile_mode=NAME"));
         let p = next(
             Class::NonFiniteLoss,
             false,
             &knobs,
             Device::Gpu { bf16: true },
+            &[],
         );
         assert_eq!(values(&p), [(Knob::Precision, Scalar::Str("bf16".into()))]);
         let p = next(
@@ -328,9 +444,108 @@ mod tests {
             false,
             &knobs,
             Device::Gpu { bf16: false },
+            &[],
         );
         assert!(p.turns.is_empty() && p.not_possible[0].contains("no bf16"));
-        let p = next(Class::Killed, false, &knobs, Device::Cpu);
+        let p = next(Class::Killed, false, &knobs, Device::Cpu, &[]);
         assert!(p.turns.is_empty() && p.not_possible[0].contains("killed"));
+    }
+
+    fn oom(batch: i64, tried_mib: f64, allocated_mib: Option<f64>, reports: u64) -> OomSeen {
+        OomSeen {
+            batch: Some(batch),
+            tried_mib: Some(tried_mib),
+            allocated_mib,
+            reports,
+        }
+    }
+
+    /// Checkpointing on, batch 32 with accumulation 2: the ladder's next
+    /// rung would be batch 16.
+    fn halved_once() -> Vec<Found> {
+        vec![
+            knob(Knob::Checkpointing, Some(Scalar::Bool(true))),
+            knob(Knob::Batch, Some(Scalar::Int(32))),
+            knob(Knob::Accumulation, Some(Scalar::Int(2))),
+            knob(Knob::Precision, Some(Scalar::Str("no".into()))),
+        ]
+    }
+
+    #[test]
+    fn the_same_allocation_before_any_step_stops_the_halving() {
+        let gpu = Device::Gpu { bf16: true };
+        // The model's 64 MiB weight, at batch 64 (checkpointing off, then
+        // on) and at 32: no step made.
+        let seen = [
+            oom(64, 64.0, None, 0),
+            oom(64, 64.0, None, 0),
+            oom(32, 64.0, None, 0),
+        ];
+        let p = next(Class::OutOfMemory, false, &halved_once(), gpu, &seen);
+        assert!(p.turns.is_empty(), "{p:?}");
+        let why = p.stopped.unwrap();
+        assert!(
+            why.starts_with("the same 64 MiB allocation failed at batch 64 and 32 (before any step): the batch is not what runs out"),
+            "{why}"
+        );
+        // Three batches, said as a list.
+        let mut more = seen.to_vec();
+        more.push(oom(16, 64.0, None, 0));
+        let why = halving_cannot_help(&more).unwrap();
+        assert!(why.contains("failed at batch 64, 32 and 16"), "{why}");
+        // One failure, or none at a smaller batch yet: no evidence.
+        assert_eq!(halving_cannot_help(&seen[..1]), None);
+        assert_eq!(halving_cannot_help(&seen[..2]), None);
+        // A different allocation at half the batch: the batch mattered.
+        let shrank = [oom(64, 128.0, None, 0), oom(32, 64.0, None, 0)];
+        assert_eq!(halving_cannot_help(&shrank), None);
+        let p = next(Class::OutOfMemory, false, &halved_once(), gpu, &shrank);
+        assert_eq!(p.turns[0].value, Scalar::Int(16));
+        // The size unknown (a MemoryError): nothing to compare.
+        let unknown = [
+            OomSeen {
+                batch: Some(64),
+                ..OomSeen::default()
+            },
+            OomSeen {
+                batch: Some(32),
+                ..OomSeen::default()
+            },
+        ];
+        assert_eq!(halving_cannot_help(&unknown), None);
+    }
+
+    #[test]
+    fn the_same_allocation_after_steps_with_less_allocated_keeps_halving() {
+        let cpu = Device::Cpu;
+        // Optimizer state allocated after the activations: the same 64
+        // MiB at 64 and 32, each after a step was reported; on the CPU no
+        // allocated figure, so the steps decide.
+        let seen = [oom(64, 64.0, None, 1), oom(32, 64.0, None, 1)];
+        assert_eq!(halving_cannot_help(&seen), None);
+        let p = next(Class::OutOfMemory, false, &halved_once(), cpu, &seen);
+        assert_eq!(
+            values(&p),
+            [
+                (Knob::Batch, Scalar::Int(16)),
+                (Knob::Accumulation, Scalar::Int(4))
+            ]
+        );
+        // On a GPU, with less allocated at the smaller batch: on.
+        let lower = [
+            oom(64, 64.0, Some(30.0 * 1024.0), 3),
+            oom(32, 64.0, Some(24.5 * 1024.0), 3),
+        ];
+        assert_eq!(halving_cannot_help(&lower), None);
+        // The same allocated at half the batch, though it stepped: stop.
+        let same = [
+            oom(64, 2048.0, Some(73850.0), 3),
+            oom(32, 2048.0, Some(73850.0), 3),
+        ];
+        let why = halving_cannot_help(&same).unwrap();
+        assert!(
+            why.starts_with("the same 2 GiB allocation failed at batch 64 and 32 (PyTorch's allocated memory did not drop: 72.12 GiB, then 72.12 GiB)"),
+            "{why}"
+        );
     }
 }

@@ -1,19 +1,21 @@
 //! `train run --auto-fix` and a sweep's `auto_fix: true`: after a failed
 //! attempt, the next one with the fix ladder's turns made
-//! (`diagnose::ladder`), in the command's own flags (those its `--help`
-//! shows it defines, read once; `knobs`) or in a copy of its config written
+//! (`diagnose::ladder`), in the command's own flags (those its argparse
+//! parser or its `--help` shows it defines, read once; `knobs`) or in a
+//! copy of its config written
 //! into the run directory (the user's file is never changed), and resumed
 //! from the script's last checkpoint where it can. An attempt's command
 //! keeps the words `{config}` and `{resume}`, replaced as it runs
 //! (`expand`).
 
 use crate::knobs::{self as flags, Defined, FlagKnob, Source};
-use common::wire::failure::Class;
+use crate::leg::Ended;
+use common::wire::failure::{Class, OomFigures};
 use common::wire::run_dir::RunDir;
 use diagnose::any_config;
 use diagnose::keys::Scalar;
 use diagnose::knobs::{Found, Knob, Turn};
-use diagnose::ladder::{self, Device};
+use diagnose::ladder::{self, Device, OomSeen};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -30,12 +32,53 @@ pub struct Attempt {
     /// the command names them, with their values: a sweep maps them back to
     /// its parameters.
     pub flags_set: Vec<(String, Scalar)>,
+    /// The out-of-memory failures of the attempts before it: the evidence
+    /// that halving the batch cannot help (`ladder::halving_cannot_help`).
+    pub out_of_memory: Vec<OomSeen>,
 }
 
-/// Where a knob is turned.
+impl Attempt {
+    /// A first attempt: `command` with `config` in `{config}`'s place.
+    pub fn new(command: Vec<String>, config: Option<String>) -> Attempt {
+        Attempt {
+            command,
+            config,
+            changed: vec![],
+            resumed_from: None,
+            flags_set: vec![],
+            out_of_memory: vec![],
+        }
+    }
+}
+
+/// What the fix reads of a failed attempt.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Failure {
+    pub class: Class,
+    /// An out-of-memory from fragmentation (`Verdict::fragmented`).
+    pub fragmented: bool,
+    /// Its out-of-memory message's figures.
+    pub oom: Option<OomFigures>,
+    /// The metric or step lines it printed before it failed.
+    pub reports: u64,
+}
+
+impl Failure {
+    pub fn of(e: &Ended) -> Failure {
+        Failure {
+            class: e.leg.class.unwrap_or(Class::Other),
+            fragmented: e.verdict.fragmented(),
+            oom: e.verdict.oom,
+            reports: e.leg.reports,
+        }
+    }
+}
+
+/// Where a knob is turned: a flag (and where its value came from), or
+/// the config.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Holder {
-    Flag,
+    Flag(Source),
     Config,
 }
 
@@ -45,12 +88,58 @@ struct Knobs {
     notes: Vec<String>,
 }
 
+impl Knobs {
+    fn holder(&self, knob: Knob) -> Option<Holder> {
+        self.found
+            .iter()
+            .find(|(f, _)| f.knob == knob)
+            .map(|(_, h)| *h)
+    }
+}
+
+/// `a`'s out-of-memory failures with this one (at the batch `found` says).
+fn seen_with(a: &Attempt, failure: &Failure, found: &[Found]) -> Vec<OomSeen> {
+    let mut seen = a.out_of_memory.clone();
+    if failure.class == Class::OutOfMemory {
+        let batch = found
+            .iter()
+            .find(|f| f.knob == Knob::Batch)
+            .and_then(|f| match f.value {
+                Some(Scalar::Int(b)) => Some(b),
+                _ => None,
+            });
+        seen.push(OomSeen {
+            batch,
+            tried_mib: failure.oom.and_then(|o| o.tried_mib),
+            allocated_mib: failure.oom.and_then(|o| o.allocated_mib),
+            reports: failure.reports,
+        });
+    }
+    seen
+}
+
 /// The next attempt, or why there is none.
 pub enum Next {
     /// The next attempt, and the fixes passed over as not possible (a
     /// knob not found), with why.
     Attempt(Attempt, Vec<String>),
-    None(Vec<String>),
+    /// None: why the fixes stop here, and those not possible.
+    None {
+        stopped: String,
+        not_possible: Vec<String>,
+    },
+}
+
+/// Why a run stops when no rung of the ladder is left.
+const NO_FIX_LEFT: &str = "no fix left to try";
+
+impl Next {
+    fn none(not_possible: Vec<String>) -> Next {
+        Next::None {
+            stopped: NO_FIX_LEFT.into(),
+            not_possible,
+        }
+    }
 }
 
 /// The word replaced by the attempt's config's path.
@@ -87,8 +176,9 @@ pub struct Fixer<'a> {
     /// The device's mixed precision (NVML), asked at the first fix: a
     /// trial that ends well never loads NVML for it.
     device: Option<Device>,
-    /// The program's flags, from its `--help` (read at the first need).
-    defined: Option<Option<Defined>>,
+    /// The program's flags, from argparse or its `--help` (read at the
+    /// first need).
+    read: Option<Option<flags::ProgramFlags>>,
 }
 
 impl<'a> Fixer<'a> {
@@ -98,17 +188,22 @@ impl<'a> Fixer<'a> {
             dir,
             cwd,
             device: None,
-            defined: None,
+            read: None,
         }
     }
 
     fn defined(&mut self, argv: &[String]) -> Option<&Defined> {
         let cwd = self.cwd.as_deref();
-        self.defined
-            .get_or_insert_with(|| {
-                flags::read_help(argv, cwd, flags::HELP_TIMEOUT).map(|h| Defined::parse(&h))
-            })
+        self.read
+            .get_or_insert_with(|| flags::read_flags(argv, cwd, flags::HELP_TIMEOUT))
             .as_ref()
+            .map(|r| &r.defined)
+    }
+
+    /// Where the program's flags were read from, in words; None before
+    /// they were needed, or when none were found.
+    pub fn flags_from(&self) -> Option<String> {
+        Some(self.read.as_ref()?.as_ref()?.from.words())
     }
 
     /// The knobs of `a` (whose command, expanded, is `argv`): a flag the
@@ -135,9 +230,11 @@ impl<'a> Fixer<'a> {
             let flag = by_flag.iter().find(|f| f.found.knob == knob);
             let key = by_key.iter().find(|k| k.knob == knob);
             let pick = match (flag, key) {
-                (Some(f), _) if f.source == Source::Command => (f.found.clone(), Holder::Flag),
+                (Some(f), _) if f.source == Source::Command => {
+                    (f.found.clone(), Holder::Flag(f.source))
+                }
                 (_, Some(k)) => (k.found(), Holder::Config),
-                (Some(f), None) => (f.found.clone(), Holder::Flag),
+                (Some(f), None) => (f.found.clone(), Holder::Flag(f.source)),
                 (None, None) => continue,
             };
             found.push(pick);
@@ -160,82 +257,88 @@ impl<'a> Fixer<'a> {
             .collect()
     }
 
-    /// The attempt after `a` (leg `number`) failed with `class`.
-    pub fn next(
-        &mut self,
-        a: &Attempt,
-        number: u32,
-        class: Class,
-        fragmented: bool,
-    ) -> anyhow::Result<Next> {
+    /// The attempt after `a` (leg `number`) failed as `failure` says.
+    pub fn next(&mut self, a: &Attempt, number: u32, failure: &Failure) -> anyhow::Result<Next> {
         let argv = expand(&a.command, a.config.as_deref(), self.dir);
         let knobs = self.knobs(a, &argv)?;
         let found: Vec<Found> = knobs.found.iter().map(|(f, _)| f.clone()).collect();
         let device = *self
             .device
             .get_or_insert_with(crate::device::mixed_precision);
-        let plan = ladder::next(class, fragmented, &found, device);
-        let mut why_not = knobs.notes;
+        let seen = seen_with(a, failure, &found);
+        let plan = ladder::next(failure.class, failure.fragmented, &found, device, &seen);
+        let mut why_not = knobs.notes.clone();
         why_not.extend(plan.not_possible.iter().cloned());
         if self.defined(&argv).is_none() {
-            why_not.push("the program's own flags are not known: its --help printed no option flags (argparse's or Hugging Face's)".into());
+            why_not.push("the program's own flags are not known: it reached no argparse parser, and its --help printed no option flags (argparse's or Hugging Face's)".into());
+        }
+        if let Some(stopped) = plan.stopped {
+            return Ok(Next::None {
+                stopped,
+                not_possible: why_not,
+            });
         }
         if plan.turns.is_empty() {
-            return Ok(Next::None(why_not));
+            return Ok(Next::none(why_not));
         }
-        let holder = |t: &Turn| {
-            knobs
-                .found
-                .iter()
-                .find(|(f, _)| f.knob == t.knob)
-                .map_or(Holder::Flag, |(_, h)| *h)
-        };
         let (on_flags, on_keys): (Vec<Turn>, Vec<Turn>) = plan
             .turns
             .iter()
             .cloned()
-            .partition(|t| holder(t) == Holder::Flag);
+            .partition(|t| !matches!(knobs.holder(t.knob), Some(Holder::Config)));
         let mut next = Attempt {
             command: a.command.clone(),
             config: a.config.clone(),
             changed: Vec::new(),
             resumed_from: None,
             flags_set: a.flags_set.clone(),
+            out_of_memory: seen,
         };
         if !on_flags.is_empty() {
-            let user = self.user;
-            let Some(d) = self.defined(&argv) else {
-                return Ok(Next::None(why_not));
-            };
-            next.command = match flags::turn(&a.command, d, &on_flags, user) {
-                Ok(c) => c,
-                Err(e) => return Ok(Next::None(vec![e])),
-            };
-            for t in &on_flags {
-                let Some((f, _)) = knobs.found.iter().find(|(f, _)| f.knob == t.knob) else {
-                    continue;
-                };
-                next.flags_set.push((f.place.clone(), t.value.clone()));
-                next.changed.push(format!(
-                    "{}: {} -> {} ({})",
-                    f.place,
-                    f.value.as_ref().map_or("unknown".into(), shown),
-                    shown(&t.value),
-                    t.why
-                ));
+            if let Err(why) = self.turn_flags(a, &argv, &knobs, &on_flags, &mut next) {
+                return Ok(Next::none(why.unwrap_or(why_not)));
             }
         }
         if let (false, Some(path)) = (on_keys.is_empty(), a.config.as_deref()) {
             if let Err(why) = self.turn_config(path, &on_keys, number + 1, &mut next)? {
-                return Ok(Next::None(vec![why]));
+                return Ok(Next::none(vec![why]));
             }
         }
         if next.changed.is_empty() {
             why_not.push("the fix changed nothing in the command or its config".into());
-            return Ok(Next::None(why_not));
+            return Ok(Next::none(why_not));
         }
         next.resumed_from = self.resume(&mut next);
         Ok(Next::Attempt(next, why_not))
+    }
+
+    /// `turns` made in `a`'s flags (`argv` expanded), into `next`; Err(why)
+    /// when they cannot be (None: the flags are not known).
+    fn turn_flags(
+        &mut self,
+        a: &Attempt,
+        argv: &[String],
+        knobs: &Knobs,
+        turns: &[Turn],
+        next: &mut Attempt,
+    ) -> Result<(), Option<Vec<String>>> {
+        let user = self.user;
+        let d = self.defined(argv).ok_or(None)?;
+        next.command = flags::turn(&a.command, d, turns, user).map_err(|e| Some(vec![e]))?;
+        for t in turns {
+            let Some((f, h)) = knobs.found.iter().find(|(f, _)| f.knob == t.knob) else {
+                continue;
+            };
+            next.flags_set.push((f.place.clone(), t.value.clone()));
+            next.changed.push(format!(
+                "{}: {} -> {} ({})",
+                f.place,
+                was(f, *h),
+                shown_new(&t.value),
+                t.why
+            ));
+        }
+        Ok(())
     }
 
     /// `turns` made in a copy of the config at `path`, leg `number`'s, which
@@ -319,6 +422,28 @@ fn newest_checkpoint(dir: &Path) -> Option<PathBuf> {
         .map(|(_, p)| p)
 }
 
+/// A flag's value before a fix, in words: as the command gave it, else
+/// "not given" (with the default where that is a value).
+fn was(f: &Found, h: Holder) -> String {
+    let given = matches!(h, Holder::Flag(Source::Command));
+    match (&f.value, given) {
+        (Some(v), true) => shown_new(v),
+        (None | Some(Scalar::Null | Scalar::Bool(false)), false) => "not given".into(),
+        (Some(Scalar::Str(s)), false) if s == "no" => "not given".into(),
+        (Some(v), false) => format!("not given (default {})", shown_new(v)),
+        (None, true) => "unknown".into(),
+    }
+}
+
+/// A value set by a fix, in words: a switch on or off.
+fn shown_new(v: &Scalar) -> String {
+    match v {
+        Scalar::Bool(true) => "on".into(),
+        Scalar::Bool(false) => "off".into(),
+        other => shown(other),
+    }
+}
+
 fn shown(v: &Scalar) -> String {
     match v {
         Scalar::Bool(b) => b.to_string(),
@@ -343,5 +468,72 @@ mod tests {
             super::newest_checkpoint(tmp.path()),
             Some(tmp.path().join("checkpoint-16"))
         );
+    }
+
+    use super::*;
+
+    #[test]
+    fn a_flags_value_before_a_fix_in_words() {
+        let f = |value| Found {
+            knob: Knob::Checkpointing,
+            place: "--x".into(),
+            value,
+        };
+        let by = |s| Holder::Flag(s);
+        assert_eq!(was(&f(None), by(Source::Unknown)), "not given");
+        assert_eq!(
+            was(&f(Some(Scalar::Null)), by(Source::Default)),
+            "not given"
+        );
+        assert_eq!(
+            was(&f(Some(Scalar::Bool(false))), by(Source::Default)),
+            "not given"
+        );
+        assert_eq!(
+            was(&f(Some(Scalar::Int(1))), by(Source::Default)),
+            "not given (default 1)"
+        );
+        assert_eq!(was(&f(Some(Scalar::Int(64))), by(Source::Command)), "64");
+        assert_eq!(was(&f(Some(Scalar::Bool(true))), by(Source::Command)), "on");
+        assert_eq!(shown_new(&Scalar::Bool(false)), "off");
+    }
+
+    #[test]
+    fn an_out_of_memory_is_seen_at_the_batch_it_ran() {
+        let batch = Found {
+            knob: Knob::Batch,
+            place: "--bs".into(),
+            value: Some(Scalar::Int(32)),
+        };
+        let mut a = Attempt::new(vec!["python".into()], None);
+        a.out_of_memory.push(OomSeen {
+            batch: Some(64),
+            ..OomSeen::default()
+        });
+        let oom = Failure {
+            class: Class::OutOfMemory,
+            fragmented: false,
+            oom: Some(OomFigures {
+                tried_mib: Some(64.0),
+                allocated_mib: Some(900.0),
+                ..OomFigures::default()
+            }),
+            reports: 2,
+        };
+        let seen = seen_with(&a, &oom, std::slice::from_ref(&batch));
+        assert_eq!(
+            seen[1],
+            OomSeen {
+                batch: Some(32),
+                tried_mib: Some(64.0),
+                allocated_mib: Some(900.0),
+                reports: 2
+            }
+        );
+        let other = Failure {
+            class: Class::NonFiniteLoss,
+            ..oom
+        };
+        assert_eq!(seen_with(&a, &other, &[batch]).len(), 1);
     }
 }

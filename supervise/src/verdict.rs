@@ -4,7 +4,7 @@
 //! with) over its last output lines, and whether it reported a non-finite
 //! metric. Pure: the caller brings what it saw.
 
-use common::wire::failure::Class;
+use common::wire::failure::{Class, OomFigures};
 use diagnose::failures;
 
 /// The longest evidence kept.
@@ -51,6 +51,8 @@ pub struct Verdict {
     pub known: Option<&'static str>,
     /// What to change, for a program (an environment variable or code).
     pub advice: Option<String>,
+    /// An out-of-memory message's figures, read from its whole line.
+    pub oom: Option<OomFigures>,
 }
 
 impl Verdict {
@@ -67,6 +69,7 @@ impl Verdict {
             evidence: evidence.chars().take(EVIDENCE_CHARS).collect(),
             known: None,
             advice: None,
+            oom: None,
         }
     }
 }
@@ -150,7 +153,8 @@ fn exited_zero(e: &End) -> Verdict {
 fn known_failure(k: &'static failures::Known, line: &str, how: &str) -> Verdict {
     // "reserved but unallocated" at least what was asked: fragmentation,
     // not size (the same choice `cfgcheck --explain` makes).
-    let k = if k.class == Class::OutOfMemory && failures::oom_figures(line).fragmented() {
+    let oom = (k.class == Class::OutOfMemory).then(|| failures::oom_figures(line));
+    let k = if oom.is_some_and(|f| f.fragmented()) {
         failures::KNOWN
             .iter()
             .find(|e| e.id == common::wire::hazard::HazardId::AllocatorFragmentation.as_str())
@@ -158,10 +162,12 @@ fn known_failure(k: &'static failures::Known, line: &str, how: &str) -> Verdict 
     } else {
         k
     };
-    with_known(
+    let mut v = with_known(
         Verdict::new(Status::Failed, Some(k.class), format!("{line} ({how})")),
         Some(k),
-    )
+    );
+    v.oom = oom;
+    v
 }
 
 /// A failure no catalogue line names: a non-finite report, a signal, or

@@ -8,7 +8,7 @@ use diagnose::knobs::{Knob, Turn};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
-use supervise::knobs::{self, Defined, Form, Source};
+use supervise::knobs::{self, Defined, Form, ReadFrom, Source};
 
 fn program(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -68,6 +68,15 @@ fn ladder() -> Vec<Turn> {
     ]
 }
 
+/// Each flag's names, form and default (its help text wraps differently
+/// at other widths).
+fn entries(d: &Defined) -> Vec<(Vec<String>, Form, Option<String>)> {
+    d.flags
+        .iter()
+        .map(|f| (f.names.clone(), f.form.clone(), f.default.clone()))
+        .collect()
+}
+
 /// The help at 80 columns, as a terminal-less run prints it: wrapped.
 fn wrapped_help(argv: &[String]) -> String {
     let out = Command::new(&argv[0])
@@ -109,7 +118,7 @@ fn hugging_faces_training_arguments() {
     ));
     assert!(d.flags.len() > 100, "{} flags", d.flags.len());
     // The same entries from the help wrapped at 80 columns.
-    assert_eq!(Defined::parse(&wrapped_help(&cmd)), d);
+    assert_eq!(entries(&Defined::parse(&wrapped_help(&cmd))), entries(&d));
 
     let found = knobs::found(&d, &cmd, &[]);
     let places: Vec<_> = found.iter().map(|f| f.found.place.as_str()).collect();
@@ -164,7 +173,7 @@ fn an_argparse_script() {
     );
     let help = knobs::read_help(&cmd, None, knobs::HELP_TIMEOUT).expect("its help");
     let d = Defined::parse(&help);
-    assert_eq!(Defined::parse(&wrapped_help(&cmd)), d);
+    assert_eq!(entries(&Defined::parse(&wrapped_help(&cmd))), entries(&d));
     assert_eq!(d.get("-b").unwrap().default.as_deref(), Some("64"));
     assert_eq!(
         d.get("--compile").unwrap().form,
@@ -256,4 +265,215 @@ fn no_help_from_a_program_that_cannot_give_one() {
     cmd.push("--bs=3".into());
     let help = knobs::read_help(&cmd, Some(dir.path()), knobs::HELP_TIMEOUT).unwrap();
     assert_eq!(Defined::parse(&help).flags[0].names, ["--bs"]);
+}
+
+#[test]
+fn argparse_itself_gives_the_flags_its_help_shows() {
+    let py = python_with("transformers");
+    let cmd = argv(&py, "hf_train.py", &["--per_device_train_batch_size", "64"]);
+    let help = Defined::parse(&knobs::read_help(&cmd, None, knobs::HELP_TIMEOUT).unwrap());
+    let read = knobs::read_flags(&cmd, None, knobs::HELP_TIMEOUT).expect("its flags");
+    assert_eq!(read.from, ReadFrom::Argparse);
+    assert_eq!(entries(&read.defined), entries(&help));
+    let cmd = argv(&py, "argparse_train.py", &["data.txt"]);
+    let help = Defined::parse(&knobs::read_help(&cmd, None, knobs::HELP_TIMEOUT).unwrap());
+    let read = knobs::read_flags(&cmd, None, knobs::HELP_TIMEOUT).unwrap();
+    assert_eq!(read.from, ReadFrom::Argparse);
+    for f in &help.flags {
+        let a = read.defined.get(f.name()).unwrap();
+        assert_eq!((&a.names, &a.form), (&f.names, &f.form), "{}", f.name());
+        if f.default.is_some() {
+            assert_eq!(a.default, f.default, "{}", f.name());
+        }
+    }
+    // A default its help does not print (no help string): argparse's.
+    assert_eq!(help.get("--lr").unwrap().default, None);
+    assert_eq!(
+        read.defined.get("--lr").unwrap().default.as_deref(),
+        Some("None")
+    );
+}
+
+/// The plain script's knobs as `read_flags` reads them from `argv` in `cwd`:
+/// where from, and each knob's place, value and source.
+fn plain_knobs(argv: &[String], cwd: &Path) -> (ReadFrom, Vec<(String, Option<Scalar>, Source)>) {
+    let read = knobs::read_flags(argv, Some(cwd), knobs::HELP_TIMEOUT).expect("its flags");
+    let found = knobs::found(&read.defined, argv, &[])
+        .into_iter()
+        .map(|f| (f.found.place, f.found.value, f.source))
+        .collect();
+    (read.from, found)
+}
+
+#[test]
+fn a_plain_script_without_help_strings_has_its_defaults_known() {
+    let py = python_with("json");
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let text = std::fs::read_to_string(program("plain_train.py")).unwrap();
+    std::fs::create_dir(d.join("pkg")).unwrap();
+    std::fs::write(d.join("pkg/__init__.py"), "").unwrap();
+    std::fs::write(d.join("pkg/train.py"), &text).unwrap();
+    let want = vec![
+        (
+            "--batch-size".to_string(),
+            Some(Scalar::Int(8)),
+            Source::Command,
+        ),
+        (
+            "--grad-accum".to_string(),
+            Some(Scalar::Int(1)),
+            Source::Default,
+        ),
+        (
+            "--checkpointing".to_string(),
+            Some(Scalar::Bool(false)),
+            Source::Default,
+        ),
+    ];
+    // Its --help shows no default: the accumulation is not known there.
+    let cmd = argv(&py, "plain_train.py", &["--batch-size", "8"]);
+    let help = Defined::parse(&knobs::read_help(&cmd, None, knobs::HELP_TIMEOUT).unwrap());
+    assert_eq!(help.get("--grad-accum").unwrap().default, None);
+    // A script, `-m MODULE`, and an executable file whose #! names python.
+    let module: Vec<String> = [py.as_str(), "-m", "pkg.train", "--batch-size", "8"]
+        .map(String::from)
+        .to_vec();
+    assert_eq!(plain_knobs(&cmd, d), (ReadFrom::Argparse, want.clone()));
+    assert_eq!(plain_knobs(&module, d), (ReadFrom::Argparse, want.clone()));
+    use std::os::unix::fs::PermissionsExt;
+    let entry = d.join("bin/plain-train");
+    std::fs::create_dir(d.join("bin")).unwrap();
+    std::fs::write(
+        &entry,
+        format!("#!{py}\nimport sys\nsys.path.insert(0, {:?})\nfrom pkg.train import main\nif __name__ == '__main__':\n    sys.exit(main())\n", d.display().to_string()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&entry, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let console: Vec<String> = ["bin/plain-train", "--batch-size", "8"]
+        .map(String::from)
+        .to_vec();
+    // Its own file has no torch.utils.checkpoint: the bare switch is not
+    // taken as checkpointing there.
+    let (from, found) = plain_knobs(&console, d);
+    assert_eq!((from, found), (ReadFrom::Argparse, want[..2].to_vec()));
+    // The turned command runs as argparse reads it.
+    let flags = knobs::read_flags(&cmd, None, knobs::HELP_TIMEOUT).unwrap();
+    let fixed = knobs::turn(&cmd, &flags.defined, &ladder()[..3], &[]).unwrap();
+    assert_eq!(
+        read(&fixed),
+        serde_json::json!({"batch_size": 32, "grad_accum": 2, "checkpointing": true}),
+        "{fixed:?}"
+    );
+}
+
+#[test]
+fn a_bare_checkpointing_switch_is_the_knob_only_about_gradients() {
+    let py = python_with("json");
+    let dir = tempfile::tempdir().unwrap();
+    let knob = |help: &str, code: &str| {
+        let body = format!(
+            "import argparse\n{code}\np = argparse.ArgumentParser()\np.add_argument('--grad_ckpt', action='store_true'{help})\np.add_argument('--checkpointing', action='store_true')\np.add_argument('--resume', default='')\np.parse_args()\n"
+        );
+        std::fs::write(dir.path().join("t.py"), body).unwrap();
+        let cmd = vec![py.clone(), "t.py".into()];
+        let read = knobs::read_flags(&cmd, Some(dir.path()), knobs::HELP_TIMEOUT).unwrap();
+        knobs::found(&read.defined, &cmd, &[])
+            .into_iter()
+            .find(|f| f.found.knob == Knob::Checkpointing)
+            .map(|f| f.found.place)
+    };
+    // Saving checkpoints, not recomputing activations.
+    assert_eq!(knob("", "import torch"), None);
+    assert_eq!(knob(", help='save a checkpoint each epoch'", ""), None);
+    // Its help speaks of activations or memory; or the code checkpoints.
+    assert_eq!(
+        knob(", help='recompute activations to save memory'", "").as_deref(),
+        Some("--grad_ckpt")
+    );
+    assert_eq!(
+        knob("", "from torch.utils import checkpoint").as_deref(),
+        Some("--checkpointing")
+    );
+}
+
+#[test]
+fn a_program_that_never_parses_with_argparse_is_read_from_its_help() {
+    let py = python_with("json");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("own.py"),
+        "import sys\nif '--help' in sys.argv:\n    print('usage: own.py [--bs BS]\\n\\noptions:\\n  --bs BS  examples per step (default: 4)')\n    sys.exit(0)\n",
+    )
+    .unwrap();
+    let cmd = vec![py.clone(), "own.py".into(), "--bs".into(), "2".into()];
+    let read = knobs::read_flags(&cmd, Some(dir.path()), knobs::HELP_TIMEOUT).unwrap();
+    match &read.from {
+        ReadFrom::Help(why) => assert!(why.contains("never called argparse"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        read.defined.get("--bs").unwrap().default.as_deref(),
+        Some("4")
+    );
+    assert!(
+        read.from.words().starts_with("--help: "),
+        "{}",
+        read.from.words()
+    );
+    // A program past the timeout before it parses: killed, nothing read.
+    std::fs::write(dir.path().join("slow.py"), "import time\ntime.sleep(60)\n").unwrap();
+    let t = Instant::now();
+    let slow = vec![py, "slow.py".into()];
+    assert_eq!(
+        knobs::read_flags(&slow, Some(dir.path()), Duration::from_millis(500)),
+        None
+    );
+    assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+}
+
+/// timm's train.py reads `--config` with a parser of its own first
+/// (`add_help=False`, `parse_known_args`), then its main parser parses what
+/// is left: both parsers' options are read.
+#[test]
+fn a_config_pre_parser_and_then_the_main_one() {
+    let py = python_with("json");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("timm_like.py"),
+        "import argparse, json\n\
+config_parser = argparse.ArgumentParser(add_help=False)\n\
+config_parser.add_argument('-c', '--config', default='')\n\
+parser = argparse.ArgumentParser()\n\
+parser.add_argument('-b', '--batch-size', type=int, default=128)\n\
+parser.add_argument('--grad-accum-steps', type=int, default=1)\n\
+parser.add_argument('-c', '--config', default='')\n\
+args_config, remaining = config_parser.parse_known_args()\n\
+print(json.dumps(vars(parser.parse_args(remaining))))\n",
+    )
+    .unwrap();
+    let cmd: Vec<String> = [py.as_str(), "timm_like.py", "-c", "a.yaml", "-b", "64"]
+        .map(String::from)
+        .to_vec();
+    let (from, found) = plain_knobs(&cmd, dir.path());
+    assert_eq!(from, ReadFrom::Argparse);
+    assert_eq!(
+        found,
+        [
+            ("-b".to_string(), Some(Scalar::Int(64)), Source::Command),
+            (
+                "--grad-accum-steps".to_string(),
+                Some(Scalar::Int(1)),
+                Source::Default
+            ),
+        ]
+    );
+    let read = knobs::read_flags(&cmd, Some(dir.path()), knobs::HELP_TIMEOUT).unwrap();
+    let config = "--config".to_string();
+    let configs = read
+        .defined
+        .flags
+        .iter()
+        .filter(|f| f.names.contains(&config));
+    assert_eq!(configs.count(), 1);
 }

@@ -16,7 +16,7 @@ use serde_json::Value;
 use std::path::PathBuf;
 use std::process::ExitStatus;
 use std::time::Instant;
-use supervise::autofix::{Attempt, Fixer, Next};
+use supervise::autofix::{Attempt, Failure, Fixer, Next};
 use supervise::leg::Ended;
 
 /// A program trial whose last attempt has ended.
@@ -103,8 +103,7 @@ impl Look<'_> {
             let at = Failed {
                 attempt: &attempt,
                 number,
-                class: class.unwrap_or(common::wire::failure::Class::Other),
-                fragmented: ended.verdict.fragmented(),
+                failure: Failure::of(&ended),
             };
             next_attempt(&mut fixer, af, &at, &mut account)?
         };
@@ -158,8 +157,7 @@ impl Look<'_> {
 struct Failed<'a> {
     attempt: &'a Attempt,
     number: u32,
-    class: common::wire::failure::Class,
-    fragmented: bool,
+    failure: Failure,
 }
 
 /// The attempt after `at`, or None with why in `account`.
@@ -173,19 +171,20 @@ fn next_attempt(
         account.stopped = Some(format!("max_attempts {} reached", af.max_attempts));
         return Ok(None);
     }
-    Ok(
-        match fixer.next(at.attempt, at.number, at.class, at.fragmented)? {
-            Next::Attempt(a, passed) => {
-                account.not_possible = passed;
-                Some(a)
-            }
-            Next::None(why) => {
-                account.stopped = Some("no fix left to try".into());
-                account.not_possible = why;
-                None
-            }
-        },
-    )
+    Ok(match fixer.next(at.attempt, at.number, &at.failure)? {
+        Next::Attempt(a, passed) => {
+            account.not_possible = passed;
+            Some(a)
+        }
+        Next::None {
+            stopped,
+            not_possible,
+        } => {
+            account.stopped = Some(stopped);
+            account.not_possible = not_possible;
+            None
+        }
+    })
 }
 
 /// The journal attributes of a trial's attempts, when it had more than one

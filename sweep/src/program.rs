@@ -186,13 +186,7 @@ pub fn start(space: &Space, settings: &Settings, l: &Launch) -> anyhow::Result<S
         config.as_ref().map(|_| CONFIG_WORD),
         &get,
     )?;
-    let attempt = Attempt {
-        command: template,
-        config: config.clone(),
-        changed: vec![],
-        resumed_from: None,
-        flags_set: vec![],
-    };
+    let attempt = Attempt::new(template, config.clone());
     let argv = autofix::expand(&attempt.command, config.as_deref(), &dir.run());
     let fixes = supervise::env::fixes(
         &get,

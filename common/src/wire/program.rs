@@ -67,6 +67,10 @@ pub struct AutoFix {
     pub not_possible: Vec<String>,
     /// Why no further attempt was made, when the last one failed.
     pub stopped: Option<String>,
+    /// Where the program's own flags were read from, in words (`argparse:
+    /// ...` or `--help: ...`); absent when they were never read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flags_from: Option<String>,
 }
 
 /// The process tree's peak memory, sampled every 0.5 s: host memory as PSS

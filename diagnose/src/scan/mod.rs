@@ -22,7 +22,7 @@ mod syntax;
 mod traversals;
 pub mod walk;
 
-pub use python::{parser, scan};
+pub use python::{checkpoints_activations, parser, scan};
 
 use crate::hazards::{
     checkpoint_twice_fix, checkpoint_twice_message, cuda_graphs_message, launch_blocking_fix,

@@ -114,6 +114,49 @@ pub fn scan(parser: &mut Parser, bytes: &[u8]) -> FileScan {
     FileScan::Parsed(file.facts)
 }
 
+/// Whether a file's code checkpoints activations: it calls torch's
+/// checkpoint (or a model's gradient_checkpointing_enable), or imports
+/// torch.utils.checkpoint (`import torch.utils.checkpoint`, `from
+/// torch.utils.checkpoint import checkpoint`). False for a file that does
+/// not parse.
+pub fn checkpoints_activations(bytes: &[u8]) -> bool {
+    let Ok(mut p) = parser() else {
+        return false;
+    };
+    let facts = match scan(&mut p, bytes) {
+        FileScan::Parsed(facts) => facts,
+        FileScan::NotParsed { .. } => return false,
+    };
+    if facts
+        .iter()
+        .any(|f| matches!(f, Fact::Checkpointing { .. }))
+    {
+        return true;
+    }
+    let Some(tree) = p.parse(bytes, None) else {
+        return false;
+    };
+    let (module, root) = ("torch.utils.checkpoint", tree.root_node());
+    let mut imports = Imports::default();
+    let mut plain = false;
+    let mut stack = vec![root];
+    let mut cursor = root.walk();
+    while let Some(node) = stack.pop() {
+        match node.kind() {
+            "import_from_statement" => imports.add(node, bytes),
+            "import_statement" => {
+                imports.add(node, bytes);
+                // `import torch.utils.checkpoint` binds `torch` alone.
+                plain |= node
+                    .children_by_field_name("name", &mut node.walk())
+                    .any(|n| text(n, bytes).replace(' ', "") == module);
+            }
+            _ => stack.extend(node.named_children(&mut cursor)),
+        }
+    }
+    plain || imports.binds_from(module)
+}
+
 /// The first ERROR or MISSING node, in source order.
 fn first_error(root: Node) -> Option<Node> {
     let mut stack = vec![root];

@@ -84,6 +84,15 @@ impl Imports {
         }
     }
 
+    /// Whether any import binds `module` or a name inside it (or `*` of it).
+    pub fn binds_from(&self, module: &str) -> bool {
+        let inside = |n: &str| {
+            n.strip_prefix(module)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
+        };
+        self.names.values().any(|n| inside(n)) || self.star.iter().any(|n| inside(n))
+    }
+
     /// The dotted name `path` stands for, with whether its first name was
     /// bound by an import. A name from `from m import *` is taken as m's
     /// when m's name joined to it is one of `known`.

@@ -522,3 +522,27 @@ fn every_compile_is_a_compile() {
     assert!(compiled("import re\np = re.compile('x')").is_empty());
     assert!(compiled("@functools.cache\ndef f(x):\n    return x").is_empty());
 }
+
+#[test]
+fn a_file_that_checkpoints_activations_by_a_call_or_an_import() {
+    use super::checkpoints_activations as ckpt;
+    for yes in [
+        "from torch.utils.checkpoint import checkpoint\n",
+        "import torch.utils.checkpoint\n",
+        "import torch.utils.checkpoint as cp\n",
+        "from torch.utils import checkpoint\n",
+        "import torch\ndef f(m, x):\n    return torch.utils.checkpoint.checkpoint(m, x)\n",
+        "model.gradient_checkpointing_enable()\n",
+    ] {
+        assert!(ckpt(yes.as_bytes()), "{yes}");
+    }
+    for no in [
+        "import torch\ntorch.save(model.state_dict(), 'checkpoint.pt')\n",
+        "from mylib import checkpoint\n",
+        "import torch.utils.data\n",
+        "# from torch.utils.checkpoint import checkpoint\n",
+        "def (:\n",
+    ] {
+        assert!(!ckpt(no.as_bytes()), "{no}");
+    }
+}

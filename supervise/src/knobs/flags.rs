@@ -7,7 +7,9 @@
 //! gave that the program does not define holds nothing here (it may be a
 //! config key). Precision is a pair of bool flags (HF's `--bf16`,
 //! `--fp16`) or one flag taking a value (`--mixed_precision bf16`,
-//! Lightning's `--precision bf16-mixed`).
+//! Lightning's `--precision bf16-mixed`). Checkpointing is also a bare
+//! `--checkpointing` or `--grad-ckpt` switch about gradients
+//! ([`CHECKPOINTING_SWITCHES`]).
 
 use super::argv::{self, Occurrence};
 use super::help::{Defined, Form};
@@ -44,6 +46,15 @@ pub fn known_names(knob: Knob) -> &'static [&'static str] {
 
 /// HF's precision switches, looked for before the value-taking names.
 pub const PRECISION_PAIR: [&str; 2] = ["bf16", "fp16"];
+
+/// Names that hold checkpointing only as a switch (store_true, or
+/// `--x/--no-x`) whose help speaks of gradients, activations,
+/// recomputation or memory, or in a program whose code uses
+/// torch.utils.checkpoint: elsewhere "checkpointing" is saving checkpoints.
+pub const CHECKPOINTING_SWITCHES: [&str; 2] = ["checkpointing", "grad_ckpt"];
+
+/// Words of a help text about activation checkpointing.
+const ABOUT_ACTIVATIONS: [&str; 4] = ["gradient", "activation", "recomput", "memory"];
 
 /// The flags that hold a knob: indexes into `Defined::flags`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -90,10 +101,25 @@ fn holder(defined: &Defined, knob: Knob, user: &[(Knob, String)]) -> Option<Hold
             return Some(Holder::Pair(bf16, fp16));
         }
     }
-    known_names(knob)
+    let known = known_names(knob).iter().find_map(|n| defined.position(n));
+    if known.is_some() || knob != Knob::Checkpointing {
+        return known.map(Holder::One);
+    }
+    CHECKPOINTING_SWITCHES
         .iter()
-        .find_map(|n| defined.position(n))
+        .filter_map(|n| defined.position(n))
+        .find(|i| activation_switch(defined, &defined.flags[*i]))
         .map(Holder::One)
+}
+
+/// A switch, off unless given, that checkpoints activations by its help or
+/// by the program's code.
+fn activation_switch(defined: &Defined, flag: &super::help::Flag) -> bool {
+    let off_by_default = flag.default.as_deref().is_none_or(|d| d != "True");
+    let help = flag.help.to_lowercase();
+    matches!(flag.form, Form::Switch { .. })
+        && off_by_default
+        && (defined.checkpoints_in_code || ABOUT_ACTIVATIONS.iter().any(|w| help.contains(w)))
 }
 
 /// The knobs `argv`'s program holds in its flags, in [`Knob::ALL`]'s
@@ -282,6 +308,12 @@ fn not_defined(knob: Knob, user: &[(Knob, String)]) -> String {
         PRECISION_PAIR
             .iter()
             .chain(known_names(knob))
+            .map(|n| n.to_string())
+            .collect()
+    } else if knob == Knob::Checkpointing {
+        known_names(knob)
+            .iter()
+            .chain(&CHECKPOINTING_SWITCHES)
             .map(|n| n.to_string())
             .collect()
     } else {

@@ -33,8 +33,10 @@ pub struct Flag {
     pub names: Vec<String>,
     pub form: Form,
     /// The text after `(default: ` in its help, as printed (`8`, `None`,
-    /// `False`).
+    /// `False`); from argparse, the default as `%(default)s` prints it.
     pub default: Option<String>,
+    /// Its help text, wrapped lines joined ("" where it has none).
+    pub help: String,
 }
 
 impl Flag {
@@ -54,10 +56,13 @@ impl Flag {
     }
 }
 
-/// The option flags of one program's `--help`.
+/// The option flags of one program (its `--help`, or argparse itself).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Defined {
     pub flags: Vec<Flag>,
+    /// Its code calls or imports torch.utils.checkpoint: a bare
+    /// `--checkpointing` switch there is activation checkpointing.
+    pub checkpoints_in_code: bool,
 }
 
 impl Defined {
@@ -94,7 +99,10 @@ impl Defined {
         if let Some((flag, help)) = entry {
             push(&mut flags, flag, &help);
         }
-        Defined { flags }
+        Defined {
+            flags,
+            checkpoints_in_code: false,
+        }
     }
 
     /// The flag one of whose names is exactly `name` (dashes included).
@@ -139,6 +147,7 @@ fn push(flags: &mut Vec<Flag>, mut flag: Flag, help: &str) {
         return;
     }
     flag.default = default_of(help);
+    flag.help = help.to_string();
     flags.push(flag);
 }
 
@@ -178,6 +187,7 @@ fn entry_line(body: &str) -> Option<(Flag, String)> {
         names: long,
         form,
         default: None,
+        help: String::new(),
     };
     Some((flag, help.to_string()))
 }

@@ -1,19 +1,25 @@
 //! The knobs of a failed run's fix (`diagnose::knobs`) in the command's own
-//! flags (issue 33): the flags its program defines, read from its `--help`
-//! (`help`, and `read_help`, the one function here that runs anything);
-//! where the command gives them, read as argparse reads it (`argv`); the
-//! knobs they hold and the command with new values (`flags`, `edit`).
-//! A flag the program does not define is never added.
+//! flags (issue 33): the flags its program defines, read from its argparse
+//! parser itself where it is a Python program that reaches one
+//! (`program`, `argparse`), else from its `--help` (`help`); `read_flags`
+//! and `read_help` are the functions here that run anything. Where the
+//! command gives them, read as argparse reads it (`argv`); the knobs they
+//! hold and the command with new values (`flags`, `edit`). A flag the
+//! program does not define is never added.
 
+mod argparse;
 pub mod argv;
 mod edit;
 pub mod flags;
 pub mod help;
+pub mod program;
 #[cfg(test)]
 mod tests;
 
 pub use argv::value_of;
-pub use flags::{found, known_names, turn, FlagKnob, Source, PRECISION_PAIR};
+pub use flags::{
+    found, known_names, turn, FlagKnob, Source, CHECKPOINTING_SWITCHES, PRECISION_PAIR,
+};
 pub use help::{Defined, Flag, Form};
 
 use diagnose::keys::Scalar;
@@ -24,8 +30,80 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-/// How long a caller lets a program print its help.
+/// How long a caller lets a program print its help (or reach its parser).
 pub const HELP_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Where a program's flags were read from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ReadFrom {
+    /// Its argparse parser, at its first parse of its command line.
+    Argparse,
+    /// Its `--help` text; why argparse itself was not read.
+    Help(String),
+}
+
+impl ReadFrom {
+    /// In words, for the run's account.
+    pub fn words(&self) -> String {
+        match self {
+            ReadFrom::Argparse => "argparse: the program's own parser, read where it parses its command line (defaults exact)".into(),
+            ReadFrom::Help(why) => format!("--help: its text ({why}); a default it does not print is not known"),
+        }
+    }
+}
+
+/// A program's flags, and where they were read from.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProgramFlags {
+    pub defined: Defined,
+    pub from: ReadFrom,
+}
+
+/// The flags `argv`'s program defines: from argparse where it is a Python
+/// program that reaches its parser, else from its `--help`; with whether
+/// its code checkpoints activations (its main file scanned). None when
+/// neither lists an option flag.
+pub fn read_flags(argv: &[String], cwd: Option<&Path>, timeout: Duration) -> Option<ProgramFlags> {
+    let Some(p) = program::of(argv, cwd) else {
+        let help = read_help(argv, cwd, timeout)?;
+        let why = "the command's Python interpreter and program are not known".to_string();
+        return Some(ProgramFlags {
+            defined: Defined::parse(&help),
+            from: ReadFrom::Help(why),
+        });
+    };
+    let script = match &p.main {
+        program::Main::Script(path) => Some(path.clone()),
+        program::Main::Module(_) => None,
+    };
+    let ran = argparse::run(argv, &p, cwd, timeout)?;
+    let (mut defined, from, file) = match ran.parsed {
+        Some(parsed) => (
+            parsed.defined,
+            ReadFrom::Argparse,
+            parsed.program.or(script),
+        ),
+        None => {
+            let text = ran
+                .out
+                .into_iter()
+                .find(|t| !Defined::parse(t).is_empty())?;
+            let why = "it never called argparse's parse_args on its command line".to_string();
+            (Defined::parse(&text), ReadFrom::Help(why), script)
+        }
+    };
+    if defined.is_empty() {
+        return None;
+    }
+    defined.checkpoints_in_code = file.is_some_and(|f| checkpoints(&f));
+    Some(ProgramFlags { defined, from })
+}
+
+/// Whether the Python file at `path` (as seen from here) checkpoints
+/// activations (`diagnose::scan`).
+fn checkpoints(path: &Path) -> bool {
+    std::fs::read(path).is_ok_and(|bytes| diagnose::scan::checkpoints_activations(&bytes))
+}
 
 /// `argv` with `--help` where its program's arguments start (argparse
 /// prints its help and exits there, before it reads a value it would
@@ -40,8 +118,17 @@ pub fn read_help(argv: &[String], cwd: Option<&Path>, timeout: Duration) -> Opti
     let mut cmd = Command::new(program);
     cmd.args(&rest[..start.saturating_sub(1)])
         .arg("--help")
-        .args(&rest[start.saturating_sub(1)..])
-        .env("COLUMNS", "1000")
+        .args(&rest[start.saturating_sub(1)..]);
+    capture(cmd, cwd, timeout)?
+        .into_iter()
+        .find(|text| !Defined::parse(text).is_empty())
+}
+
+/// `cmd`'s stdout and stderr, run in `cwd` with stdin from /dev/null and
+/// `COLUMNS` wide, in a process group of its own; None when it cannot
+/// start or runs past `timeout` (its group is killed).
+fn capture(mut cmd: Command, cwd: Option<&Path>, timeout: Duration) -> Option<[String; 2]> {
+    cmd.env("COLUMNS", "1000")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -79,13 +166,8 @@ pub fn read_help(argv: &[String], cwd: Option<&Path>, timeout: Duration) -> Opti
     crate::group::signal(pgid, libc::SIGKILL);
     let _ = child.wait();
     // A worker that left the group may hold a pipe: not waited for.
-    let [out, err] = readers.map(|r| r.recv_timeout(Duration::from_secs(1)).unwrap_or_default());
-    if !ended {
-        return None;
-    }
-    [out, err]
-        .into_iter()
-        .find(|text| !Defined::parse(text).is_empty())
+    let out = readers.map(|r| r.recv_timeout(Duration::from_secs(1)).unwrap_or_default());
+    ended.then_some(out)
 }
 
 /// A pipe read to its end on a thread of its own.

@@ -237,3 +237,33 @@ fn the_advice_fits_one_run_and_the_framework() {
         "{words}"
     );
 }
+
+/// The fix's halving rule compares the request of each out-of-memory: read
+/// from the whole line, where the evidence may be cut.
+#[test]
+fn an_out_of_memory_keeps_its_figures() {
+    let judged = |tail: &[String]| {
+        judge(&End {
+            code: Some(1),
+            signal: None,
+            stop: None,
+            tail,
+            non_finite: None,
+            reports: 0,
+            oom_killed: None,
+        })
+    };
+    let cpu = judged(&recorded("cpu-oom")).oom.unwrap();
+    assert_eq!(cpu.tried_mib, Some(1577058304.0 / 1048576.0));
+    let long = format!(
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 64.00 MiB. GPU 0 has a total capacity of 79.18 GiB of which 2.06 MiB is free. {}Including non-PyTorch memory, this process has 78.50 GiB memory in use. Of the allocated memory 77.85 GiB is allocated by PyTorch, and 10.96 MiB is reserved by PyTorch but unallocated.",
+        "Process 2702 has 1.00 GiB memory in use. ".repeat(12)
+    );
+    let v = judged(&[long]);
+    assert!(v.evidence.len() <= EVIDENCE_CHARS && !v.evidence.contains("is allocated by PyTorch"));
+    let gpu = v.oom.unwrap();
+    assert_eq!(gpu.tried_mib, Some(64.0));
+    assert!((gpu.allocated_mib.unwrap() - 77.85 * 1024.0).abs() < 0.01);
+    let other = judged(&["ValueError: shape mismatch".to_string()]);
+    assert_eq!(other.oom, None);
+}

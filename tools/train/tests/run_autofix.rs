@@ -3,7 +3,12 @@
 //! under its address-space budget, by its flags and by a TrainingArguments
 //! YAML; a project's own nested YAML with its knobs named by --knob; the
 //! CUDA-graph class from its recorded message (a CPU cannot produce it);
-//! and a program with no knob, where no fix is possible.
+//! a program with no knob, where no fix is possible; and plain argparse
+//! scripts (tests/programs/): one whose accumulation is left at its default
+//! and whose `--checkpointing` switch has no help, one whose model alone
+//! does not fit (the same allocation at every batch: the halving stops),
+//! and one whose optimizer state fails at the same size until the batch
+//! is small enough.
 
 use std::path::Path;
 use testkit::{ucmd, write, CmdResult};
@@ -94,7 +99,7 @@ fn a_trainer_run_out_of_memory_ends_at_a_smaller_batch_with_the_same_effective_b
     let last = got[2].1.join(" | ");
     assert!(
         last.contains("--per_device_train_batch_size: 64 -> 32")
-            && last.contains("--gradient_accumulation_steps: 1 -> 2")
+            && last.contains("--gradient_accumulation_steps: not given (default 1) -> 2")
             && last.contains("stays 64"),
         "{last}"
     );
@@ -301,7 +306,8 @@ fn cuda_graphs_get_compile_mode_default_and_keep_checkpointing() {
     let got = legs(&s);
     assert_eq!(got[0].0, "cuda-graph-pointer");
     assert!(
-        got[1].1[0].starts_with("--torch_compile_mode: unknown -> default"),
+        got[1].1[0]
+            .starts_with("--torch_compile_mode: not given (default reduce-overhead) -> default"),
         "{got:?}"
     );
     let cmd: Vec<&str> = s["legs"][1]["command"]
@@ -377,7 +383,184 @@ fn no_knob_no_fix_and_the_summary_says_why() {
         summary(&d.join("r"))["auto_fix"]["stopped"],
         "--max-attempts 1 reached"
     );
+    // Said on the terminal too, as its last word before the summary's place.
+    let err = r.stderr_str();
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(
+        lines[lines.len() - 2],
+        "train run: stopped: --max-attempts 1 reached",
+        "{err}"
+    );
     // --knob without --auto-fix is bad usage.
     let r = train_run(d, &["--knob", "batch=bsz", "--", "true"]);
     assert_eq!(r.code(), Some(2));
+}
+
+fn program(name: &str) -> String {
+    testkit::repo_path("tools/train/tests/programs")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+fn stderr_lines(r: &CmdResult) -> Vec<String> {
+    r.stderr_str().lines().map(String::from).collect()
+}
+
+#[test]
+fn a_plain_argparse_script_gets_checkpointing_then_a_smaller_batch_from_its_defaults() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let (py, script) = (py(), program("argparse_mlp.py"));
+    let r = train_run(
+        d,
+        &[
+            "--auto-fix",
+            "--quiet",
+            "--out",
+            "r",
+            "--metric",
+            "final_loss",
+            "--",
+            &py,
+            &script,
+            "--batch-size",
+            "64",
+            "--memory-budget-mib",
+            "650",
+        ],
+    );
+    let err = r.stderr_str();
+    assert_eq!(r.code(), Some(0), "{err}");
+    let s = summary(&d.join("r"));
+    let got = legs(&s);
+    let classes: Vec<&str> = got.iter().map(|(c, _)| c.as_str()).collect();
+    assert_eq!(classes, ["out-of-memory", "out-of-memory", "-"], "{err}");
+    // Its bare switch, no help, in a script that imports torch.utils.checkpoint.
+    assert!(
+        got[1].1[0].starts_with("--checkpointing: not given -> on (out of memory"),
+        "{got:?}"
+    );
+    // --grad-accum is not on the command line, and its --help prints no
+    // default: argparse's own default, 1.
+    let last = got[2].1.join(" | ");
+    assert!(
+        last.contains("--batch-size: 64 -> 32")
+            && last.contains("--grad-accum: not given (default 1) -> 2"),
+        "{last}"
+    );
+    let from = s["auto_fix"]["flags_from"].as_str().unwrap();
+    assert!(from.starts_with("argparse: "), "{from}");
+    // Every leg's output under its marker, the first's too.
+    let log = std::fs::read_to_string(d.join("r/output.log")).unwrap();
+    assert!(log.starts_with("==> train run: leg 1: "), "{log}");
+    assert!(log.contains("\n\n==> train run: leg 3: "), "{log}");
+    // The run that finished is the one asked for, at 32 x 2.
+    let out = std::process::Command::new(&py)
+        .args([
+            &script,
+            "--batch-size",
+            "32",
+            "--grad-accum",
+            "2",
+            "--checkpointing",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().find(|l| l.contains("final_loss")).unwrap();
+    let want = testkit::json(line.as_bytes())["final_loss"]
+        .as_f64()
+        .unwrap();
+    assert!(
+        (final_loss(&s) - want).abs() < 1e-6,
+        "{} vs {want}",
+        final_loss(&s)
+    );
+}
+
+#[test]
+fn a_model_that_does_not_fit_stops_the_halving_and_says_why() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let (py, script) = (py(), program("argparse_mlp.py"));
+    // 40 MiB past the start: its 64 MiB weight never fits.
+    let r = train_run(
+        d,
+        &[
+            "--auto-fix",
+            "--quiet",
+            "--out",
+            "r",
+            "--",
+            &py,
+            &script,
+            "--batch-size",
+            "64",
+            "--memory-budget-mib",
+            "40",
+        ],
+    );
+    assert_eq!(r.code(), Some(1), "{}", r.stderr_str());
+    let s = summary(&d.join("r"));
+    let legs = s["legs"].as_sequence().unwrap();
+    assert_eq!(legs.len(), 3, "{s:?}");
+    for l in legs {
+        let e = l["evidence"].as_str().unwrap();
+        assert!(e.contains("you tried to allocate 67108864 bytes"), "{e}");
+        assert_eq!(l["reports"].as_u64(), Some(0));
+    }
+    let want = "the same 64 MiB allocation failed at batch 64 and 32 (before any step): the batch is not what runs out";
+    let stopped = s["auto_fix"]["stopped"].as_str().unwrap();
+    assert!(stopped.starts_with(want), "{stopped}");
+    let lines = stderr_lines(&r);
+    let n = lines.len();
+    assert!(
+        lines[n - 2].starts_with(&format!("train run: stopped: {want}")),
+        "{lines:#?}"
+    );
+    assert!(
+        lines[n - 1].starts_with("train run: summary in "),
+        "{lines:#?}"
+    );
+    // Not said over the stop: a failed run's missing metric.
+    assert!(!r.stderr_str().contains("has no best"), "{lines:#?}");
+}
+
+#[test]
+fn the_same_allocation_after_steps_keeps_halving_until_it_fits() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let (py, script) = (py(), program("optimizer_state.py"));
+    let r = train_run(
+        d,
+        &[
+            "--auto-fix",
+            "--quiet",
+            "--out",
+            "r",
+            "--",
+            &py,
+            &script,
+            "--batch-size",
+            "64",
+            "--memory-budget-mib",
+            "428",
+        ],
+    );
+    let err = r.stderr_str();
+    assert_eq!(r.code(), Some(0), "{err}");
+    let s = summary(&d.join("r"));
+    let got = legs(&s);
+    let classes: Vec<&str> = got.iter().map(|(c, _)| c.as_str()).collect();
+    assert_eq!(classes, ["out-of-memory", "out-of-memory", "-"], "{err}");
+    // The same 64 MiB moment at 64 and at 32 x 2, each after a step line.
+    for l in &s["legs"].as_sequence().unwrap()[..2] {
+        let e = l["evidence"].as_str().unwrap();
+        assert!(e.contains("you tried to allocate 67108864 bytes"), "{e}");
+        assert!(l["reports"].as_u64().unwrap() >= 1, "{l:?}");
+    }
+    assert!(got[1].1[0].starts_with("--batch-size: 64 -> 32"), "{got:?}");
+    assert!(got[2].1[0].starts_with("--batch-size: 32 -> 16"), "{got:?}");
+    assert!(s["auto_fix"]["stopped"].is_null(), "{s:?}");
 }

@@ -362,6 +362,9 @@ fn the_fallback_chain_runs_a_script_from_config_to_config() {
     assert_eq!(s["status"], "finished");
     assert_eq!(s["best"]["metric"], "val_loss");
     let log = std::fs::read_to_string(d.join("r/output.log")).unwrap();
+    // Each leg's output under its marker, the first's too.
+    assert!(log.starts_with("==> train run: leg 1: "), "{log}");
+    assert!(log.contains("\n\n==> train run: leg 2: "), "{log}");
     assert!(log.contains("==> train run: leg 3"), "{log}");
     for f in ["memory.csv", "memory-2.csv", "memory-3.csv"] {
         assert!(d.join("r").join(f).exists(), "{f}");

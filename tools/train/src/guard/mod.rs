@@ -16,7 +16,9 @@ use common::wire::Versioned;
 use diagnose::ladder::MAX_ATTEMPTS;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-use supervise::autofix::{expand, resume_dir, Attempt, Fixer, Next, CONFIG_WORD, RESUME_WORD};
+use supervise::autofix::{
+    expand, resume_dir, Attempt, Failure, Fixer, Next, CONFIG_WORD, RESUME_WORD,
+};
 use supervise::child::Spec;
 use supervise::command::shell_words;
 use supervise::events::{self, Bell, Interrupter, Waiter};
@@ -66,8 +68,9 @@ pub struct Args {
     /// fp16's non-finite loss), run again with the fix applied: gradient
     /// checkpointing on, then half the batch with twice the gradient
     /// accumulation (the effective batch kept), compile mode `default`,
-    /// bf16; in the command's own flags (those its --help shows) or a copy
-    /// of its config in DIR. After the last --fallback.
+    /// bf16; in the command's own flags (read from its argparse parser, or
+    /// its --help) or a copy of its config in DIR; it stops where halving
+    /// the batch cannot help. After the last --fallback.
     #[arg(long)]
     pub auto_fix: bool,
     /// Attempts at most, the first and --fallback's included.
@@ -115,13 +118,7 @@ pub fn run(args: &Args, stop: &Interrupter) -> anyhow::Result<u8> {
     let mut legs = Legs {
         queue: configs
             .into_iter()
-            .map(|config| Attempt {
-                command: args.command.clone(),
-                config,
-                changed: vec![],
-                resumed_from: None,
-                flags_set: vec![],
-            })
+            .map(|config| Attempt::new(args.command.clone(), config))
             .collect(),
         fixer: args.auto_fix.then(|| Fixer::new(&args.knobs, &dir, None)),
         max_attempts: args.max_attempts,
@@ -136,7 +133,7 @@ pub fn run(args: &Args, stop: &Interrupter) -> anyhow::Result<u8> {
         }
         let config = attempt.config.clone();
         let ended = run_leg(args, &watch, &dir, number, argv, env, config)?;
-        let fragmented = ended.verdict.fragmented();
+        let failure = Failure::of(&ended);
         let mut l = ended.leg;
         l.changed = attempt.changed.clone();
         l.resumed_from = attempt.resumed_from.clone();
@@ -152,7 +149,7 @@ pub fn run(args: &Args, stop: &Interrupter) -> anyhow::Result<u8> {
         say_leg_end(number, &l);
         let fixable = l.status == ProgramStatus::Failed && supervise::leg::config_caused(l.class);
         let account = summary.auto_fix.take();
-        summary.auto_fix = legs.after(&attempt, number, &l, fragmented, account)?;
+        summary.auto_fix = legs.after(&attempt, number, &l, &failure, account)?;
         summary.legs.push(l);
         common::files::write_yaml(&dir.summary(), &summary)?;
         if !fixable {
@@ -160,13 +157,15 @@ pub fn run(args: &Args, stop: &Interrupter) -> anyhow::Result<u8> {
         }
         say_next(&attempt, number, legs.queue.front());
     }
+    // A failed run's missing metric is its failure's: not said over it.
+    let finished = summary.status == ProgramStatus::Finished;
     let tail = || log_tail(&dir.output_log());
-    if let Some(words) = summary
-        .metric
-        .as_ref()
-        .and_then(|m| metric_missing(m, tail))
-    {
+    let missing = summary.metric.as_ref().filter(|_| finished);
+    if let Some(words) = missing.and_then(|m| metric_missing(m, tail)) {
         common::say!("train run: {words}");
+    }
+    if let Some(why) = summary.auto_fix.as_ref().and_then(|a| a.stopped.as_ref()) {
+        common::say!("train run: stopped: {why}");
     }
     common::say!("train run: summary in {}", dir.summary().display());
     Ok(code)
@@ -225,7 +224,7 @@ impl Legs<'_> {
         attempt: &Attempt,
         number: u32,
         leg: &ProgramLeg,
-        fragmented: bool,
+        failure: &Failure,
         account: Option<AutoFix>,
     ) -> anyhow::Result<Option<AutoFix>> {
         let Some(f) = self.fixer.as_mut() else {
@@ -239,6 +238,7 @@ impl Legs<'_> {
         // finished.
         if number > 1 || (failed && self.queue.is_empty()) {
             account.knobs = f.effective(attempt);
+            account.flags_from = f.flags_from();
         }
         if !failed || !self.queue.is_empty() {
             return Ok(Some(account));
@@ -249,17 +249,20 @@ impl Legs<'_> {
         } else if number >= self.max_attempts {
             account.stopped = Some(format!("--max-attempts {} reached", self.max_attempts));
         } else {
-            match f.next(attempt, number, class, fragmented)? {
+            match f.next(attempt, number, failure)? {
                 Next::Attempt(a, passed) => {
                     add_new(&mut account.not_possible, passed);
                     self.queue.push_back(a);
                 }
-                Next::None(why) => {
-                    account.stopped = Some("no fix left to try".into());
-                    for w in &why {
+                Next::None {
+                    stopped,
+                    not_possible,
+                } => {
+                    account.stopped = Some(stopped);
+                    for w in &not_possible {
                         common::say!("train run: not possible: {w}");
                     }
-                    add_new(&mut account.not_possible, why);
+                    add_new(&mut account.not_possible, not_possible);
                 }
             }
         }
@@ -383,13 +386,7 @@ fn run_leg(
         metric: args.metric.clone(),
         maximize: args.maximize,
     };
-    if number > 1 {
-        use std::io::Write;
-        let mut log = std::fs::OpenOptions::new()
-            .append(true)
-            .open(dir.output_log())?;
-        writeln!(log, "\n==> train run: leg {number}: {words}")?;
-    }
+    mark_leg(dir, number, &words)?;
     let mut leg = Leg::start(&spec, reader, dir, number, objective, config)?;
     common::say!(
         "train run: leg {number}: {words} (pid {}); output in {}",
@@ -398,6 +395,19 @@ fn run_leg(
     );
     let status = watch.until_end(&mut leg, args)?;
     Ok(leg.end(status))
+}
+
+/// Leg `number`'s marker in output.log, above its output: every leg's,
+/// the first's too (a blank line before the others').
+fn mark_leg(dir: &RunDir, number: u32, words: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.output_log())?;
+    let gap = if number > 1 { "\n" } else { "" };
+    writeln!(log, "{gap}==> train run: leg {number}: {words}")?;
+    Ok(())
 }
 
 /// `more`'s lines not yet in `list`.
