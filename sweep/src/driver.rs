@@ -70,9 +70,12 @@ pub fn run(args: &Args, train: &Path, libtorch: bool, stop: &Interrupter) -> any
     }
     let (dir, settings, mode, space, db) = what_to_run(args, train, libtorch)?;
     let search = space.search_space();
-    let sampler = sampler::build(space.method, &search, settings.seed)
-        .map_err(|e| bad_input!("{}: {e:#}", settings.space_name))?;
     let cap = trial_cap(&settings, &space, &search)?;
+    let sampler = sampler::build(space.method, &search, settings.seed, cap)
+        .map_err(|e| bad_input!("{}: {e:#}", settings.space_name))?;
+    if let (sampler::Method::Bayes(_), Some(w)) = (space.method, sampler::startup_warning(cap)) {
+        common::say!("train sweep: WARNING: {}: {w}", settings.space_name);
+    }
     let pruner = pruner_of(&space, &settings);
     let parallel = parallel_of(args, &settings, mode)?;
     let slurm_options = args.slurm_options();
