@@ -66,7 +66,7 @@ pub fn run(args: &Args, train: &Path, libtorch: bool, stop: &Interrupter) -> any
         return crate::report::status(args, dir);
     }
     if let Some(dir) = &args.report {
-        return crate::report::report(args, dir);
+        return crate::report::report(args, dir, train);
     }
     let (dir, settings, mode, space, db) = what_to_run(args, train, libtorch)?;
     let search = space.search_space();
