@@ -201,8 +201,8 @@ def main():
 
     out = os.path.join(HERE, "results")
     os.makedirs(out, exist_ok=True)
-    name = "tpe_vs_optuna" if n == max(CHECKPOINTS) else f"tpe_vs_optuna_{n}"
-    with open(os.path.join(out, f"{name}.csv"), "w", newline="") as fh:
+    stem = "tpe_vs_optuna" if n == max(CHECKPOINTS) else f"tpe_vs_optuna_{n}"
+    with open(os.path.join(out, f"{stem}.csv"), "w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)
@@ -252,7 +252,7 @@ def main():
               "| objective | TPE | N | ours | Optuna's | difference, 95% | verdict |",
               "|---|---|---|---|---|---|---|"]
     lines += verdicts + [""]
-    with open(os.path.join(out, f"{name}.md"), "w") as fh:
+    with open(os.path.join(out, f"{stem}.md"), "w") as fh:
         fh.write("\n".join(lines))
     print("\n".join(lines))
 
