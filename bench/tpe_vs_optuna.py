@@ -11,9 +11,14 @@ pair also runs 4 trials at a time (each side draws 4, all running, then
 learns their values: what the constant liar is for), Optuna's through
 study.ask().
 
+TPE's random start-up trials follow the trials (`startup`, the rule `train
+sweep` applies: a quarter of them, at most Optuna's default of 10), on both
+sides; under 40 trials Optuna's TPE with its default of 10 runs too.
+
     python bench/tpe_vs_optuna.py [--seeds 20] [--trials 60]
 
-Writes bench/results/tpe_vs_optuna.{csv,md}."""
+Writes bench/results/tpe_vs_optuna.{csv,md} (tpe_vs_optuna_N.{csv,md} for
+--trials N other than 60)."""
 
 import argparse
 import csv
@@ -40,6 +45,13 @@ BATCH = 4
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 CHECKPOINTS = (30, 60)
+
+
+def startup(n):
+    """TPE's random start-up trials in a sweep of n: a quarter, rounded up,
+    at least 1, at most Optuna's default of 10 (sweep/src/sampler/tpe.rs,
+    `startup_for`)."""
+    return min(max(-(-n // 4), 1), 10)
 
 
 def quad_mixed(p):
@@ -156,9 +168,11 @@ def main():
                    cwd=ROOT, check=True)
     binary = os.path.join(target, "release", "examples", "tpe_objective")
 
-    checkpoints = [k for k in CHECKPOINTS if k <= args.trials]
     n = args.trials
-    tpe = optuna.samplers.TPESampler
+    checkpoints = sorted({k for k in CHECKPOINTS if k < n} | {n})
+    # Both sides start TPE after the same random trials (ours by the rule
+    # `train sweep` applies to its cap, which tpe_objective's n is).
+    tpe = lambda **kw: optuna.samplers.TPESampler(n_startup_trials=startup(n), **kw)
     samplers = {
         "trainguard TPE": lambda s, f, sp: run_ours(binary, "tpe", s, f, sp, n),
         "Optuna TPE": lambda s, f, sp: run_optuna(tpe(seed=s), f, sp, n),
@@ -169,6 +183,10 @@ def main():
         "trainguard random": lambda s, f, sp: run_ours(binary, "random", s, f, sp, n),
         "Optuna random": lambda s, f, sp: run_optuna(optuna.samplers.RandomSampler(seed=s), f, sp, n),
     }
+    if startup(n) < 10:
+        # What the rule changes: Optuna's default start-up, 10 random trials.
+        samplers["Optuna TPE, 10 start-up trials (its default)"] = lambda s, f, sp: run_optuna(
+            optuna.samplers.TPESampler(seed=s), f, sp, n)
     # Each of ours against the Optuna sampler it implements.
     pairs = [(ours, ours.replace("trainguard", "Optuna")) for ours in samplers
              if ours.startswith("trainguard TPE")]
@@ -183,7 +201,8 @@ def main():
 
     out = os.path.join(HERE, "results")
     os.makedirs(out, exist_ok=True)
-    with open(os.path.join(out, "tpe_vs_optuna.csv"), "w", newline="") as fh:
+    stem = "tpe_vs_optuna" if n == max(CHECKPOINTS) else f"tpe_vs_optuna_{n}"
+    with open(os.path.join(out, f"{stem}.csv"), "w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)
@@ -200,6 +219,9 @@ def main():
         f"(Optuna 4.x's default); {BATCH} at a time: {BATCH} trials drawn, all running, before their values are known "
         "(Optuna's through `study.ask()`). Ours through `sweep/examples/tpe_objective`: `bayes` and "
         "`bayes: {variant: univariate}`. "
+        f"Every TPE but the one so named draws its first {startup(n)} trial(s) at random "
+        f"(`n_startup_trials={startup(n)}` on Optuna's side: a quarter of the {n} trials, at most 10, "
+        "the rule `train sweep` applies to its trials). "
         "Ours draw other random numbers than Optuna's, so seeds pair up only in name.",
         "",
         "| objective | sampler | " + " | ".join(f"best after {k}" for k in checkpoints) + " |",
@@ -230,7 +252,7 @@ def main():
               "| objective | TPE | N | ours | Optuna's | difference, 95% | verdict |",
               "|---|---|---|---|---|---|---|"]
     lines += verdicts + [""]
-    with open(os.path.join(out, "tpe_vs_optuna.md"), "w") as fh:
+    with open(os.path.join(out, f"{stem}.md"), "w") as fh:
         fh.write("\n".join(lines))
     print("\n".join(lines))
 

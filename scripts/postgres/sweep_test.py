@@ -8,7 +8,9 @@ only where PostgreSQL cannot be installed.
 
   schema      pg_dump --schema-only of a database Optuna made and of one
               `train sweep` made are the same; a database Optuna made (with
-              its own study) is joined; schema 13 is refused by name
+              its own study) is joined by the very URL Optuna took
+              (postgresql+psycopg2://; postgresql+psycopg:// too); schema
+              13 is refused by name
   access      a wrong password, a database that does not exist, a role with
               no CREATE right: exit 2 before any trial, the password never
               printed; trials do not inherit PGPASSWORD; no file the sweep
@@ -147,8 +149,15 @@ print("{}")
     a, b = dump_schema(pg, "optuna_made"), dump_schema(pg, "ours_made")
     check("schema: pg_dump --schema-only of Optuna's and ours are the same", a == b,
           "\n".join(l for l in __import__("difflib").unified_diff(a.splitlines(), b.splitlines(), lineterm=""))[:3000])
-    out = e.sweep("--space", space, "--storage", theirs, "--study", "ours", "--out", os.path.join(e.tmp, "schema-join"))
-    check("schema: a database Optuna made is joined", out.returncode == 0, out.stderr[-1500:])
+    # The URL Optuna was given, as it was given (postgresql+psycopg2://).
+    out = e.sweep("--space", space, "--storage", pg.sqlalchemy(theirs), "--study", "ours",
+                  "--out", os.path.join(e.tmp, "schema-join"))
+    check("schema: a database Optuna made is joined, by the URL Optuna took (postgresql+psycopg2://)",
+          out.returncode == 0 and "postgresql+psycopg2://" in out.stderr, out.stderr[-1500:])
+    psycopg3 = theirs.replace("postgresql://", "postgresql+psycopg://", 1)
+    out = e.sweep("--status", "--storage", psycopg3, "--study", "ours")
+    check("schema: postgresql+psycopg:// names the same database", out.returncode == 0 and "COMPLETE 2" in out.stdout,
+          (out.returncode, out.stdout[-500:], out.stderr[-500:]))
     names = e.optuna("""
 import json, sys, optuna
 print(json.dumps(sorted((s.study_name, s.n_trials) for s in optuna.get_all_study_summaries(storage=sys.argv[1]))))

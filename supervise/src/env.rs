@@ -79,7 +79,7 @@ pub fn fixes(get: &dyn Fn(&str) -> Option<String>, torch: TorchVersion, wants: &
             set(
                 "OMP_NUM_THREADS",
                 &n.to_string(),
-                "its share of the cores among parallel trials".to_string(),
+                "its share of the cores free as it started, among the trials at once".to_string(),
             );
         }
     }

@@ -81,7 +81,8 @@ fn main() -> Result<()> {
         params,
         fixed: BTreeMap::new(),
     };
-    let sampler = build(method, &space, seed)?;
+    // TPE's start-up scaled to the trials, as a sweep of n trials has it.
+    let sampler = build(method, &space, seed, n)?;
 
     let stdin = std::io::stdin();
     let mut lines = stdin.lock().lines();

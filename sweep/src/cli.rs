@@ -112,8 +112,9 @@ pub struct Args {
     /// Keep the sweep's truth in a PostgreSQL database, in Optuna's own
     /// tables, shared by workers on any host, Optuna's workers and
     /// optuna-dashboard: postgresql://[user@]host[:port]/database
-    /// [?sslmode=...]; the password from ~/.pgpass or PGPASSFILE
-    /// [default: DIR/journal.log].
+    /// [?sslmode=...], or the same URL Optuna takes
+    /// (postgresql+psycopg2://, postgresql+psycopg://); the password from
+    /// ~/.pgpass or PGPASSFILE [default: DIR/journal.log].
     #[arg(long, value_name = "URL")]
     pub storage: Option<String>,
     /// The study's name in --storage [default: the space's `name`, else

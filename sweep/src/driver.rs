@@ -18,7 +18,7 @@ use crate::cli::Args;
 use crate::context::Sweep;
 use crate::history::{drawn, fails_at_start, interrupted_roots, too_many_failures};
 use crate::journal::Journal;
-use crate::launch::Starter;
+use crate::launch::{Cores, Starter};
 use crate::layout::{read_settings, space_of};
 use crate::measured::{self, Largest, Now, Peaks};
 use crate::outcome::Ending;
@@ -35,6 +35,7 @@ use crate::truth::{new_study_name, open_db, stored_settings, study_in, Truth};
 use common::bad_input;
 use common::wire::run_dir::SweepDir;
 use common::wire::sweep::{Options, Settings};
+use std::cell::{Cell, RefCell};
 use std::path::Path;
 use std::time::{Duration, Instant};
 use supervise::events::{self, Bell, Interrupter, Waiter};
@@ -66,13 +67,19 @@ pub fn run(args: &Args, train: &Path, libtorch: bool, stop: &Interrupter) -> any
         return crate::report::status(args, dir);
     }
     if let Some(dir) = &args.report {
-        return crate::report::report(args, dir);
+        return crate::report::report(args, dir, train);
     }
+    // The first reading of the cores free: the set-up's time counts
+    // towards the second the first trial's threads are measured over.
+    let cores = crate::cores::Watch::start();
     let (dir, settings, mode, space, db) = what_to_run(args, train, libtorch)?;
     let search = space.search_space();
-    let sampler = sampler::build(space.method, &search, settings.seed)
-        .map_err(|e| bad_input!("{}: {e:#}", settings.space_name))?;
     let cap = trial_cap(&settings, &space, &search)?;
+    let sampler = sampler::build(space.method, &search, settings.seed, cap)
+        .map_err(|e| bad_input!("{}: {e:#}", settings.space_name))?;
+    if let (sampler::Method::Bayes(_), Some(w)) = (space.method, sampler::startup_warning(cap)) {
+        common::say!("train sweep: WARNING: {}: {w}", settings.space_name);
+    }
     let pruner = pruner_of(&space, &settings);
     let parallel = parallel_of(args, &settings, mode)?;
     let slurm_options = args.slurm_options();
@@ -130,6 +137,8 @@ pub fn run(args: &Args, train: &Path, libtorch: bool, stop: &Interrupter) -> any
         trials: Vec::new(),
         measuring,
         largest: Largest::default(),
+        cores: RefCell::new(cores),
+        threads_said: Cell::new(None),
         disk_full: None,
         stop,
         bell,
@@ -394,6 +403,10 @@ struct Driver<'a> {
     measuring: bool,
     /// The largest peaks a program trial has reached.
     largest: Largest,
+    /// The cores free, read as the sweep goes (for CPU threads).
+    cores: RefCell<crate::cores::Watch>,
+    /// The threads a trial was last said to get.
+    threads_said: Cell<Option<i32>>,
     /// Set when a trial failed while the sweep's filesystem was full: the
     /// sweep stops (its trials would all fail the same way).
     disk_full: Option<String>,
@@ -410,6 +423,9 @@ impl Driver<'_> {
         let mut waiting_said = false;
         loop {
             self.beat(&mut beaten)?;
+            if self.slots.slots.iter().any(|s| s.threads.is_some()) {
+                self.cores.borrow_mut().look();
+            }
             if stopping.is_none() {
                 stopping = self.why_stop();
                 if stopping.is_some() {
@@ -559,6 +575,10 @@ impl Driver<'_> {
             sampler: self.sampler,
             slots: &self.slots,
             bell: &self.bell,
+            cores: Cores {
+                watch: &self.cores,
+                said: &self.threads_said,
+            },
         }
         .launch(&mut self.trials, cap)
     }

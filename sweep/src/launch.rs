@@ -1,15 +1,18 @@
 //! Starting trials: a free slot, a trial claimed from the storage under
-//! its lock (an interrupted trial again before a new draw), its files, its
-//! block, and its process through supervise's child module: a `train` of
-//! our model, or the space's program. A trial that cannot start fails
-//! alone, recorded with why; the sweep goes on.
+//! its lock (an interrupted trial again before a new draw), its threads
+//! (its share of the cores free as it starts), its files, its block, and
+//! its process through supervise's child module: a `train` of our model,
+//! or the space's program. A trial that cannot start fails alone, recorded
+//! with why; the sweep goes on.
 
 use crate::banner::{print_block, print_program_block};
 use crate::context::Sweep;
+use crate::cores::Watch;
 use crate::history::{drawn, interrupted_roots, rerun_reason};
 use crate::journal::{Outcome, Study, TrialRecord, TrialRef};
 use crate::outcome::{self, MESSAGE_CHARS};
 use crate::owner;
+use crate::placement;
 use crate::program::{self, Launch};
 use crate::sampler::Sampler;
 use crate::slots::Slots;
@@ -20,6 +23,7 @@ use crate::trials::{Proc, Running, GRACE};
 use common::bad_input;
 use common::wire::failure::Class;
 use serde_json::Value;
+use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::time::Instant;
 use supervise::child::{Child, Spec};
@@ -29,13 +33,22 @@ use supervise::events::Bell;
 type Next = (BTreeMap<String, ParamValue>, Option<u64>);
 
 /// What starting trials needs: the sweep, its storage, the sampler, the
-/// slots and the bell the trials ring.
+/// slots, the bell the trials ring, and the cores free now.
 pub(crate) struct Starter<'a> {
     pub sweep: &'a Sweep,
     pub storage: &'a dyn Storage,
     pub sampler: &'a dyn Sampler,
     pub slots: &'a Slots,
     pub bell: &'a Bell,
+    pub cores: Cores<'a>,
+}
+
+/// The sweep's readings of the cores free (read as a trial on threads
+/// starts, not at every look), and the threads a trial was last said to
+/// get (said again when they change).
+pub(crate) struct Cores<'a> {
+    pub watch: &'a RefCell<Watch>,
+    pub said: &'a Cell<Option<i32>>,
 }
 
 impl Starter<'_> {
@@ -76,6 +89,7 @@ impl Starter<'_> {
                 return Ok(true);
             };
             let crowd = self.slots.crowd(slot, &busy) + 1;
+            let threads = self.threads(slot, made.number);
             let trial = Claimed {
                 made,
                 slot,
@@ -83,6 +97,7 @@ impl Starter<'_> {
                 retried_from,
                 blocking,
                 crowd,
+                threads,
             };
             let started = if self.sweep.space.program.is_some() {
                 self.start_program(trial)?
@@ -91,6 +106,37 @@ impl Starter<'_> {
             };
             trials.extend(started);
         }
+    }
+
+    /// A trial's threads as it starts in `slot`: its share of the cores
+    /// free now (`placement::free_threads`), at most the slot's split of
+    /// the cores; said when it changes.
+    fn threads(&self, slot: usize, number: u64) -> Option<i32> {
+        let most = self.slots.slots[slot].threads?;
+        let Some(free) = self.cores.watch.borrow_mut().free() else {
+            return Some(most);
+        };
+        let at_once = self.slots.open();
+        let t = placement::free_threads(free.cores, at_once, most);
+        if self.cores.said.replace(Some(t)) != Some(t) {
+            let shared = match at_once {
+                1 => String::new(),
+                k => format!(", shared by {k} trials at once"),
+            };
+            let busy = match t < most {
+                true => format!(
+                    "; other work keeps the rest busy (with the cores free it would get {most})"
+                ),
+                false => String::new(),
+            };
+            common::say!(
+                "train sweep: placement: trial {number} gets {t} thread(s): {:.1} of {} core(s) were free over the last {:.1} s (what our own trials use counts as free){shared}{busy}",
+                free.cores,
+                free.cpus,
+                free.seconds
+            );
+        }
+        Some(t)
     }
 
     /// What to run next, decided on the study as it stands under the lock:
@@ -183,7 +229,7 @@ impl Starter<'_> {
             dir.run().path().display().to_string(),
         ];
         let s = &self.slots.slots[t.slot];
-        if let Some(n) = s.threads {
+        if let Some(n) = t.threads {
             argv.extend(["--threads".into(), n.to_string()]);
         }
         let mut env = Vec::new();
@@ -221,7 +267,7 @@ impl Starter<'_> {
             dir: &dir,
             values: &t.values,
             gpu: s.gpu.map(|g| g.to_string()),
-            threads: s.threads.map(|t| t.max(1) as usize),
+            threads: t.threads.map(|n| n.max(1) as usize),
             launch_blocking: t.blocking,
             torch: sweep.torch,
             grace: GRACE,
@@ -270,6 +316,8 @@ struct Claimed {
     blocking: bool,
     /// Trials on its slot's device, itself included.
     crowd: usize,
+    /// Its CPU threads (None: torch's own default, a GPU trial alone).
+    threads: Option<i32>,
 }
 
 impl Claimed {

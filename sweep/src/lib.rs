@@ -17,6 +17,8 @@
 //!   for a program, the largest measured peaks (the host's, and each
 //!   GPU's by the GPU peak) in the estimate's place;
 //! - `measured`: the driver's side of that: peaks in, slots out;
+//! - `cores`: the cores free as a trial starts (/proc/stat's idle time and
+//!   our own trials'), which its CPU threads come from;
 //! - `start`: settings from the command line, the trial cap, placement's
 //!   inputs; `history`: what the study says of drawn and interrupted trials;
 //! - `layout`: the sweep directory's settings and space, and whether its
@@ -42,6 +44,7 @@ mod attempts;
 mod banner;
 pub mod cli;
 mod context;
+pub mod cores;
 pub mod driver;
 pub mod history;
 pub mod journal;

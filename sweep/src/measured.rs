@@ -354,7 +354,7 @@ pub(crate) fn choose(
         return (
             next,
             Some(format!(
-                "auto, measured: {said}; {next} trial(s) at once (trying more while more was faster; memory and the cores allow {upper}), {} thread(s) each",
+                "auto, measured: {said}; {next} trial(s) at once (trying more while more was faster; memory and the cores allow {upper}), each with up to {} thread(s)",
                 placement::cpu_slots(next as u32, cores())[0].threads.unwrap_or(1)
             )),
         );
@@ -362,7 +362,7 @@ pub(crate) fn choose(
     (
         best.0,
         Some(format!(
-            "auto, measured: {said}; {} trial(s) at once (the fastest measured), {} thread(s) each",
+            "auto, measured: {said}; {} trial(s) at once (the fastest measured), each with up to {} thread(s)",
             best.0,
             placement::cpu_slots(best.0 as u32, cores())[0]
                 .threads

@@ -30,7 +30,9 @@ pub struct Plan {
 
 /// Trials at once: `parallel` (None: as many as fit). With GPUs, each GPU
 /// takes ⌊free × (1 − margin) / peak⌋ trials; on the CPU, `auto` is one
-/// trial per two cores and the cores are split between the trials.
+/// trial per two cores and the cores are split between the trials (each
+/// slot's `threads` the most a trial gets: `free_threads` gives it fewer
+/// when other work keeps cores busy as it starts).
 pub fn plan(
     gpus: &[Gpu],
     peak_mib: u64,
@@ -43,7 +45,7 @@ pub fn plan(
         let k = parallel.unwrap_or_else(|| (cpus / 2).max(1) as u32).max(1);
         let slots = cpu_slots(k, cpus);
         why.push(format!(
-            "no GPU: {k} trial(s) at once on the CPU ({}), {} libtorch thread(s) each of {cpus} core(s)",
+            "no GPU: {k} trial(s) at once on the CPU ({}); each gets up to {} of the {cpus} core(s) as libtorch threads, fewer when other work keeps cores busy as it starts",
             if parallel.is_some() { "--parallel" } else { "auto: one per two cores" },
             slots[0].threads.unwrap_or(1)
         ));
@@ -55,7 +57,7 @@ pub fn plan(
         let usable = (g.free_mib as f64 * (1.0 - margin)) as u64;
         let n = usable / peak;
         why.push(format!(
-            "GPU {} ({}): {} MiB free of {}, {:.0}% margin -> {usable} MiB / {peak} MiB per trial (worst case) = {n} trial(s)",
+            "GPU {} ({}) has {} MiB free of {}; less a {:.0}% margin, its {usable} MiB hold {n} trial(s) of {peak} MiB (the space's worst case)",
             g.index,
             g.name,
             g.free_mib,
@@ -74,7 +76,7 @@ pub fn plan(
     let k = match parallel {
         Some(k) if u64::from(k) > room => {
             why.push(format!(
-                "--parallel {k} asks for more than the {room} that fit: {room} it is"
+                "--parallel {k} asks for more trials than the {room} that fit, so {room} run at once"
             ));
             room
         }
@@ -97,6 +99,16 @@ pub fn plan(
     }
     why.push(format!("{k} trial(s) at once"));
     Ok(Plan { slots, why })
+}
+
+/// A trial's threads as it starts: its share of the cores free then
+/// (`cores::Watch`: idle, and what our own trials use), `at_once` trials
+/// sharing them, at least 1 and at most `most` (its share of the cores
+/// that exist). A core three-quarters idle counts as free, so the noise of
+/// an idle machine does not cost a thread.
+pub fn free_threads(free_cores: f64, at_once: usize, most: i32) -> i32 {
+    let share = free_cores / at_once.max(1) as f64;
+    ((share + 0.25).floor() as i32).clamp(1, most.max(1))
 }
 
 /// `k` slots without a GPU pinned, the `cpus` cores split between them.
@@ -196,19 +208,19 @@ fn on_host(m: &Measured, peak: f64) -> Host {
     let by_cores = (cores / busy).max(1) as u32;
     let copies = match m.copy_mib {
         Some(u) if each < need => format!(
-            ", each further copy {each:.0} MiB (its anonymous memory, {u:.0} MiB × {MEASURED_HEADROOM})"
+            ", and each further copy {each:.0} MiB (its anonymous memory, {u:.0} MiB × {MEASURED_HEADROOM})"
         ),
         _ => String::new(),
     };
-    let busy_said = m
-        .cores_busy
-        .map_or(String::new(), |c| format!(" (a trial kept {c:.1} busy)"));
+    let busy_said = m.cores_busy.map_or(String::new(), |c| {
+        format!(" (a trial kept {c:.1} of them busy)")
+    });
     Host {
         by_memory,
         by_cores,
         busy,
         said: format!(
-            "largest peak {peak:.0} MiB × {MEASURED_HEADROOM} = {need:.0} MiB for one trial{copies}; {:.0} MiB of host memory -> {by_memory}, {} core(s){busy_said} -> {by_cores}",
+            "a trial needs {need:.0} MiB (the largest peak so far, {peak:.0} MiB, × {MEASURED_HEADROOM}){copies}; {:.0} MiB of host memory holds {by_memory} such trial(s), and {} core(s) hold {by_cores}{busy_said}",
             m.host_mib, m.cores
         ),
     }
@@ -218,11 +230,11 @@ impl Host {
     /// What binds when the cores hold `by_cores` and memory `by_memory`.
     fn binding(&self, memory: &str) -> String {
         if self.by_memory < self.by_cores {
-            format!("{memory} binds")
+            format!("{memory} is the limit")
         } else if self.busy > 1 {
-            format!("the cores bind: a trial keeps {} busy", self.busy)
+            format!("the cores are the limit: a trial keeps {} busy", self.busy)
         } else {
-            "the cores bind".to_string()
+            "the cores are the limit".to_string()
         }
     }
 }
@@ -233,7 +245,7 @@ fn on_cpu(m: &Measured, host: &Host) -> Plan {
     let slots = cpu_slots(k, m.cores);
     Plan {
         why: vec![format!(
-            "auto, measured: {}; {k} trial(s) at once ({}), {} thread(s) each",
+            "auto, measured: {}; so {k} trial(s) at once ({}), each with up to {} thread(s)",
             host.said,
             host.binding("memory"),
             slots[0].threads.unwrap_or(1)
@@ -251,7 +263,7 @@ fn on_gpus(m: &Measured, host: &Host) -> Plan {
         return Plan {
             slots: gpu_slots(&[(g.index, 1)], 1, m.cores),
             why: vec![format!(
-                "auto, measured: no GPU peak was measured (NVML attributed no memory to the trials): 1 trial at once on GPU {}",
+                "auto, measured: no GPU peak was measured (NVML attributed no memory to the trials), so 1 trial at once on GPU {}",
                 g.index
             )],
         };
@@ -262,7 +274,7 @@ fn on_gpus(m: &Measured, host: &Host) -> Plan {
     for g in &m.gpus {
         let n = (g.free_mib as f64 / need).floor() as u32;
         why.push(format!(
-            "auto, measured: GPU {} ({}): {} MiB free (our trials' own counted as free) / {need:.0} MiB (largest GPU peak {gpu_peak:.0} × {MEASURED_HEADROOM}) = {n} trial(s)",
+            "auto, measured: GPU {} ({}) has {} MiB free (what our trials hold there counted as free), which holds {n} trial(s) of {need:.0} MiB (the largest GPU peak so far, {gpu_peak:.0} MiB, × {MEASURED_HEADROOM})",
             g.index, g.name, g.free_mib
         ));
         fits.push((g.index, n));
@@ -272,7 +284,7 @@ fn on_gpus(m: &Measured, host: &Host) -> Plan {
     if k == 0 {
         let g = &m.gpus[0];
         why.push(format!(
-            "auto, measured: no GPU has {need:.0} MiB free: 1 trial at once on GPU {}, as the first ran",
+            "auto, measured: no GPU has {need:.0} MiB free, so 1 trial at once on GPU {}, as the first ran",
             g.index
         ));
         return Plan {
@@ -281,7 +293,7 @@ fn on_gpus(m: &Measured, host: &Host) -> Plan {
         };
     }
     let binding = if room == k {
-        "GPU memory binds".to_string()
+        "GPU memory is the limit".to_string()
     } else {
         host.binding("host memory")
     };
@@ -291,10 +303,10 @@ fn on_gpus(m: &Measured, host: &Host) -> Plan {
         .filter(|(i, _)| slots.iter().any(|s| s.gpu == Some(*i)))
         .count();
     why.push(format!(
-        "auto, measured: host: {}; {k} trial(s) at once on {used} GPU(s) ({binding}){}",
+        "auto, measured: on the host, {}; so {k} trial(s) at once on {used} GPU(s) ({binding}){}",
         host.said,
         match slots[0].threads {
-            Some(t) => format!(", {t} thread(s) each"),
+            Some(t) => format!(", each with up to {t} CPU thread(s)"),
             None => String::new(),
         }
     ));
@@ -358,6 +370,37 @@ mod tests {
     }
 
     #[test]
+    fn a_trial_takes_its_share_of_the_cores_free_as_it_starts() {
+        // One trial, two cores another job keeps busy: one thread, not two.
+        assert_eq!(free_threads(0.04, 1, 2), 1);
+        // An idle machine's noise costs no thread.
+        assert_eq!(free_threads(1.8, 1, 2), 2);
+        // Another job on one core of two.
+        assert_eq!(free_threads(1.0, 1, 2), 1);
+        // 8 free of 16 shared by 2 trials: 4 each, never past the split.
+        assert_eq!(free_threads(8.0, 2, 8), 4);
+        assert_eq!(free_threads(16.0, 2, 8), 8);
+        assert_eq!(free_threads(0.0, 4, 1), 1);
+    }
+
+    #[test]
+    fn the_measured_line_is_a_sentence_with_its_numbers() {
+        let p = measured(&Measured {
+            peak_mib: Some(300.0),
+            gpu_peak_mib: None,
+            copy_mib: None,
+            cores_busy: Some(0.9),
+            host_mib: 22861.0,
+            cores: 2,
+            gpus: Vec::new(),
+        });
+        assert_eq!(
+            p.why[0],
+            "auto, measured: a trial needs 345 MiB (the largest peak so far, 300 MiB, × 1.15); 22861 MiB of host memory holds 66 such trial(s), and 2 core(s) hold 2 (a trial kept 0.9 of them busy); so 2 trial(s) at once (the cores are the limit), each with up to 1 thread(s)"
+        );
+    }
+
+    #[test]
     fn cpu_splits_the_cores() {
         let p = plan(&[], 100, 0.1, None, 8).unwrap();
         assert_eq!(p.slots.len(), 4);
@@ -382,11 +425,11 @@ mod tests {
         let p = measured(&m(Some(300.0), 1000.0, 8));
         assert_eq!(p.slots.len(), 2, "{:?}", p.why);
         assert_eq!(p.slots[0].threads, Some(4));
-        assert!(p.why[0].contains("memory binds"), "{:?}", p.why);
+        assert!(p.why[0].contains("memory is the limit"), "{:?}", p.why);
         // The cores bind when memory is plenty.
         let p = measured(&m(Some(300.0), 100000.0, 2));
         assert_eq!(p.slots.len(), 2);
-        assert!(p.why[0].contains("the cores bind"));
+        assert!(p.why[0].contains("the cores are the limit"));
         // Never fewer than one.
         assert_eq!(measured(&m(Some(5000.0), 1000.0, 8)).slots.len(), 1);
         let g = Measured {
@@ -416,7 +459,7 @@ mod tests {
         let p = measured(&m(Some(100.0), None));
         assert_eq!(p.slots.len(), 8, "{:?}", p.why);
         assert!(
-            p.why[0].contains("each further copy 115 MiB"),
+            p.why[0].contains("and each further copy 115 MiB"),
             "{:?}",
             p.why
         );
@@ -428,7 +471,11 @@ mod tests {
             "{:?}",
             p.why
         );
-        assert!(p.why[0].contains("a trial keeps 2 busy"), "{:?}", p.why);
+        assert!(
+            p.why[0].contains("the cores are the limit: a trial keeps 2 busy"),
+            "{:?}",
+            p.why
+        );
         // A trial that keeps every core busy runs alone, with all of them.
         let p = measured(&Measured {
             cores: 2,
@@ -467,9 +514,15 @@ mod tests {
         assert_eq!(p.slots.len(), 16, "{:?}", p.why);
         assert_eq!(per_gpu(&p, 0), 16);
         assert_eq!(p.slots[0].threads, Some(1));
-        assert!(p.why[0].contains("= 117 trial(s)"), "{:?}", p.why);
         assert!(
-            p.why[1].contains("16 trial(s) at once on 1 GPU(s) (the cores bind), 1 thread(s) each"),
+            p.why[0].contains("which holds 117 trial(s) of 690 MiB"),
+            "{:?}",
+            p.why
+        );
+        assert!(
+            p.why[1].contains(
+                "so 16 trial(s) at once on 1 GPU(s) (the cores are the limit), each with up to 1 CPU thread(s)"
+            ),
             "{:?}",
             p.why
         );
@@ -488,11 +541,15 @@ mod tests {
         let p = measured(&on(vec![gpu(0, 81000)], 600.0, 3000.0, 16));
         assert_eq!(p.slots.len(), 3, "{:?}", p.why);
         assert!(
-            p.why[1].contains("3000 MiB of host memory -> 3"),
+            p.why[1].contains("3000 MiB of host memory holds 3 such trial(s), and 16 core(s) hold 16 (a trial kept 1.0 of them busy)"),
             "{:?}",
             p.why
         );
-        assert!(p.why[1].contains("(host memory binds)"), "{:?}", p.why);
+        assert!(
+            p.why[1].contains("(host memory is the limit)"),
+            "{:?}",
+            p.why
+        );
         assert_eq!(p.slots[0].threads, Some(5));
     }
 
@@ -501,7 +558,11 @@ mod tests {
         // 2300 MiB a trial: 4 in 10000, 1 in 3000.
         let p = measured(&on(vec![gpu(0, 10000), gpu(1, 3000)], 2000.0, 200000.0, 16));
         assert_eq!((per_gpu(&p, 0), per_gpu(&p, 1)), (4, 1), "{:?}", p.why);
-        assert!(p.why[2].contains("(GPU memory binds)"), "{:?}", p.why);
+        assert!(
+            p.why[2].contains("(GPU memory is the limit)"),
+            "{:?}",
+            p.why
+        );
         // Fewer than fit: spread over the GPUs.
         let p = measured(&on(vec![gpu(0, 10000), gpu(1, 3000)], 2000.0, 200000.0, 2));
         assert_eq!((per_gpu(&p, 0), per_gpu(&p, 1)), (1, 1), "{:?}", p.why);
@@ -518,7 +579,7 @@ mod tests {
         assert_eq!(p.slots.len(), 1);
         assert_eq!((p.slots[0].gpu, p.slots[0].threads), (Some(3), None));
         assert!(
-            p.why[2].contains("no GPU has 5750 MiB free: 1 trial at once on GPU 3"),
+            p.why[2].contains("no GPU has 5750 MiB free, so 1 trial at once on GPU 3"),
             "{:?}",
             p.why
         );

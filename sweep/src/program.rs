@@ -323,8 +323,24 @@ fn command_line(
     config: Option<&str>,
     get: &dyn Fn(&str) -> Option<String>,
 ) -> anyhow::Result<(PathBuf, Vec<String>)> {
-    let cwd = if program.work_in_trial {
+    if program.work_in_trial {
         std::fs::create_dir_all(dir.work())?;
+    }
+    command_words(program, settings, launch, dir, params, config, get)
+}
+
+/// `command_line` without making anything: what `--report` writes as the
+/// best trial's command.
+pub fn command_words(
+    program: &Program,
+    settings: &Settings,
+    launch: &Path,
+    dir: &TrialDir,
+    params: &[(String, Value)],
+    config: Option<&str>,
+    get: &dyn Fn(&str) -> Option<String>,
+) -> anyhow::Result<(PathBuf, Vec<String>)> {
+    let cwd = if program.work_in_trial {
         dir.work()
     } else {
         launch.to_path_buf()

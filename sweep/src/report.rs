@@ -1,9 +1,12 @@
 //! `train sweep --report` and `--status`, from the sweep's truth alone
 //! (what `reading` loads): the
-//! trials table (table, csv, json, yaml), failures grouped by class with the
-//! parameter values they share (seed 004's post-run analysis), the best
-//! trial's config as a ready config file, and a plot of the objective per
-//! trial with the best so far.
+//! trials table (table, csv, json, yaml; `table`), failures grouped by
+//! class with the parameter values they share (seed 004's post-run
+//! analysis), the best trial's config and command, ready to run (`best`),
+//! and a plot of the objective per trial with the best so far.
+
+mod best;
+mod table;
 
 use crate::cli::Args;
 use crate::journal::Study;
@@ -16,7 +19,7 @@ use common::format::Format;
 use common::wire::failure::Class;
 use common::wire::metric::Metric;
 use common::wire::run_dir::{self, SweepDir};
-use common::wire::sweep::{FailureGroup, Row, Settings, SlurmJobs, SweepReport};
+use common::wire::sweep::{BestCommand, FailureGroup, Row, Settings, SlurmJobs, SweepReport};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -309,20 +312,32 @@ fn params_text(t: &Trial) -> String {
 }
 
 /// `--report DIR` (or --storage URL --study NAME [--out DIR]): the table
-/// on stdout; best_config.yaml and objective.png written in the sweep's
-/// directory.
-pub fn report(args: &Args, given: &Option<PathBuf>) -> anyhow::Result<u8> {
+/// on stdout; best_config.yaml, best_command.sh and objective.png written
+/// in the sweep's directory. `train` is the binary our model's trials run.
+pub fn report(args: &Args, given: &Option<PathBuf>, train: &Path) -> anyhow::Result<u8> {
     let loaded = load(args, given, "--report")?;
     let study = &loaded.study;
     let rows: Vec<Row> = study.trials.iter().map(row).collect();
     let best_trial = best(study);
+    let best_command = match (&loaded.sweep, best_trial) {
+        (Some((settings, space)), Some(t)) => Some(best::command(
+            settings,
+            space,
+            t,
+            loaded.dir.as_deref(),
+            train,
+        )?),
+        _ => None,
+    };
     match (&loaded.dir, &loaded.sweep) {
         (Some(dir), Some((settings, space))) => {
-            write_files(dir, &loaded.shown, settings, space, study, best_trial)?
+            let best = best_trial.zip(best_command.as_ref());
+            write_files(dir, &loaded.shown, settings, space, study, best)?
         }
         (None, Some(_)) => common::say!(
-            "train sweep: no --out DIR: {} and {} not written",
+            "train sweep: no --out DIR: {}, {} and {} not written",
             run_dir::BEST_CONFIG,
+            run_dir::BEST_COMMAND,
             run_dir::OBJECTIVE
         ),
         (_, None) => {}
@@ -335,33 +350,40 @@ pub fn report(args: &Args, given: &Option<PathBuf>) -> anyhow::Result<u8> {
         counts: counts(study),
         points: study.trials.len() as u64 - reruns(study),
         best: best_trial.map(row),
+        best_command,
         trials: rows,
         failures: failures(study),
     };
     let mut out = std::io::stdout().lock();
-    Format::resolve(args.format).write(&report, &mut out, write_table, write_csv)?;
+    Format::resolve(args.format).write(&report, &mut out, table::write_table, table::write_csv)?;
     out.flush()?;
     Ok(common::exit::OK)
 }
 
-/// best_config.yaml and objective.png in the sweep's directory.
+/// best_config.yaml, best_command.sh and objective.png in the sweep's
+/// directory.
 fn write_files(
     dir: &Path,
     shown: &str,
     settings: &Settings,
     space: &Space,
     study: &Study,
-    best_trial: Option<&Trial>,
+    best_trial: Option<(&Trial, &BestCommand)>,
 ) -> anyhow::Result<()> {
-    if let Some(t) = best_trial {
-        let text = format!(
-            "# The best trial of the sweep in {shown}: trial {}, {} {:.6}\n{}",
+    if let Some((t, command)) = best_trial {
+        let whose = format!(
+            "The best trial of the sweep in {shown}: trial {}, {} {}",
             t.number,
             space.metric.name,
-            t.value.unwrap_or(f64::NAN),
-            best_text(settings, space, t)?
+            t.value.unwrap_or(f64::NAN)
         );
-        common::files::write_atomic(&SweepDir::new(dir).best_config(), text.as_bytes())?;
+        let text = format!("# {whose}\n{}", best::config_text(settings, space, t)?);
+        let sweep = SweepDir::new(dir);
+        common::files::write_atomic(&sweep.best_config(), text.as_bytes())?;
+        let script = best::script(command, &whose);
+        common::files::write_atomic(&sweep.best_command(), script.as_bytes())?;
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(sweep.best_command(), std::fs::Permissions::from_mode(0o755))?;
     }
     if let Err(e) = crate::plot::objective(
         &SweepDir::new(dir).objective(),
@@ -371,271 +393,4 @@ fn write_files(
         common::say!("train sweep: {} not drawn: {e:#}", run_dir::OBJECTIVE);
     }
     Ok(())
-}
-
-/// The best trial's config: the base with its values; for a program, its
-/// `${config}` text, or without one its parameters as YAML.
-fn best_text(settings: &Settings, space: &Space, trial: &Trial) -> anyhow::Result<String> {
-    let params = &trial.params;
-    if space.program.is_none() {
-        return Ok(space.apply(&settings.base, params)?.to_yaml());
-    }
-    let mut values = space.search_space().fixed;
-    values.extend(params.clone());
-    // auto_fix: the settings its last attempt ran with, so that the config
-    // does not reproduce the failure its first attempt met.
-    let mut note = String::new();
-    if let Some(changes) = trial.user_attrs.get("auto_fix").and_then(Value::as_array) {
-        note.push_str(
-            "# auto_fix: the trial ran these changes (its last attempt's settings are below):\n",
-        );
-        for c in changes.iter().filter_map(Value::as_str) {
-            note.push_str(&format!("#   {c}\n"));
-        }
-    }
-    if let Some(used) = trial.user_attrs.get("config_used").and_then(Value::as_str) {
-        if let Ok(text) = std::fs::read_to_string(used) {
-            return Ok(format!("{note}{text}"));
-        }
-    }
-    if let Some(eff) = trial
-        .user_attrs
-        .get("effective_params")
-        .and_then(Value::as_object)
-    {
-        for (k, v) in eff {
-            if let Some(p) = values.get(k).cloned() {
-                values.insert(k.clone(), with_json(&p, v));
-            }
-        }
-    }
-    let text = match &settings.base_text {
-        Some(base) => Space::trial_config_text(base, &settings.base_name, &values)?,
-        None => {
-            let map: serde_yaml::Mapping = space
-                .program_params(&values)
-                .into_iter()
-                .map(|(k, v)| (k.into(), serde_yaml::to_value(v).unwrap_or_default()))
-                .collect();
-            serde_yaml::to_string(&map)?
-        }
-    };
-    Ok(format!("{note}{text}"))
-}
-
-/// `v` (JSON) as a value of the kind `like` is.
-fn with_json(like: &ParamValue, v: &Value) -> ParamValue {
-    use crate::trial::Choice;
-    match (like, v) {
-        (ParamValue::Int(_), v) if v.is_i64() => ParamValue::Int(v.as_i64().unwrap_or_default()),
-        (ParamValue::Float(_), v) if v.is_number() => {
-            ParamValue::Float(v.as_f64().unwrap_or_default())
-        }
-        (_, Value::Bool(b)) => ParamValue::Choice(Choice::Bool(*b)),
-        (_, v) if v.is_i64() => ParamValue::Choice(Choice::Int(v.as_i64().unwrap_or_default())),
-        (_, Value::String(s)) => ParamValue::Choice(Choice::Str(s.clone())),
-        _ => like.clone(),
-    }
-}
-
-fn param_names(r: &SweepReport) -> Vec<String> {
-    let mut names: Vec<String> = r
-        .trials
-        .iter()
-        .flat_map(|t| t.params.keys().cloned())
-        .collect();
-    names.sort();
-    names.dedup();
-    names
-}
-
-fn cell(v: Option<&Value>) -> String {
-    match v {
-        None | Some(Value::Null) => String::new(),
-        Some(Value::String(s)) => s.clone(),
-        Some(v) => v.to_string(),
-    }
-}
-
-fn write_csv(r: &SweepReport, w: &mut dyn Write) -> anyhow::Result<()> {
-    let names = param_names(r);
-    let mut csv = csv::Writer::from_writer(w);
-    let mut header: Vec<String> = ["number", "state", "error_class"]
-        .map(String::from)
-        .to_vec();
-    header.extend(names.iter().cloned());
-    header.extend(
-        [
-            "value",
-            "epochs",
-            "seconds",
-            "peak_memory_mib",
-            "peak_memory_of",
-            "peak_gpu_mib",
-        ]
-        .map(String::from),
-    );
-    // Only journals with Rustuna's DISCARD_TRIALS records have the column.
-    let discards = r.trials.iter().any(|t| t.discarded);
-    if discards {
-        header.push("discarded".into());
-    }
-    // Only sweeps with `auto_fix` have the column.
-    let attempts = r.trials.iter().any(|t| t.attempts.is_some());
-    if attempts {
-        header.push("attempts".into());
-    }
-    csv.write_record(&header)?;
-    for t in &r.trials {
-        let mut rec = vec![
-            t.number.to_string(),
-            t.state.clone(),
-            t.error_class.clone().unwrap_or_default(),
-        ];
-        rec.extend(names.iter().map(|n| cell(t.params.get(n))));
-        let f = |v: Option<f64>| v.map(|v| v.to_string()).unwrap_or_default();
-        rec.extend([
-            f(t.value),
-            t.epochs.map(|e| e.to_string()).unwrap_or_default(),
-            f(t.seconds),
-            f(t.peak_memory_mib),
-            t.peak_memory_of.clone().unwrap_or_default(),
-            f(t.peak_gpu_mib),
-        ]);
-        if discards {
-            rec.push(t.discarded.to_string());
-        }
-        if attempts {
-            rec.push(t.attempts.map(|a| a.to_string()).unwrap_or_default());
-        }
-        csv.write_record(&rec)?;
-    }
-    csv.flush()?;
-    Ok(())
-}
-
-fn write_table(r: &SweepReport, w: &mut dyn Write) -> anyhow::Result<()> {
-    use comfy_table::{presets::UTF8_FULL_CONDENSED, ContentArrangement, Table};
-    let names = param_names(r);
-    let mut t = Table::new();
-    t.load_preset(UTF8_FULL_CONDENSED)
-        .set_content_arrangement(ContentArrangement::Dynamic)
-        .set_width(140);
-    let mut header: Vec<String> = vec!["#".into(), "state".into()];
-    header.extend(names.iter().cloned());
-    header.extend([
-        r.metric.to_string(),
-        "epochs".into(),
-        "s".into(),
-        "error".into(),
-    ]);
-    let attempts = r.trials.iter().any(|t| t.attempts.is_some());
-    if attempts {
-        header.push("attempts".into());
-    }
-    t.set_header(header);
-    for row in &r.trials {
-        let mut cells = trial_cells(row, &names);
-        if attempts {
-            cells.push(attempts_cell(row));
-        }
-        t.add_row(cells);
-    }
-    writeln!(w, "{t}")?;
-    let counts: Vec<String> = r.counts.iter().map(|(s, n)| format!("{s} {n}")).collect();
-    let trials = r.trials.len() as u64;
-    writeln!(
-        w,
-        "{}: {}",
-        trials_words(trials, trials - r.points.min(trials)),
-        counts.join(", ")
-    )?;
-    let discarded: Vec<u64> = r
-        .trials
-        .iter()
-        .filter(|t| t.discarded)
-        .map(|t| t.number)
-        .collect();
-    if !discarded.is_empty() {
-        writeln!(
-            w,
-            "discarded by Rustuna: trial(s) {discarded:?} (Optuna keeps them, and so does the sweep: counted above)"
-        )?;
-    }
-    match &r.best {
-        Some(b) => writeln!(
-            w,
-            "best: trial {} with {} {:.6} (config: {})",
-            b.number,
-            r.metric,
-            b.value.unwrap_or(f64::NAN),
-            run_dir::BEST_CONFIG
-        )?,
-        None => writeln!(w, "best: no complete trial")?,
-    }
-    for g in &r.failures {
-        let shared: Vec<String> = g.shared.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        // A group of one shares nothing with another: its values are its own.
-        let line = match (g.trials.as_slice(), shared.is_empty()) {
-            ([n], true) => format!("trial {n}"),
-            ([n], false) => format!("trial {n}, which had {}", shared.join(", ")),
-            (ns, true) => format!("{} trial(s) {ns:?}", ns.len()),
-            (ns, false) => format!(
-                "{} trial(s) {ns:?}; all had {}",
-                ns.len(),
-                shared.join(", ")
-            ),
-        };
-        writeln!(w, "failed, {}: {line}", g.class)?;
-    }
-    Ok(())
-}
-
-/// One trial's row of the `--report` table, in the header's order.
-/// `2: batch 32, accumulation 2`: the attempts, and the batch settings
-/// the last one ran with when a fix changed them.
-fn attempts_cell(row: &Row) -> String {
-    let n = row.attempts.unwrap_or(1);
-    let knobs: Vec<String> = [
-        "batch",
-        "accumulation",
-        "checkpointing",
-        "compile_mode",
-        "precision",
-    ]
-    .iter()
-    .filter(|_| n > 1)
-    .filter_map(|k| {
-        let v = row.knobs.get(*k)?;
-        Some(format!("{k} {}", v.split(' ').next().unwrap_or(v)))
-    })
-    .collect();
-    if knobs.is_empty() {
-        n.to_string()
-    } else {
-        format!("{n}: {}", knobs.join(", "))
-    }
-}
-
-fn trial_cells(row: &Row, names: &[String]) -> Vec<String> {
-    let state = match row.discarded {
-        true => format!("{} (discarded)", row.state),
-        false => row.state.clone(),
-    };
-    let mut cells = vec![row.number.to_string(), state];
-    cells.extend(names.iter().map(|n| cell(row.params.get(n))));
-    cells.extend([
-        row.value.map(|v| format!("{v:.6}")).unwrap_or_default(),
-        row.epochs.map(|e| e.to_string()).unwrap_or_default(),
-        row.seconds.map(|s| format!("{s:.1}")).unwrap_or_default(),
-        match (&row.error_class, row.retried_from) {
-            // A re-run: of an interrupted trial, a crowded one, a
-            // device-side assert run with CUDA_LAUNCH_BLOCKING=1, or
-            // one whose allocator broke.
-            (Some(c), Some(f)) => format!("{c} (a re-run of #{f})"),
-            (None, Some(f)) => format!("(a re-run of #{f})"),
-            (c, None) => c.clone().unwrap_or_default(),
-        },
-    ]);
-    cells
 }

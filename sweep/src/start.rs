@@ -22,7 +22,7 @@ pub fn slurm_plan(parallel: Option<u32>) -> placement::Plan {
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let slots = placement::cpu_slots(k, cpus);
     let why = format!(
-        "Slurm task {}: {k} trial(s) at a time, {} libtorch thread(s) each of the {cpus} core(s) Slurm gave it, {}",
+        "Slurm task {}: {k} trial(s) at a time, each with up to {} of the {cpus} core(s) Slurm gave it as libtorch threads, {}",
         crate::slurm::task_from_env().unwrap_or_default(),
         slots[0].threads.unwrap_or(1),
         match std::env::var("CUDA_VISIBLE_DEVICES") {

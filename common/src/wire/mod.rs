@@ -22,7 +22,7 @@
 //! - `train`: train-info/v1, train-data/v1, train-metrics/v1,
 //!   train-summary/v1, train-checkpoint/v1, train-chain/v1, train-bench/v1;
 //! - `space`: space/v1;
-//! - `sweep`: sweep-settings/v1, sweep-report/v1, sweep-slurm/v1;
+//! - `sweep`: sweep-settings/v1, sweep-report/v2, sweep-slurm/v1;
 //! - `metric`: the metrics.csv columns a sweep ranks by;
 //! - `program`: program-summary/v1 and supervise-metrics/v1, what the
 //!   supervisor of any command writes;

@@ -26,6 +26,7 @@
 //!   slurm.yaml               sweep-slurm/v1
 //!   slurm/                   workers-N.sbatch, and each task's %A_%a.out
 //!   best_config.yaml         the best trial's config (--report)
+//!   best_command.sh          the best trial's command line (--report)
 //!   objective.png            the objective per trial (--report)
 //!   trials/NNNN/             one trial:
 //!     config.yaml            the config it runs
@@ -61,6 +62,7 @@ pub const SLURM_DIR: &str = "slurm";
 /// Slurm's name for an array task's output, under `SLURM_DIR`.
 pub const SLURM_OUTPUT: &str = "%A_%a.out";
 pub const BEST_CONFIG: &str = "best_config.yaml";
+pub const BEST_COMMAND: &str = "best_command.sh";
 pub const OBJECTIVE: &str = "objective.png";
 pub const TRIALS: &str = "trials";
 
@@ -223,6 +225,9 @@ impl SweepDir {
     }
     pub fn best_config(&self) -> PathBuf {
         self.0.join(BEST_CONFIG)
+    }
+    pub fn best_command(&self) -> PathBuf {
+        self.0.join(BEST_COMMAND)
     }
     pub fn objective(&self) -> PathBuf {
         self.0.join(OBJECTIVE)

@@ -1,7 +1,7 @@
 //! The sweep's own formats, in the sweep's directory: sweep.yaml
 //! (sweep-settings/v1, what the sweep was started with), slurm.yaml
 //! (sweep-slurm/v1, the Slurm submissions) and `train sweep --report`'s
-//! output (sweep-report/v1). Writing and reading them is the sweep crate's.
+//! output (sweep-report/v2). Writing and reading them is the sweep crate's.
 
 use super::config::Config;
 use super::metric::Metric;
@@ -85,7 +85,14 @@ impl Versioned for Settings {
     }
 }
 
-/// `--report --format json|yaml` (sweep-report/v1).
+/// `--report --format json|yaml` (sweep-report/v2; v2 over v1: the CSV's
+/// parameter columns are `params_<name>`, and `best_command`).
+///
+/// Column names, for what later versions add: a trial's parameters are
+/// under `params` (CSV and the table: `params_<name>`, as Optuna's
+/// `trials_dataframe()` names them); every other field or column is the
+/// sweep's own and never starts with `params_`, so no parameter can take a
+/// name of ours (a user's `epochs` is `params_epochs` beside our `epochs`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SweepReport {
     pub schema: String,
@@ -100,8 +107,20 @@ pub struct SweepReport {
     #[serde(default)]
     pub points: u64,
     pub best: Option<Row>,
+    /// The best trial's command, to run it again (a program's from the
+    /// space's `command` with its values, our model's `train --config`
+    /// with best_config.yaml); absent without a best trial or settings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub best_command: Option<BestCommand>,
     pub trials: Vec<Row>,
     pub failures: Vec<FailureGroup>,
+}
+
+/// A command to run again: where, and its words (best_command.sh runs it).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BestCommand {
+    pub cwd: String,
+    pub argv: Vec<String>,
 }
 
 /// One trial (`--report --format csv` is these, one per line).
@@ -156,7 +175,7 @@ pub struct FailureGroup {
 }
 
 impl Versioned for SweepReport {
-    const SCHEMA: &'static str = "sweep-report/v1";
+    const SCHEMA: &'static str = "sweep-report/v2";
     fn example() -> Self {
         let row = Row {
             number: 3,
@@ -188,6 +207,14 @@ impl Versioned for SweepReport {
             counts: [("COMPLETE".to_string(), 1)].into(),
             points: 1,
             best: Some(row.clone()),
+            best_command: Some(BestCommand {
+                cwd: "/home/me/project".into(),
+                argv: vec![
+                    "/home/me/project/.venv/bin/python".into(),
+                    "train.py".into(),
+                    "--batch_size=64".into(),
+                ],
+            }),
             trials: vec![row],
             failures: vec![FailureGroup {
                 class: "out-of-memory".into(),

@@ -1,5 +1,7 @@
 //! Where a sweep's database is, read as libpq users expect: a
-//! `postgresql://user[:password]@host[:port]/db?sslmode=...` URL; a password
+//! `postgresql://user[:password]@host[:port]/db?sslmode=...` URL, or the
+//! same with SQLAlchemy's libpq drivers named (`postgresql+psycopg2://`,
+//! `postgresql+psycopg://`), so one URL serves Optuna and the sweep; a password
 //! from the URL, else `PGPASSWORD`, else the password file (`passfile=` in
 //! the URL, `PGPASSFILE`, else `~/.pgpass`, in libpq's
 //! `host:port:db:user:password` lines with `*` and `\` escapes); the user
@@ -47,6 +49,12 @@ pub fn is_url(text: &str) -> bool {
     text.contains("://") || text.starts_with("sqlite:")
 }
 
+/// SQLAlchemy's drivers that are libpq underneath: their URLs mean what
+/// libpq's mean (`sslmode`, `passfile`, ...), so the sweep reads them as
+/// `postgresql://`. Optuna 5 with SQLAlchemy 2.1 reads a bare
+/// `postgresql://` as psycopg (3); a user with psycopg2 names it.
+pub const DRIVERS: [&str; 2] = ["psycopg2", "psycopg"];
+
 /// Reads `url` (bad input, exit 2, for anything else than a PostgreSQL URL).
 pub fn parse(url: &str) -> Result<Target> {
     let lower = url.to_ascii_lowercase();
@@ -56,13 +64,10 @@ pub fn parse(url: &str) -> Result<Target> {
             redact(url)
         ));
     }
-    if !(lower.starts_with("postgresql://") || lower.starts_with("postgres://")) {
-        return Err(bad_input!(
-            "--storage {}: expected postgresql://[user@]host[:port]/database (the sweep's database)",
-            redact(url)
-        ));
-    }
-    let (base, query) = url.split_once('?').unwrap_or((url, ""));
+    let libpq_url = libpq_form(url)?;
+    let (base, query) = libpq_url
+        .split_once('?')
+        .unwrap_or((libpq_url.as_str(), ""));
     let mut kept = Vec::new();
     let (mut tls, mut root_cert, mut passfile) = (Tls::Prefer, None, None);
     for pair in query.split('&').filter(|p| !p.is_empty()) {
@@ -115,6 +120,32 @@ pub fn parse(url: &str) -> Result<Target> {
         root_cert,
         password_in_url,
     })
+}
+
+/// `url` with `postgresql://` for its scheme (what the client parses),
+/// from `postgres://`, `postgresql://` or `postgresql+DRIVER://` with a
+/// libpq driver; anything else is bad input.
+fn libpq_form(url: &str) -> Result<String> {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+    let scheme = scheme.to_ascii_lowercase();
+    let driver = scheme.strip_prefix("postgresql+");
+    match driver {
+        _ if scheme == "postgresql" || scheme == "postgres" => {}
+        Some(d) if DRIVERS.contains(&d) => {}
+        Some(d) => {
+            return Err(bad_input!(
+                "--storage {}: the driver {d:?} is not libpq's: give postgresql://, postgresql+psycopg2:// or postgresql+psycopg:// (the same database to train sweep; the driver is Optuna's choice)",
+                redact(url)
+            ))
+        }
+        None => {
+            return Err(bad_input!(
+                "--storage {}: expected postgresql://[user@]host[:port]/database (the sweep's database; postgresql+psycopg2:// and postgresql+psycopg:// too)",
+                redact(url)
+            ))
+        }
+    }
+    Ok(format!("postgresql://{rest}"))
 }
 
 /// libpq's defaults where the URL is silent: the user, the database (the
@@ -273,6 +304,36 @@ mod tests {
             assert_eq!(common::exit::code_of(&e), 2);
             assert!(format!("{e:#}").contains(says), "{e:#}");
         }
+    }
+
+    #[test]
+    fn one_url_serves_optuna_and_the_sweep_whatever_libpq_driver_it_names() {
+        let plain = parse("postgresql://u:pw@db:5433/sw?sslmode=require").unwrap();
+        for url in [
+            "postgresql+psycopg2://u:pw@db:5433/sw?sslmode=require",
+            "postgresql+psycopg://u:pw@db:5433/sw?sslmode=require",
+            "POSTGRESQL+PSYCOPG2://u:pw@db:5433/sw?sslmode=require",
+        ] {
+            let t = parse(url).unwrap();
+            assert_eq!(
+                (t.config.get_user(), t.config.get_dbname()),
+                (Some("u"), Some("sw"))
+            );
+            assert_eq!(t.config.get_hosts(), plain.config.get_hosts());
+            assert_eq!(t.config.get_ports(), [5433]);
+            assert_eq!(t.tls, Tls::Require);
+            assert!(t.password_in_url);
+        }
+        // Messages keep the form given (what the user pastes to Optuna),
+        // without the password.
+        let t = parse("postgresql+psycopg2://u:pw@db/sw").unwrap();
+        assert_eq!(t.shown, "postgresql+psycopg2://u@db/sw");
+        // A driver that is not libpq reads the URL its own way: refused.
+        let e = parse("postgresql+asyncpg://u:pw@db/sw").unwrap_err();
+        assert_eq!(common::exit::code_of(&e), 2);
+        let said = format!("{e:#}");
+        assert!(said.contains("\"asyncpg\" is not libpq's"), "{said}");
+        assert!(!said.contains("pw@"), "{said}");
     }
 
     #[test]

@@ -19,7 +19,10 @@ mod truncnorm;
 pub use grid::GridSampler;
 pub use parzen::{default_weights, ParzenEstimator, ParzenParams};
 pub use random::RandomSampler;
-pub use tpe::{default_gamma, split_trials, split_with_liar, TpeSampler, TpeVariant};
+pub use tpe::{
+    default_gamma, split_trials, split_with_liar, startup_for, startup_warning, TpeSampler,
+    TpeVariant, OPTUNA_STARTUP,
+};
 
 use crate::trial::{Choice, Direction, Distribution, ParamValue, Trial};
 use anyhow::{bail, Result};
@@ -93,14 +96,19 @@ impl Method {
     }
 }
 
-/// A sampler for `method`; the grid is built (and a continuous parameter
-/// refused) here, so a bad space fails before any trial runs.
-pub fn build(method: Method, space: &SearchSpace, seed: u64) -> Result<Box<dyn Sampler>> {
+/// A sampler for `method` in a sweep of `cap` trials (TPE's start-up
+/// follows it: [`startup_for`]); the grid is built (and a continuous
+/// parameter refused) here, so a bad space fails before any trial runs.
+pub fn build(method: Method, space: &SearchSpace, seed: u64, cap: u64) -> Result<Box<dyn Sampler>> {
     space.check()?;
     Ok(match method {
         Method::Grid => Box::new(GridSampler::new(space)?),
         Method::Random => Box::new(RandomSampler::new(seed)),
-        Method::Bayes(variant) => Box::new(TpeSampler::new(seed, variant)),
+        Method::Bayes(variant) => {
+            let mut tpe = TpeSampler::new(seed, variant);
+            tpe.n_startup_trials = startup_for(cap);
+            Box::new(tpe)
+        }
     })
 }
 

@@ -1,7 +1,8 @@
 //! `bayes`: Optuna's TPESampler for one objective, in its two variants.
 //!
 //! Both: random (by [`RandomSampler`] with the same seed) until
-//! `n_startup_trials` trials are COMPLETE or PRUNED; then split the trials
+//! `n_startup_trials` trials are COMPLETE or PRUNED (Optuna's 10, fewer for
+//! a sweep of fewer than 40 trials: [`startup_for`]); then split the trials
 //! into the best gamma(n) ("below") and the rest, fit a Parzen estimator
 //! l(x) to the below trials' values and g(x) to the others', draw
 //! `n_ei_candidates` from l and keep the one that maximises
@@ -29,6 +30,46 @@ use std::collections::BTreeMap;
 /// Optuna's `default_gamma`: the best 10% are "below", at most 25.
 pub fn default_gamma(n: usize) -> usize {
     n.div_ceil(10).min(25)
+}
+
+/// Optuna's `n_startup_trials` default: random draws before TPE starts.
+pub const OPTUNA_STARTUP: usize = 10;
+
+/// The start-up trials of a sweep of `cap` trials: a quarter of the cap,
+/// rounded up, at most Optuna's 10 (a cap of 40 or more keeps Optuna's
+/// default). Optuna's 10 would take the whole of a 10-trial sweep, a random
+/// search under TPE's name; a quarter still gives TPE a first below/above
+/// split (gamma's best tenth is one trial up to 10) and leaves it three
+/// quarters of the cap. bench/tpe_vs_optuna.py gives Optuna's side the same.
+pub fn startup_for(cap: u64) -> usize {
+    (cap.div_ceil(4) as usize).clamp(1, OPTUNA_STARTUP)
+}
+
+/// What a `bayes` sweep of `cap` trials is told at its start when the cap
+/// cuts the start-up below Optuna's 10 (None: it does not).
+pub fn startup_warning(cap: u64) -> Option<String> {
+    let random = startup_for(cap);
+    if random >= OPTUNA_STARTUP {
+        return None;
+    }
+    let by_tpe = cap.saturating_sub(random as u64);
+    if by_tpe == 0 {
+        return Some(format!(
+            "method: bayes with {cap} trial(s) is a random draw: TPE needs a finished trial to learn from; give --trials 40 or more for Optuna's {OPTUNA_STARTUP} random start-up trials and TPE after them"
+        ));
+    }
+    let first = match random {
+        1 => "the first is drawn".to_string(),
+        n => format!("the first {n} are drawn"),
+    };
+    Some(format!(
+        "method: bayes with {cap} trials: {first} at random (a quarter of the trials: Optuna's default of {OPTUNA_STARTUP} random start-up trials would {} and leave a random search), then {by_tpe} by TPE, which learns little from so few; give --trials 40 or more for Optuna's {OPTUNA_STARTUP}",
+        if cap <= OPTUNA_STARTUP as u64 {
+            format!("take all {cap}")
+        } else {
+            format!("take {OPTUNA_STARTUP} of the {cap}")
+        }
+    ))
 }
 
 /// Which TPE `bayes` runs (the space's `bayes: {variant: ...}`).
@@ -79,7 +120,7 @@ impl TpeSampler {
         TpeSampler {
             seed,
             variant,
-            n_startup_trials: 10,
+            n_startup_trials: OPTUNA_STARTUP,
             n_ei_candidates: 24,
             parzen: ParzenParams::default(),
         }

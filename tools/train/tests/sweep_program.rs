@@ -696,6 +696,13 @@ parameters:
     let settings = p.path().join("s/sweep.yaml");
     let text = std::fs::read_to_string(&settings).unwrap();
     assert!(text.contains("bayes_variant: multivariate"), "{text}");
+    // Optuna's 10 random start-up trials would take all 3: said, and scaled.
+    assert!(
+        stderr.contains(
+            "WARNING: space.yaml: method: bayes with 3 trials: the first is drawn at random"
+        ) && stderr.contains("then 2 by TPE"),
+        "{stderr}"
+    );
     let trials = optuna_trials(&p.path().join("s"), "s");
     assert_eq!(trials.as_array().map(Vec::len), Some(3), "{trials}");
 

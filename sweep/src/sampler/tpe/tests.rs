@@ -55,6 +55,49 @@ fn random_until_ten_finished_trials() {
 }
 
 #[test]
+fn startup_is_a_quarter_of_a_small_cap_and_optunas_ten_from_40() {
+    let got: Vec<usize> = [1, 2, 4, 5, 10, 20, 36, 37, 40, 1000]
+        .iter()
+        .map(|&cap| startup_for(cap))
+        .collect();
+    assert_eq!(got, vec![1, 1, 1, 2, 3, 5, 9, 10, 10, 10]);
+    assert_eq!(startup_warning(40), None);
+    let w = startup_warning(10).unwrap();
+    assert!(
+        w.contains("the first 3 are drawn at random") && w.contains("then 7 by TPE"),
+        "{w}"
+    );
+    assert!(w.contains("would take all 10"), "{w}");
+    assert!(startup_warning(20).unwrap().contains("take 10 of the 20"));
+    assert!(startup_warning(1).unwrap().contains("is a random draw"));
+}
+
+#[test]
+fn a_ten_trial_bayes_sweep_is_tpe_after_its_third_trial() {
+    use crate::sampler::Method;
+    let space = xy_space();
+    let built =
+        crate::sampler::build(Method::Bayes(TpeVariant::Multivariate), &space, 3, 10).unwrap();
+    let random = RandomSampler::new(3);
+    let trials: Vec<Trial> = bowl().into_iter().take(3).collect();
+    let draw = |ts: &[Trial]| built.sample(&space, ts, Direction::Minimize, 3).unwrap();
+    // Two finished: still the random start-up.
+    assert_eq!(
+        draw(&trials[..2])["x"],
+        random.sample_param("x", &x_dist(), 3)
+    );
+    // Three: TPE (Optuna's default of 10 would still draw at random).
+    assert_ne!(draw(&trials)["x"], random.sample_param("x", &x_dist(), 3));
+    let optuna_default = TpeSampler::new(3, TpeVariant::Multivariate);
+    assert_eq!(
+        optuna_default
+            .sample(&space, &trials, Direction::Minimize, 3)
+            .unwrap()["x"],
+        random.sample_param("x", &x_dist(), 3)
+    );
+}
+
+#[test]
 fn split_ranks_complete_then_pruned_by_progress() {
     let mut trials = vec![
         trial(0, TrialState::Complete, Some(3.0), 0.0),
