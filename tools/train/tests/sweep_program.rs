@@ -547,7 +547,8 @@ print('{"epoch": 1, "val_loss": 0.5}', flush=True)
         attr(once[0], "rerun")
     );
     assert!(
-        attr(once[0], "advice").starts_with("restart the process: a smaller batch will not help")
+        attr(once[0], "advice").starts_with("restart your script in a new process")
+            && attr(once[0], "advice").contains("a smaller batch will not help")
     );
     assert!(attr(once[0], "error_message").contains("!handles_.at(i) INTERNAL ASSERT FAILED"));
     assert_eq!(once[1]["state"], "COMPLETE", "{once:?}");
