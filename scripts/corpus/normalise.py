@@ -41,7 +41,7 @@ class Context:
 TOOLS = r"(?:memdiag|cfgcheck|verify-fixes|train)"
 
 # Timing columns of the CSV files the tools write (train-metrics/v1's
-# metrics.csv, sweep-report/v1's CSV): dropped whole.
+# metrics.csv, sweep-report/v2's CSV): dropped whole.
 CSV_TIME_COLUMNS = ("seconds", "samples_per_s", "time_s")
 
 # (what it is for, pattern, replacement), applied in order after the paths.
