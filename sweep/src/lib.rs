@@ -17,6 +17,10 @@
 //!   for a program, the largest measured peaks (the host's, and each
 //!   GPU's by the GPU peak) in the estimate's place;
 //! - `measured`: the driver's side of that: peaks in, slots out;
+//! - `memory_model`: each point's predicted peak, learned from the
+//!   trials that ended (ln peak linear in ln of the numbers it ran with;
+//!   out-of-memory trials as censored points), from running sums; not
+//!   yet read by the driver, placement or the sampler;
 //! - `cores`: the cores free as a trial starts (/proc/stat's idle time and
 //!   our own trials'), which its CPU threads come from;
 //! - `start`: settings from the command line, the trial cap, placement's
@@ -51,6 +55,7 @@ pub mod journal;
 pub(crate) mod launch;
 pub mod layout;
 pub mod measured;
+pub mod memory_model;
 pub mod outcome;
 pub mod owner;
 pub mod placement;

@@ -1,0 +1,223 @@
+use super::*;
+use serde_json::json;
+
+fn params(v: Value) -> Map<String, Value> {
+    v.as_object().unwrap().clone()
+}
+
+/// A deterministic spread in [-1, 1) (a trial's noise, the same each run).
+fn jitter(i: usize) -> f64 {
+    let x = (i as u64)
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    ((x >> 11) as f64 / (1u64 << 53) as f64) * 2.0 - 1.0
+}
+
+/// A synthetic law: 30 MiB x batch x hidden^0.8 / 100, x1.5 for adam,
+/// the learning rate without bearing, each trial `noise` off at most.
+fn law(batch: f64, hidden: f64, adam: bool) -> f64 {
+    30.0 * batch * hidden.powf(0.8) / 100.0 * if adam { 1.5 } else { 1.0 }
+}
+
+fn point(i: usize) -> (Map<String, Value>, f64) {
+    let batch = [4.0, 8.0, 16.0, 32.0, 64.0][i % 5];
+    let hidden = [64.0, 128.0, 256.0, 512.0][(i / 5) % 4];
+    let adam = i % 3 == 0;
+    let lr = [1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1][i % 7];
+    let p = params(json!({
+        "batch_size": batch as i64, "hidden": hidden as i64,
+        "optimizer": if adam { "adam" } else { "sgd" }, "lr": lr,
+    }));
+    (p, law(batch, hidden, adam))
+}
+
+fn effect(fit: &Fit, name: &str) -> f64 {
+    fit.effects()
+        .into_iter()
+        .find(|(t, _)| t.to_string() == name)
+        .map(|(_, c)| c)
+        .unwrap_or_else(|| panic!("no term {name}: {:?}", fit.effects()))
+}
+
+#[test]
+fn the_powers_of_a_log_linear_law_are_found_and_the_learning_rate_has_none() {
+    let mut m = MemoryModel::default();
+    for i in 0..60 {
+        let (p, peak) = point(i);
+        m.add_measured(&p, peak * (1.0 + 0.03 * jitter(i)));
+    }
+    let fit = m.fit().unwrap();
+    assert!(
+        (effect(&fit, "ln batch_size") - 1.0).abs() < 0.03,
+        "{:?}",
+        fit.effects()
+    );
+    assert!(
+        (effect(&fit, "ln hidden") - 0.8).abs() < 0.03,
+        "{:?}",
+        fit.effects()
+    );
+    assert!(effect(&fit, "ln lr").abs() < 0.02, "{:?}", fit.effects());
+    let adam = effect(&fit, "optimizer=adam") - effect(&fit, "optimizer=sgd");
+    assert!((adam - 1.5f64.ln()).abs() < 0.03, "{adam}");
+    assert!(fit.spread() < 1.05, "{}", fit.spread());
+    // A point it never saw: within 5%, inside its interval.
+    let p = params(json!({"batch_size": 128, "hidden": 1024, "optimizer": "adam", "lr": 0.05}));
+    let want = law(128.0, 1024.0, true);
+    let got = fit.predict(&p);
+    assert!(
+        (got.peak_mib / want - 1.0).abs() < 0.05,
+        "{got:?} against {want}"
+    );
+    assert!(
+        got.low_mib < want && want < got.high_mib,
+        "{got:?} against {want}"
+    );
+}
+
+#[test]
+fn the_sums_give_the_same_fit_in_any_order() {
+    let (mut a, mut b) = (MemoryModel::default(), MemoryModel::default());
+    for i in 0..40 {
+        let (p, peak) = point(i);
+        a.add_measured(&p, peak * (1.0 + 0.1 * jitter(i)));
+        let (p, peak) = point(39 - i);
+        b.add_measured(&p, peak * (1.0 + 0.1 * jitter(39 - i)));
+    }
+    let probe = point(7).0;
+    let (x, y) = (
+        a.fit().unwrap().predict(&probe),
+        b.fit().unwrap().predict(&probe),
+    );
+    assert!((x.peak_mib / y.peak_mib - 1.0).abs() < 1e-9, "{x:?} {y:?}");
+    assert!((x.high_mib / y.high_mib - 1.0).abs() < 1e-9, "{x:?} {y:?}");
+}
+
+#[test]
+fn out_of_memory_points_lift_the_region_they_ran_out_in() {
+    // Small batches all cost the same (the model's weights dominate), so
+    // the measured trials alone say the batch has no bearing.
+    let mut m = MemoryModel::default();
+    for (i, batch) in [1, 2, 4, 1, 2, 4].into_iter().enumerate() {
+        m.add_measured(
+            &params(json!({ "batch_size": batch })),
+            40.0 * (1.0 + 0.02 * jitter(i)),
+        );
+    }
+    let big = params(json!({"batch_size": 128}));
+    let before = m.fit().unwrap().predict(&big);
+    assert!(before.peak_mib < 60.0, "{before:?}");
+    // Two trials at 64 and 128 ran out of memory under 100 MiB.
+    m.add_censored(&params(json!({"batch_size": 64})), 100.0);
+    m.add_censored(&params(json!({"batch_size": 128})), 100.0);
+    assert_eq!(m.trials(), 8);
+    let fit = m.fit().unwrap();
+    let after = fit.predict(&big);
+    assert!(after.peak_mib >= 100.0, "{after:?}");
+    // The small ones stay where they were measured.
+    let small = fit.predict(&params(json!({"batch_size": 2})));
+    assert!((small.peak_mib / 40.0 - 1.0).abs() < 0.35, "{small:?}");
+}
+
+#[test]
+fn a_censored_point_the_fit_already_puts_above_its_limit_does_not_pull_it_down() {
+    let mut m = MemoryModel::default();
+    for b in [1, 2, 4, 8, 16] {
+        m.add_measured(&params(json!({ "batch_size": b })), 10.0 * b as f64);
+    }
+    let alone = m.fit().unwrap().predict(&params(json!({"batch_size": 64})));
+    // 64 would need 640 MiB; it ran out under 200: no new information.
+    m.add_censored(&params(json!({"batch_size": 64})), 200.0);
+    let with = m.fit().unwrap().predict(&params(json!({"batch_size": 64})));
+    assert!(
+        (with.peak_mib / alone.peak_mib - 1.0).abs() < 0.01,
+        "{alone:?} {with:?}"
+    );
+    assert!((with.peak_mib / 640.0 - 1.0).abs() < 0.01, "{with:?}");
+}
+
+#[test]
+fn the_interval_holds_most_new_trials_of_a_noisy_law() {
+    let mut m = MemoryModel::default();
+    for i in 0..80 {
+        let (p, peak) = point(i);
+        m.add_measured(&p, peak * (1.0 + 0.15 * jitter(i)));
+    }
+    let fit = m.fit().unwrap();
+    let inside = (1000..1200)
+        .filter(|&i| {
+            let (p, peak) = point(i);
+            let got = fit.predict(&p);
+            let seen = peak * (1.0 + 0.15 * jitter(i));
+            got.low_mib <= seen && seen <= got.high_mib
+        })
+        .count();
+    assert!(inside >= 180, "{inside} of 200 inside");
+    // And it is an interval, not everything: no wider than 1.5x each way.
+    let got = fit.predict(&point(3).0);
+    assert!(got.high_mib / got.peak_mib < 1.5, "{got:?}");
+}
+
+#[test]
+fn what_has_no_bearing_is_left_out_and_what_is_not_positive_enters_as_itself() {
+    let mut m = MemoryModel::default();
+    m.set_scale("shift", Scale::Linear);
+    for (i, shift) in [-2.0f64, -1.0, 0.0, 1.0, 2.0].into_iter().enumerate() {
+        let p = params(json!({
+            "shift": shift, "tags": ["a"], "note": null, "flag": i % 2 == 0,
+        }));
+        m.add_measured(&p, 100.0 * (0.1 * shift).exp());
+    }
+    // A peak that is not a peak teaches nothing.
+    m.add_measured(&params(json!({"shift": 5.0})), 0.0);
+    m.add_measured(&params(json!({"shift": 5.0})), f64::NAN);
+    m.add_censored(&params(json!({"shift": 5.0})), -1.0);
+    assert_eq!(m.trials(), 5);
+    let fit = m.fit().unwrap();
+    let names: Vec<String> = fit.effects().iter().map(|(t, _)| t.to_string()).collect();
+    assert!(names.contains(&"shift".to_string()), "{names:?}");
+    assert!(names.contains(&"flag=true".to_string()), "{names:?}");
+    assert!(
+        !names
+            .iter()
+            .any(|n| n.contains("tags") || n.contains("note")),
+        "{names:?}"
+    );
+    assert!((effect(&fit, "shift") - 0.1).abs() < 0.01, "{names:?}");
+    assert!(!names.contains(&"ln shift".to_string()), "{names:?}");
+    // Undeclared, the first value decides: a width first seen at 0 is
+    // linear; a batch first seen positive is a log term, and its 0 later
+    // gives that row no term of it.
+    let mut m = MemoryModel::default();
+    m.add_measured(&params(json!({"width": 0, "batch": 4})), 10.0);
+    m.add_measured(&params(json!({"width": 3, "batch": 0})), 20.0);
+    m.add_measured(&params(json!({"width": 6, "batch": 8})), 40.0);
+    let fit = m.fit().unwrap();
+    let names: Vec<String> = fit.effects().iter().map(|(t, _)| t.to_string()).collect();
+    assert_eq!(names, ["ln batch", "width"], "{names:?}");
+}
+
+#[test]
+fn no_fit_before_a_measured_trial_and_an_unseen_value_counts_nothing() {
+    let mut m = MemoryModel::default();
+    assert!(m.fit().is_none());
+    m.add_censored(&params(json!({"batch_size": 8})), 100.0);
+    assert!(m.fit().is_none(), "a censored point alone has no scale");
+    m.add_measured(&params(json!({"batch_size": 8, "opt": "sgd"})), 50.0);
+    let fit = m.fit().unwrap();
+    let p = fit.predict(&params(json!({"batch_size": 8, "opt": "lion"})));
+    assert!(p.peak_mib.is_finite() && p.peak_mib > 0.0, "{p:?}");
+}
+
+#[test]
+fn the_inverse_of_a_small_matrix() {
+    let a = vec![vec![4.0, 2.0], vec![2.0, 3.0]];
+    let inv = invert_spd(&a).unwrap();
+    let want = [[3.0 / 8.0, -2.0 / 8.0], [-2.0 / 8.0, 4.0 / 8.0]];
+    for i in 0..2 {
+        for j in 0..2 {
+            assert!((inv[i][j] - want[i][j]).abs() < 1e-12, "{inv:?}");
+        }
+    }
+    assert!(invert_spd(&[vec![0.0]]).is_none());
+}
