@@ -29,6 +29,9 @@
 use serde_json::{Map, Value};
 use std::collections::HashMap;
 
+mod learn;
+pub use learn::{lesson, ran_with, Lesson, Resource};
+
 /// Ridge on every term but the intercept: small against a row's own weight
 /// (1 per trial), large enough that collinear terms still solve.
 const RIDGE: f64 = 1e-3;
@@ -120,10 +123,11 @@ impl MemoryModel {
         self.scales.insert(name.to_string(), scale);
     }
 
-    /// A trial that ended with a measured peak.
-    pub fn add_measured(&mut self, params: &Map<String, Value>, peak_mib: f64) {
+    /// A trial that ended with a measured peak; false for a peak that is
+    /// not one (0, negative, not finite), which teaches nothing.
+    pub fn add_measured(&mut self, params: &Map<String, Value>, peak_mib: f64) -> bool {
         if !(peak_mib.is_finite() && peak_mib > 0.0) {
-            return;
+            return false;
         }
         let row = self.row(params);
         let dim = self.terms.len() + 1;
@@ -136,15 +140,18 @@ impl MemoryModel {
             dim,
         );
         self.measured += 1;
+        true
     }
 
-    /// A trial that ran out of memory under `limit_mib`.
-    pub fn add_censored(&mut self, params: &Map<String, Value>, limit_mib: f64) {
+    /// A trial that ran out of memory under `limit_mib` (or after a
+    /// peak of that much); false as `add_measured`.
+    pub fn add_censored(&mut self, params: &Map<String, Value>, limit_mib: f64) -> bool {
         if !(limit_mib.is_finite() && limit_mib > 0.0) {
-            return;
+            return false;
         }
         let row = self.row(params);
         self.censored.push((row, limit_mib.ln()));
+        true
     }
 
     /// Trials it has learned from.

@@ -221,3 +221,114 @@ fn the_inverse_of_a_small_matrix() {
     }
     assert!(invert_spd(&[vec![0.0]]).is_none());
 }
+
+mod learn {
+    use super::super::*;
+    use crate::trial::{Choice, ParamValue, Trial, TrialState};
+    use serde_json::json;
+    use std::collections::BTreeMap;
+
+    fn trial(state: TrialState, batch: i64, attrs: Value) -> Trial {
+        Trial {
+            number: 0,
+            state,
+            params: BTreeMap::from([
+                ("batch_size".to_string(), ParamValue::Int(batch)),
+                ("lr".to_string(), ParamValue::Float(0.01)),
+                (
+                    "opt".to_string(),
+                    ParamValue::Choice(Choice::Str("adam".into())),
+                ),
+            ]),
+            distributions: BTreeMap::new(),
+            value: None,
+            intermediate: BTreeMap::new(),
+            user_attrs: attrs.as_object().unwrap().clone().into_iter().collect(),
+            system_attrs: BTreeMap::new(),
+            datetime_start: None,
+            datetime_complete: None,
+            discarded: false,
+        }
+    }
+
+    #[test]
+    fn each_end_teaches_what_it_can() {
+        use TrialState::*;
+        let host = |t: &Trial| lesson(t, Resource::Host);
+        let done = trial(
+            Complete,
+            8,
+            json!({"peak_host_pss_mib": 900.0, "peak_gpu_mib": 2100.0}),
+        );
+        assert_eq!(host(&done), Lesson::Measured(900.0));
+        assert_eq!(lesson(&done, Resource::Gpu), Lesson::Measured(2100.0));
+        let oom = trial(
+            Fail,
+            64,
+            json!({"peak_gpu_mib": 7000.0, "error_class": "out-of-memory"}),
+        );
+        assert_eq!(lesson(&oom, Resource::Gpu), Lesson::Above(7000.0));
+        assert_eq!(host(&oom), Lesson::Nothing, "no host peak recorded");
+        let pruned = trial(Pruned, 8, json!({"peak_host_pss_mib": 850.0}));
+        assert_eq!(host(&pruned), Lesson::Measured(850.0));
+        let nan = trial(
+            Fail,
+            8,
+            json!({"peak_host_pss_mib": 870.0, "error_class": "non-finite-loss"}),
+        );
+        assert_eq!(host(&nan), Lesson::Measured(870.0));
+        for class in ["interrupted", "killed", "timeout"] {
+            let t = trial(
+                Fail,
+                8,
+                json!({"peak_host_pss_mib": 100.0, "error_class": class}),
+            );
+            assert_eq!(host(&t), Lesson::Nothing, "{class}");
+        }
+        let running = trial(Running, 8, json!({"peak_host_pss_mib": 100.0}));
+        assert_eq!(host(&running), Lesson::Nothing);
+        // Our own trainer's trials on the CPU record no peak of either.
+        assert_eq!(host(&trial(Complete, 8, json!({}))), Lesson::Nothing);
+    }
+
+    #[test]
+    fn a_trial_ran_with_the_values_auto_fix_gave_it() {
+        let t = trial(
+            TrialState::Complete,
+            64,
+            json!({"effective_params": {"batch_size": 16, "gradient_accumulation_steps": 4}}),
+        );
+        let ran = ran_with(&t);
+        assert_eq!(ran["batch_size"], json!(16));
+        assert_eq!(ran["gradient_accumulation_steps"], json!(4));
+        assert_eq!(ran["lr"], json!(0.01));
+        assert_eq!(ran["opt"], json!("adam"));
+    }
+
+    #[test]
+    fn a_study_of_trials_teaches_the_batch_s_power() {
+        let mut m = MemoryModel::default();
+        for (i, b) in [2i64, 4, 8, 16, 32].into_iter().enumerate() {
+            let t = trial(
+                TrialState::Complete,
+                b,
+                json!({ "peak_gpu_mib": 500.0 + 100.0 * b as f64 + i as f64 }),
+            );
+            assert!(m.observe(&t, Resource::Gpu));
+            assert!(!m.observe(&t, Resource::Host), "no host peak");
+        }
+        let oom = trial(
+            TrialState::Fail,
+            256,
+            json!({"peak_gpu_mib": 9000.0, "error_class": "out-of-memory"}),
+        );
+        assert!(m.observe(&oom, Resource::Gpu));
+        let fit = m.fit().unwrap();
+        assert_eq!(fit.trials, 6);
+        let mut p = ran_with(&oom);
+        assert!(fit.predict(&p).peak_mib > 9000.0, "{:?}", fit.predict(&p));
+        p.insert("batch_size".into(), json!(8));
+        let small = fit.predict(&p).peak_mib;
+        assert!((small / 1300.0 - 1.0).abs() < 0.3, "{small}");
+    }
+}
