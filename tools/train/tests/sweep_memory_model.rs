@@ -1,0 +1,104 @@
+//! The sweep's memory model (sweep::memory_model) on peaks a real sweep
+//! measured: a program sweep whose trials hold rows × width MiB, each
+//! trial's PSS peak as the supervisor recorded it in the journal, read back
+//! by Optuna. Each trial held out in turn, the model fitted on the others
+//! predicts it: the median error at most 15%, and an out-of-memory trial
+//! (a real MemoryError under its own RLIMIT_AS) lifts the prediction of
+//! its point above what it reached.
+
+use serde_json::{Map, Value};
+use sweep::memory_model::MemoryModel;
+use testkit::{optuna_trials, python_arg as py, train_sweep as sweep, write};
+
+/// Holds rows × width MiB (the width in MiB per row), under an address
+/// limit of what it maps plus 1200 MiB, then reports.
+const PROGRAM: &str = "import resource, sys, time\n\
+args = dict(a.lstrip('-').split('=') for a in sys.argv[1:])\n\
+mib = int(args['rows']) * int(args['width'])\n\
+pages = int(open('/proc/self/statm').read().split()[0])\n\
+limit = pages * resource.getpagesize() + (1200 << 20)\n\
+resource.setrlimit(resource.RLIMIT_AS, (limit, limit))\n\
+b = bytearray(b'\\x01') * (mib << 20)\n\
+time.sleep(1.2)\n\
+print('valid loss', 1.0 / mib, flush=True)\n";
+
+fn params_of(t: &Value) -> Map<String, Value> {
+    t["params"].as_object().unwrap().clone()
+}
+
+#[test]
+fn held_out_trials_of_a_real_sweep_are_predicted_within_15_percent() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    write(d, "hold.py", PROGRAM);
+    write(
+        d,
+        "space.yaml",
+        "program: hold.py\nmethod: grid\nmetric: {name: loss, regex: 'valid loss\\s+([0-9.e-]+)'}\n\
+         parameters:\n  rows: {values: [1, 2, 4]}\n  width: {values: [40, 80, 160, 320]}\n",
+    );
+    let out = sweep(
+        d,
+        &[
+            "--space",
+            "space.yaml",
+            "--out",
+            "s",
+            "--parallel",
+            "1",
+            "--interpreter",
+            &py(),
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let trials = optuna_trials(&d.join("s"), "s");
+    let trials = trials.as_array().unwrap();
+    assert_eq!(trials.len(), 12, "{err}");
+    // 4 × 320 MiB cannot be held under 1200 MiB more than the start.
+    let (ooms, fitted): (Vec<&Value>, Vec<&Value>) = trials
+        .iter()
+        .partition(|t| t["user_attrs"]["error_class"] == "out-of-memory");
+    assert_eq!(ooms.len(), 1, "{trials:?}");
+    let peak = |t: &Value| t["user_attrs"]["peak_host_pss_mib"].as_f64().unwrap();
+    let mut errors: Vec<f64> = (0..fitted.len())
+        .map(|out| {
+            let mut m = MemoryModel::default();
+            for (i, t) in fitted.iter().enumerate() {
+                if i != out {
+                    m.add_measured(&params_of(t), peak(t));
+                }
+            }
+            let got = m.fit().unwrap().predict(&params_of(fitted[out])).peak_mib;
+            (got / peak(fitted[out]) - 1.0).abs()
+        })
+        .collect();
+    errors.sort_by(f64::total_cmp);
+    let median = errors[errors.len() / 2];
+    eprintln!("median held-out error {median:.3}");
+    let seen: Vec<(String, f64)> = fitted
+        .iter()
+        .map(|t| (t["params"].to_string(), peak(t)))
+        .collect();
+    assert!(
+        median <= 0.15,
+        "median error {median:.3}: {errors:?}\n{seen:?}"
+    );
+    // The trial that ran out of memory: censored at the peak it reached,
+    // its point is predicted above that, and above the largest that fitted.
+    let mut m = MemoryModel::default();
+    for t in &fitted {
+        m.add_measured(&params_of(t), peak(t));
+    }
+    let oom = ooms[0];
+    let reached = oom["user_attrs"]["peak_host_pss_mib"]
+        .as_f64()
+        .unwrap_or(1.0);
+    assert!(m.add_censored(&params_of(oom), reached));
+    let got = m.fit().unwrap().predict(&params_of(oom));
+    let largest = fitted.iter().map(|t| peak(t)).fold(0.0, f64::max);
+    assert!(
+        got.peak_mib > reached.max(largest),
+        "{got:?}, reached {reached}, largest {largest}"
+    );
+}
