@@ -51,6 +51,7 @@ pub fn print_program_block(
     argv: &[String],
     runs_on: &str,
     launch_blocking: bool,
+    predicted: Option<String>,
 ) {
     let rule = "=".repeat(80);
     let again = match (retried_from, launch_blocking) {
@@ -68,6 +69,9 @@ pub fn print_program_block(
     }
     lines.push(format!("  Command: {}", argv.join(" ")));
     lines.push(format!("  Runs on: {runs_on}"));
+    if let Some(p) = predicted {
+        lines.push(format!("  Predicted peak: {p}"));
+    }
     lines.push(rule);
     common::say!("{}", lines.join("\n"));
 }

@@ -21,6 +21,7 @@ use crate::journal::Journal;
 use crate::launch::{Cores, Starter};
 use crate::layout::{read_settings, space_of};
 use crate::measured::{self, Largest, Now, Peaks};
+use crate::memory_model::Learner;
 use crate::outcome::Ending;
 use crate::owner::Owner;
 use crate::placement;
@@ -139,6 +140,7 @@ pub fn run(args: &Args, train: &Path, libtorch: bool, stop: &Interrupter) -> any
         largest: Largest::default(),
         cores: RefCell::new(cores),
         threads_said: Cell::new(None),
+        memory: RefCell::new(Learner::default()),
         disk_full: None,
         stop,
         bell,
@@ -407,6 +409,8 @@ struct Driver<'a> {
     cores: RefCell<crate::cores::Watch>,
     /// The threads a trial was last said to get.
     threads_said: Cell<Option<i32>>,
+    /// Each point's predicted peak, learned from the trials that ended.
+    memory: RefCell<Learner>,
     /// Set when a trial failed while the sweep's filesystem was full: the
     /// sweep stops (its trials would all fail the same way).
     disk_full: Option<String>,
@@ -579,6 +583,7 @@ impl Driver<'_> {
                 watch: &self.cores,
                 said: &self.threads_said,
             },
+            memory: &self.memory,
         }
         .launch(&mut self.trials, cap)
     }

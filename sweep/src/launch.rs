@@ -10,6 +10,7 @@ use crate::context::Sweep;
 use crate::cores::Watch;
 use crate::history::{drawn, interrupted_roots, rerun_reason};
 use crate::journal::{Outcome, Study, TrialRecord, TrialRef};
+use crate::memory_model::{values_of, Learner, Predicted, Resource};
 use crate::outcome::{self, MESSAGE_CHARS};
 use crate::owner;
 use crate::placement;
@@ -41,6 +42,9 @@ pub(crate) struct Starter<'a> {
     pub slots: &'a Slots,
     pub bell: &'a Bell,
     pub cores: Cores<'a>,
+    /// What each point is predicted to need, learned from the trials that
+    /// ended.
+    pub memory: &'a RefCell<Learner>,
 }
 
 /// The sweep's readings of the cores free (read as a trial on threads
@@ -82,10 +86,15 @@ impl Starter<'_> {
                     // A device-side assert runs again to name its kernel.
                     let blocking =
                         from.and_then(|r| rerun_reason(study, r)) == Some(outcome::RERUN_BLOCKING);
-                    chosen = Some((values, from, blocking));
+                    let predicted = self.predict(study, slot, &values);
+                    for (k, v) in predicted.iter().flat_map(Predicted::attrs) {
+                        record.user_attrs.insert(k.into(), v);
+                    }
+                    chosen = Some((values, from, blocking, predicted));
                     Ok(Some(record))
                 })?;
-            let (Some(made), Some((values, retried_from, blocking))) = (made, chosen) else {
+            let (Some(made), Some((values, retried_from, blocking, predicted))) = (made, chosen)
+            else {
                 return Ok(true);
             };
             let crowd = self.slots.crowd(slot, &busy) + 1;
@@ -98,6 +107,7 @@ impl Starter<'_> {
                 blocking,
                 crowd,
                 threads,
+                predicted,
             };
             let started = if self.sweep.space.program.is_some() {
                 self.start_program(trial)?
@@ -106,6 +116,23 @@ impl Starter<'_> {
             };
             trials.extend(started);
         }
+    }
+
+    /// What the point `values` is predicted to need where `slot` runs it
+    /// (its GPU's memory, or the host's), from the trials that ended.
+    fn predict(
+        &self,
+        study: &Study,
+        slot: usize,
+        values: &BTreeMap<String, ParamValue>,
+    ) -> Option<Predicted> {
+        let resource = match self.slots.slots[slot].gpu {
+            Some(_) => Resource::Gpu,
+            None => Resource::Host,
+        };
+        let mut memory = self.memory.borrow_mut();
+        memory.update(&study.trials);
+        memory.predict(&values_of(values), resource)
     }
 
     /// A trial's threads as it starts in `slot`: its share of the cores
@@ -289,6 +316,7 @@ impl Starter<'_> {
             &started.argv,
             &runs_on,
             t.blocking,
+            t.predicted.map(|p| p.words()),
         );
         Ok(Some(t.running(Proc::Program(Box::new(started)), dir)))
     }
@@ -318,6 +346,8 @@ struct Claimed {
     crowd: usize,
     /// Its CPU threads (None: torch's own default, a GPU trial alone).
     threads: Option<i32>,
+    /// Its predicted peak, once the sweep has measured enough trials.
+    predicted: Option<Predicted>,
 }
 
 impl Claimed {

@@ -30,7 +30,7 @@ use serde_json::{Map, Value};
 use std::collections::HashMap;
 
 mod learn;
-pub use learn::{lesson, ran_with, Lesson, Resource};
+pub use learn::{lesson, ran_with, values_of, Learner, Lesson, Predicted, Resource, MIN_MEASURED};
 
 /// Ridge on every term but the intercept: small against a row's own weight
 /// (1 per trial), large enough that collinear terms still solve.

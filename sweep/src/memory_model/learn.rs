@@ -88,3 +88,110 @@ impl MemoryModel {
         }
     }
 }
+
+/// Measured trials a model needs before its predictions are shown or
+/// recorded: fewer cannot tell a parameter's bearing from the trials'
+/// spread.
+pub const MIN_MEASURED: usize = 3;
+
+/// The sweep's two models, fed each finished trial once.
+#[derive(Debug, Default)]
+pub struct Learner {
+    host: MemoryModel,
+    gpu: MemoryModel,
+    seen: std::collections::HashSet<u64>,
+    fits: [Option<super::Fit>; 2],
+}
+
+/// A point's prediction and what it stands on.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Predicted {
+    pub resource: Resource,
+    pub at: super::Prediction,
+    /// Trials behind the fit (measured and out-of-memory).
+    pub trials: usize,
+}
+
+impl Learner {
+    /// Learns from the finished trials it has not seen. (A pass over the
+    /// trials; what each adds to the sums is counted once.)
+    pub fn update(&mut self, trials: &[Trial]) {
+        for t in trials {
+            if !t.state.is_finished() || self.seen.contains(&t.number) {
+                continue;
+            }
+            self.seen.insert(t.number);
+            if self.host.observe(t, Resource::Host) {
+                self.fits[0] = None;
+            }
+            if self.gpu.observe(t, Resource::Gpu) {
+                self.fits[1] = None;
+            }
+        }
+    }
+
+    /// What the point `values` is predicted to need of `resource`; None
+    /// before `MIN_MEASURED` trials measured it.
+    pub fn predict(
+        &mut self,
+        values: &Map<String, Value>,
+        resource: Resource,
+    ) -> Option<Predicted> {
+        let (model, slot) = match resource {
+            Resource::Host => (&self.host, 0),
+            Resource::Gpu => (&self.gpu, 1),
+        };
+        if model.measured < MIN_MEASURED {
+            return None;
+        }
+        if self.fits[slot].is_none() {
+            self.fits[slot] = model.fit();
+        }
+        let fit = self.fits[slot].as_ref()?;
+        Some(Predicted {
+            resource,
+            at: fit.predict(values),
+            trials: fit.trials,
+        })
+    }
+}
+
+/// A sampled point's values as the model reads them.
+pub fn values_of(params: &std::collections::BTreeMap<String, ParamValue>) -> Map<String, Value> {
+    params
+        .iter()
+        .map(|(k, v)| (k.clone(), json_of(v)))
+        .collect()
+}
+
+impl Predicted {
+    /// The words of a trial's block: "812 MiB of host memory (700 to 950,
+    /// from 5 trials)".
+    pub fn words(&self) -> String {
+        let of = match self.resource {
+            Resource::Host => "host memory",
+            Resource::Gpu => "GPU memory",
+        };
+        format!(
+            "{:.0} MiB of {of} ({:.0} to {:.0}, from {} trial(s))",
+            self.at.peak_mib, self.at.low_mib, self.at.high_mib, self.trials
+        )
+    }
+
+    /// The trial's user attributes that record it.
+    pub fn attrs(&self) -> [(&'static str, Value); 4] {
+        let r = |x: f64| Value::from(x.round());
+        [
+            ("predicted_peak_mib", r(self.at.peak_mib)),
+            ("predicted_low_mib", r(self.at.low_mib)),
+            ("predicted_high_mib", r(self.at.high_mib)),
+            (
+                "predicted_of",
+                Value::from(match self.resource {
+                    Resource::Host => "host-pss",
+                    Resource::Gpu => "gpu",
+                }),
+            ),
+        ]
+    }
+}

@@ -331,4 +331,40 @@ mod learn {
         let small = fit.predict(&p).peak_mib;
         assert!((small / 1300.0 - 1.0).abs() < 0.3, "{small}");
     }
+
+    #[test]
+    fn the_learner_counts_each_finished_trial_once_and_predicts_after_three() {
+        let mut l = Learner::default();
+        let mut trials: Vec<Trial> = [2i64, 4, 8]
+            .into_iter()
+            .enumerate()
+            .map(|(i, b)| {
+                let mut t = trial(
+                    TrialState::Complete,
+                    b,
+                    json!({ "peak_host_pss_mib": 100.0 * b as f64 }),
+                );
+                t.number = i as u64;
+                t
+            })
+            .collect();
+        trials[2].state = TrialState::Running;
+        let point = values_of(&trials[0].params);
+        l.update(&trials);
+        l.update(&trials);
+        assert_eq!(l.predict(&point, Resource::Host), None, "2 measured");
+        trials[2].state = TrialState::Complete;
+        l.update(&trials);
+        let p = l.predict(&point, Resource::Host).unwrap();
+        assert_eq!(p.trials, 3, "each once: {p:?}");
+        assert!((p.at.peak_mib / 200.0 - 1.0).abs() < 0.01, "{p:?}");
+        assert_eq!(l.predict(&point, Resource::Gpu), None, "no GPU peaks");
+        assert!(
+            p.words().starts_with("200 MiB of host memory (")
+                && p.words().ends_with("from 3 trial(s))"),
+            "{}",
+            p.words()
+        );
+        assert_eq!(p.attrs()[0], ("predicted_peak_mib", json!(200.0)));
+    }
 }

@@ -4,7 +4,8 @@
 //! by Optuna. Each trial held out in turn, the model fitted on the others
 //! predicts it: the median error at most 15%, and an out-of-memory trial
 //! (a real MemoryError under its own RLIMIT_AS) lifts the prediction of
-//! its point above what it reached.
+//! its point above what it reached. The sweep itself predicts each trial's
+//! peak once 3 have been measured, in its block and its record.
 
 use serde_json::{Map, Value};
 use sweep::memory_model::MemoryModel;
@@ -61,6 +62,27 @@ fn held_out_trials_of_a_real_sweep_are_predicted_within_15_percent() {
         .partition(|t| t["user_attrs"]["error_class"] == "out-of-memory");
     assert_eq!(ooms.len(), 1, "{trials:?}");
     let peak = |t: &Value| t["user_attrs"]["peak_host_pss_mib"].as_f64().unwrap();
+    // From the fourth trial on (3 measured), each trial's block and its
+    // record give its predicted peak, and the interval holds its low end
+    // below the high one.
+    assert!(err.contains("  Predicted peak: "), "{err}");
+    let predicted: Vec<&Value> = trials
+        .iter()
+        .filter(|t| t["user_attrs"]["predicted_peak_mib"].is_number())
+        .collect();
+    assert_eq!(predicted.len(), 9, "{trials:?}");
+    for t in &predicted {
+        let a = &t["user_attrs"];
+        assert_eq!(a["predicted_of"], "host-pss", "{a}");
+        let (low, high) = (
+            a["predicted_low_mib"].as_f64().unwrap(),
+            a["predicted_high_mib"].as_f64().unwrap(),
+        );
+        assert!(
+            low <= a["predicted_peak_mib"].as_f64().unwrap() && low <= high,
+            "{a}"
+        );
+    }
     let mut errors: Vec<f64> = (0..fitted.len())
         .map(|out| {
             let mut m = MemoryModel::default();
