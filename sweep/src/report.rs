@@ -19,7 +19,9 @@ use common::format::Format;
 use common::wire::failure::Class;
 use common::wire::metric::Metric;
 use common::wire::run_dir::{self, SweepDir};
-use common::wire::sweep::{BestCommand, FailureGroup, Row, Settings, SlurmJobs, SweepReport};
+use common::wire::sweep::{
+    BestCommand, FailureGroup, ModelError, Row, Settings, SlurmJobs, SweepReport,
+};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -28,6 +30,32 @@ use std::time::Duration;
 
 fn param_json(v: &ParamValue) -> Value {
     serde_json::to_value(v.to_yaml()).unwrap_or(Value::Null)
+}
+
+/// The median of |predicted / measured - 1| over the trials with both (an
+/// out-of-memory trial's peak is only a lower bound: left out).
+fn model_error(rows: &[Row]) -> Option<ModelError> {
+    let mut errors: Vec<f64> = rows
+        .iter()
+        .filter(|r| r.error_class.as_deref() != Some("out-of-memory"))
+        .filter_map(|r| {
+            let measured = match r.predicted_of.as_deref()? {
+                "gpu" => r.peak_gpu_mib,
+                "host-pss" if r.peak_memory_of.as_deref() == Some("host-pss") => r.peak_memory_mib,
+                _ => None,
+            }?;
+            let predicted = r.predicted_peak_mib?;
+            (measured > 0.0).then(|| (predicted / measured - 1.0).abs())
+        })
+        .collect();
+    if errors.is_empty() {
+        return None;
+    }
+    errors.sort_by(f64::total_cmp);
+    Some(ModelError {
+        trials: errors.len() as u64,
+        median_error: errors[errors.len() / 2],
+    })
 }
 
 fn row(t: &Trial) -> Row {
@@ -72,6 +100,8 @@ fn row(t: &Trial) -> Row {
                     .collect()
             })
             .unwrap_or_default(),
+        predicted_peak_mib: num("predicted_peak_mib"),
+        predicted_of: text("predicted_of"),
     }
 }
 
@@ -318,6 +348,7 @@ pub fn report(args: &Args, given: &Option<PathBuf>, train: &Path) -> anyhow::Res
     let loaded = load(args, given, "--report")?;
     let study = &loaded.study;
     let rows: Vec<Row> = study.trials.iter().map(row).collect();
+    let memory_model = model_error(&rows);
     let best_trial = best(study);
     let best_command = match (&loaded.sweep, best_trial) {
         (Some((settings, space)), Some(t)) => Some(best::command(
@@ -353,6 +384,7 @@ pub fn report(args: &Args, given: &Option<PathBuf>, train: &Path) -> anyhow::Res
         best_command,
         trials: rows,
         failures: failures(study),
+        memory_model,
     };
     let mut out = std::io::stdout().lock();
     Format::resolve(args.format).write(&report, &mut out, table::write_table, table::write_csv)?;

@@ -114,6 +114,18 @@ pub struct SweepReport {
     pub best_command: Option<BestCommand>,
     pub trials: Vec<Row>,
     pub failures: Vec<FailureGroup>,
+    /// How far the predicted peaks were from the measured ones; absent
+    /// where no trial has both.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_model: Option<ModelError>,
+}
+
+/// The sweep's memory model against what it predicted: the median of
+/// |predicted / measured - 1| over the trials with both.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ModelError {
+    pub trials: u64,
+    pub median_error: f64,
 }
 
 /// A command to run again: where, and its words (best_command.sh runs it).
@@ -163,6 +175,13 @@ pub struct Row {
     /// by name (`batch`, `accumulation`, ...): `value (where)`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub knobs: BTreeMap<String, String>,
+    /// What the sweep predicted it would need before it started, MiB, of
+    /// `predicted_of` (`host-pss`: as `peak_memory_mib` of a program trial;
+    /// `gpu`: as `peak_gpu_mib`); absent where it did not predict.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub predicted_peak_mib: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub predicted_of: Option<String>,
 }
 
 /// Failed trials of one class, and the parameter values all of them share.
@@ -198,6 +217,8 @@ impl Versioned for SweepReport {
                 "32 (--per_device_train_batch_size)".to_string(),
             )]
             .into(),
+            predicted_peak_mib: Some(1150.0),
+            predicted_of: Some("gpu".into()),
         };
         SweepReport {
             schema: Self::SCHEMA.into(),
@@ -222,6 +243,10 @@ impl Versioned for SweepReport {
                 trials: vec![3],
                 shared: [("batch_size".to_string(), Value::from(64))].into(),
             }],
+            memory_model: Some(ModelError {
+                trials: 1,
+                median_error: 0.05,
+            }),
         }
     }
 }

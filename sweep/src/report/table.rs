@@ -20,7 +20,8 @@ use std::io::Write;
 pub(crate) const PARAM_PREFIX: &str = "params_";
 
 /// The sweep's own CSV columns before and after the parameters', then
-/// `discarded` and `attempts` where some trial has them.
+/// `discarded`, `attempts` and the predicted peak where some trial has
+/// them.
 const CSV_BEFORE: [&str; 3] = ["number", "state", "error_class"];
 const CSV_AFTER: [&str; 6] = [
     "value",
@@ -30,7 +31,12 @@ const CSV_AFTER: [&str; 6] = [
     "peak_memory_of",
     "peak_gpu_mib",
 ];
-const CSV_OPTIONAL: [&str; 2] = ["discarded", "attempts"];
+const CSV_OPTIONAL: [&str; 4] = [
+    "discarded",
+    "attempts",
+    "predicted_peak_mib",
+    "predicted_of",
+];
 
 /// The fewest significant digits the table shows of a float.
 const MIN_DIGITS: usize = 4;
@@ -128,7 +134,16 @@ fn shown(v: Option<&Value>, digits: usize) -> String {
 }
 
 /// The CSV's header: ours around the parameters' `params_<name>`.
-fn csv_header(names: &[String], discards: bool, attempts: bool) -> Vec<String> {
+/// Which optional columns the CSV has: [discarded, attempts, predicted].
+fn optional(r: &SweepReport) -> [bool; 3] {
+    [
+        r.trials.iter().any(|t| t.discarded),
+        r.trials.iter().any(|t| t.attempts.is_some()),
+        r.trials.iter().any(|t| t.predicted_peak_mib.is_some()),
+    ]
+}
+
+fn csv_header(names: &[String], [discards, attempts, predicted]: [bool; 3]) -> Vec<String> {
     let mut header: Vec<String> = CSV_BEFORE.map(String::from).to_vec();
     header.extend(names.iter().map(|n| column(n)));
     header.extend(CSV_AFTER.map(String::from));
@@ -138,6 +153,9 @@ fn csv_header(names: &[String], discards: bool, attempts: bool) -> Vec<String> {
     if attempts {
         header.push(CSV_OPTIONAL[1].into());
     }
+    if predicted {
+        header.extend(CSV_OPTIONAL[2..].iter().map(|c| c.to_string()));
+    }
     header
 }
 
@@ -145,10 +163,11 @@ pub(super) fn write_csv(r: &SweepReport, w: &mut dyn Write) -> anyhow::Result<()
     let names = param_names(r);
     let mut csv = csv::Writer::from_writer(w);
     // Only journals with Rustuna's DISCARD_TRIALS records have the column;
-    // only sweeps with `auto_fix` have `attempts`.
-    let discards = r.trials.iter().any(|t| t.discarded);
-    let attempts = r.trials.iter().any(|t| t.attempts.is_some());
-    csv.write_record(csv_header(&names, discards, attempts))?;
+    // only sweeps with `auto_fix` have `attempts`; only sweeps that
+    // predicted a peak have the prediction.
+    let has = optional(r);
+    let [discards, attempts, predicted] = has;
+    csv.write_record(csv_header(&names, has))?;
     for t in &r.trials {
         let mut rec = vec![
             t.number.to_string(),
@@ -170,6 +189,10 @@ pub(super) fn write_csv(r: &SweepReport, w: &mut dyn Write) -> anyhow::Result<()
         }
         if attempts {
             rec.push(t.attempts.map(|a| a.to_string()).unwrap_or_default());
+        }
+        if predicted {
+            rec.push(f(t.predicted_peak_mib));
+            rec.push(t.predicted_of.clone().unwrap_or_default());
         }
         csv.write_record(&rec)?;
     }
@@ -239,6 +262,14 @@ pub(super) fn write_table(r: &SweepReport, w: &mut dyn Write) -> anyhow::Result<
             run_dir::BEST_CONFIG
         )?,
         None => writeln!(w, "best: no complete trial")?,
+    }
+    if let Some(m) = &r.memory_model {
+        writeln!(
+            w,
+            "memory model: peaks predicted within {:.1}% of the measured (median, {} trial(s))",
+            m.median_error * 100.0,
+            m.trials
+        )?;
     }
     if let Some(c) = &r.best_command {
         writeln!(

@@ -106,6 +106,25 @@ fn held_out_trials_of_a_real_sweep_are_predicted_within_15_percent() {
         median <= 0.15,
         "median error {median:.3}: {errors:?}\n{seen:?}"
     );
+    // The report puts predicted beside measured, and the model's error.
+    let report = sweep(d, &["--report", "s", "--format", "json"]);
+    assert_eq!(report.status.code(), Some(0));
+    let report: Value = serde_json::from_slice(&report.stdout).unwrap();
+    let m = &report["memory_model"];
+    assert_eq!(
+        m["trials"], 8,
+        "9 predicted, less the out-of-memory one: {m}"
+    );
+    let error = m["median_error"].as_f64().unwrap();
+    eprintln!("median error of the sweep's own predictions {error:.3}");
+    assert!(error.is_finite() && error >= 0.0, "{m}");
+    let rows = report["trials"].as_array().unwrap();
+    assert_eq!(
+        rows.iter()
+            .filter(|r| r["predicted_of"] == "host-pss")
+            .count(),
+        9
+    );
     // The trial that ran out of memory: censored at the peak it reached,
     // its point is predicted above that, and above the largest that fitted.
     let mut m = MemoryModel::default();
