@@ -1,7 +1,8 @@
 //! `bayes`: Optuna's TPESampler for one objective, in its two variants.
 //!
 //! Both: random (by [`RandomSampler`] with the same seed) until
-//! `n_startup_trials` trials are COMPLETE or PRUNED (Optuna's 10, fewer for
+//! `n_startup_trials` trials are COMPLETE, PRUNED or out of memory
+//! (Optuna's 10, fewer for
 //! a sweep of fewer than 40 trials: [`startup_for`]); then split the trials
 //! into the best gamma(n) ("below") and the rest, fit a Parzen estimator
 //! l(x) to the below trials' values and g(x) to the others', draw
@@ -17,6 +18,11 @@
 //! - [`TpeVariant::Univariate`], Optuna 4.x's default (Optuna 5's
 //!   `TPESampler(multivariate=False, constant_liar=False)`): each parameter
 //!   on its own, from finished trials only.
+//!
+//! Ours alone: a trial that ran out of memory is an infeasible observation,
+//! always "above" ([`infeasible`]), so the search moves away from the
+//! region that does not fit instead of proposing it again; Optuna's TPE
+//! leaves FAIL trials out.
 
 use super::parzen::{ParzenEstimator, ParzenParams};
 use super::random::RandomSampler;
@@ -305,15 +311,25 @@ fn params_of(t: &Trial) -> std::borrow::Cow<'_, BTreeMap<String, ParamValue>> {
     Cow::Owned(params)
 }
 
-/// The trials TPE learns from: COMPLETE with a value, and PRUNED. Failed,
-/// running and waiting trials are left out (running ones join as lies in
+/// The trials TPE learns from: COMPLETE with a value, PRUNED, and those
+/// that ran out of memory ([`infeasible`]). Other failed, running and
+/// waiting trials are left out (running ones join as lies in
 /// [`split_with_liar`]).
 fn usable(t: &Trial) -> bool {
     match t.state {
         TrialState::Complete => t.value.is_some(),
         TrialState::Pruned => true,
-        _ => false,
+        _ => infeasible(t),
     }
+}
+
+/// A trial whose point did not fit in memory: an observation of where not
+/// to go, ranked after every feasible trial (as Optuna's constrained TPE
+/// ranks a constraint's violators), so never "below". It stays FAIL in the
+/// journal: Optuna's own TPE, which skips FAIL trials, does not learn this.
+pub fn infeasible(t: &Trial) -> bool {
+    t.state == TrialState::Fail
+        && t.user_attrs.get("error_class").and_then(|c| c.as_str()) == Some("out-of-memory")
 }
 
 /// [`split_trials`], then every RUNNING trial into "above" (the constant
@@ -340,7 +356,10 @@ pub fn split_trials(
     direction: Direction,
     n_below: usize,
 ) -> (Vec<&Trial>, Vec<&Trial>) {
-    let mut by_number: Vec<&Trial> = trials.iter().filter(|t| usable(t)).collect();
+    let mut by_number: Vec<&Trial> = trials
+        .iter()
+        .filter(|t| usable(t) && !infeasible(t))
+        .collect();
     by_number.sort_by_key(|t| t.number);
     let (mut complete, mut pruned): (Vec<&Trial>, Vec<&Trial>) = by_number
         .into_iter()
@@ -379,6 +398,7 @@ pub fn split_trials(
     below.extend_from_slice(&pruned[..n_pruned]);
     let mut above: Vec<&Trial> = complete[n_complete..].to_vec();
     above.extend_from_slice(&pruned[n_pruned..]);
+    above.extend(trials.iter().filter(|t| infeasible(t)));
     below.sort_by_key(|t| t.number);
     above.sort_by_key(|t| t.number);
     (below, above)

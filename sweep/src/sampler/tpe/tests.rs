@@ -481,3 +481,89 @@ fn an_optuna_workers_running_draw_is_a_lie_too() {
     torn.push(t);
     assert_eq!(got(&torn), got(&bowl()));
 }
+
+fn out_of_memory(number: u64, x: f64) -> Trial {
+    let mut t = trial(number, TrialState::Fail, None, x);
+    t.user_attrs
+        .insert("error_class".into(), serde_json::json!("out-of-memory"));
+    t
+}
+
+#[test]
+fn out_of_memory_trials_are_above_and_count_as_observations() {
+    let mut trials: Vec<Trial> = (0..5)
+        .map(|i| trial(i, TrialState::Complete, Some(-(i as f64)), i as f64))
+        .collect();
+    trials.push(out_of_memory(5, 9.0));
+    trials.push(trial(6, TrialState::Fail, None, 8.0));
+    let (below, above) = split_trials(&trials, Direction::Minimize, 10);
+    let numbers = |ts: &[&Trial]| ts.iter().map(|t| t.number).collect::<Vec<_>>();
+    assert_eq!(
+        numbers(&below),
+        [0, 1, 2, 3, 4],
+        "never below, however many are asked"
+    );
+    assert_eq!(numbers(&above), [5], "a plain failure is still left out");
+    assert_eq!(trials.iter().filter(|t| usable(t)).count(), 6);
+}
+
+#[test]
+fn the_search_moves_away_from_where_memory_ran_out() {
+    // The value improves towards x = 10, but from x = 6 every trial ran
+    // out of memory: without them TPE draws near the best (x about 6), with
+    // them it draws there less.
+    let mut fitted: Vec<Trial> = (0..12)
+        .map(|i| {
+            let x = i as f64 * 0.5;
+            trial(i, TrialState::Complete, Some(-x), x)
+        })
+        .collect();
+    let blind = fitted.clone();
+    for (k, x) in [6.0, 6.5, 7.0, 7.5, 8.0, 9.0].into_iter().enumerate() {
+        fitted.push(out_of_memory(12 + k as u64, x));
+    }
+    let d = x_dist();
+    let share = |trials: &[Trial], variant| {
+        let tpe = TpeSampler::new(7, variant);
+        let over = (100..400)
+            .filter(
+                |&n| match tpe.sample_param("x", &d, trials, Direction::Minimize, n) {
+                    ParamValue::Float(x) => x >= 6.0,
+                    _ => false,
+                },
+            )
+            .count();
+        over as f64 / 300.0
+    };
+    let (without, with) = (
+        share(&blind, TpeVariant::Univariate),
+        share(&fitted, TpeVariant::Univariate),
+    );
+    eprintln!("univariate: {with} with, {without} without");
+    assert!(
+        with < 0.5 * without,
+        "{with} of draws at x >= 6 with, {without} without"
+    );
+    // The joint variant splits the same way.
+    let space = SearchSpace {
+        params: vec![("x".to_string(), d.clone())],
+        fixed: BTreeMap::new(),
+    };
+    let tpe = TpeSampler::new(7, TpeVariant::Multivariate);
+    let over = |trials: &[Trial]| {
+        (100..400)
+            .filter(
+                |&n| match tpe.sample_joint(&space, trials, Direction::Minimize, n)["x"] {
+                    ParamValue::Float(x) => x >= 6.0,
+                    _ => false,
+                },
+            )
+            .count()
+    };
+    let (a, b) = (over(&blind), over(&fitted));
+    eprintln!("joint: {b} with, {a} without, of 300");
+    assert!(
+        b * 2 < a,
+        "{b} of 300 joint draws at x >= 6 with, {a} without"
+    );
+}
