@@ -53,7 +53,8 @@ install_postgres() {
 # Runs a command as the server's user (nobody when we are root).
 as_owner() {
   if [[ $(id -u) == 0 ]]; then
-    runuser -u nobody -- "$@"
+    # runuser is in /usr/sbin, which a root shell's PATH may lack.
+    "$(command -v runuser || echo /usr/sbin/runuser)" -u nobody -- "$@"
   else
     "$@"
   fi
