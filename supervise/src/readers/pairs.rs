@@ -4,24 +4,18 @@
 //! `val_loss: 0.43`, Keras' `- loss: 0.5 - val_loss: 0.43`, Lightning's
 //! `Epoch 0: 100%|...| [..., val_loss=0.5]`. The epoch, else the step,
 //! comes from the same line (`epoch 3:`, `Epoch 3/10`, `epoch=3`, `step
-//! 120`). Only the names in [`NAMES`] are read: `lr=0.001` or `batch 32`
+//! 120`). Only the names in `FOUND_METRICS` and [`MORE_NAMES`] are read: `lr=0.001` or `batch 32`
 //! are settings, not results. A pair inside parentheses is a remark about a
 //! report (`New best model saved! (val_loss: 0.1543)`), and one after
 //! `best` a summary (`best val_loss: 0.40`): neither is a report.
 
 use super::{number, Found};
 
-/// The names read, lower case (the line may write them in any case): the
-/// validation losses a run is judged by (`supervise::leg::FOUND_METRICS`),
-/// train's metrics.csv columns (`common::wire::metric`), and the usual
-/// training loss and accuracies.
-pub(super) const NAMES: &[&str] = &[
-    "eval_loss",
-    "val_loss",
-    "valid_loss",
-    "validation_loss",
-    "eval/loss",
-    "val/loss",
+/// The names read besides the validation losses a run is judged by
+/// (`crate::leg::FOUND_METRICS`), lower case (the line may write them in
+/// any case): train's metrics.csv columns (`common::wire::metric`), and the
+/// usual training loss and accuracies.
+const MORE_NAMES: &[&str] = &[
     "train_loss",
     "train/loss",
     "loss",
@@ -48,8 +42,9 @@ pub(super) fn read(text: &str) -> Option<Found> {
         return None;
     }
     // Each name's first pair, in the line's order.
-    let mut found: Vec<(usize, String, f64)> = NAMES
+    let mut found: Vec<(usize, String, f64)> = crate::leg::FOUND_METRICS
         .iter()
+        .chain(MORE_NAMES)
         .filter_map(|name| {
             let p = pairs(text, &lower, name).find(|p| p.plain)?;
             Some((p.at, name.to_string(), p.value))
