@@ -121,6 +121,22 @@ pub enum ParamValue {
 }
 
 impl ParamValue {
+    /// As a JSON value (a program's parameters, the memory model's input).
+    pub fn to_json(&self) -> serde_json::Value {
+        use serde_json::Value as Json;
+        match self {
+            ParamValue::Float(f) => Json::from(*f),
+            ParamValue::Int(i) => Json::from(*i),
+            ParamValue::Choice(c) => match c {
+                Choice::Null => Json::Null,
+                Choice::Bool(b) => Json::from(*b),
+                Choice::Int(i) => Json::from(*i),
+                Choice::Float(f) => Json::from(*f),
+                Choice::Str(s) => Json::from(s.clone()),
+            },
+        }
+    }
+
     /// As a YAML value, to set into a config.
     pub fn to_yaml(&self) -> serde_yaml::Value {
         match self {

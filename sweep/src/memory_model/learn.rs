@@ -60,7 +60,7 @@ pub fn ran_with(trial: &Trial) -> Map<String, Value> {
     let mut out: Map<String, Value> = trial
         .params
         .iter()
-        .map(|(k, v)| (k.clone(), json_of(v)))
+        .map(|(k, v)| (k.clone(), v.to_json()))
         .collect();
     if let Some(Value::Object(fixed)) = trial.user_attrs.get("effective_params") {
         for (k, v) in fixed {
@@ -68,14 +68,6 @@ pub fn ran_with(trial: &Trial) -> Map<String, Value> {
         }
     }
     out
-}
-
-fn json_of(v: &ParamValue) -> Value {
-    match v {
-        ParamValue::Float(f) => Value::from(*f),
-        ParamValue::Int(i) => Value::from(*i),
-        ParamValue::Choice(c) => serde_json::to_value(c).unwrap_or(Value::Null),
-    }
 }
 
 impl MemoryModel {
@@ -160,7 +152,7 @@ impl Learner {
 pub fn values_of(params: &std::collections::BTreeMap<String, ParamValue>) -> Map<String, Value> {
     params
         .iter()
-        .map(|(k, v)| (k.clone(), json_of(v)))
+        .map(|(k, v)| (k.clone(), v.to_json()))
         .collect()
 }
 

@@ -276,23 +276,9 @@ fn to_json(
                 Param::Fixed(v) => Some(v.clone()),
                 Param::Sampled(_) => None,
             })?;
-            Some((k.clone(), json_of(&v)))
+            Some((k.clone(), v.to_json()))
         })
         .collect()
-}
-
-fn json_of(v: &ParamValue) -> Json {
-    match v {
-        ParamValue::Float(f) => Json::from(*f),
-        ParamValue::Int(i) => Json::from(*i),
-        ParamValue::Choice(c) => match c {
-            Choice::Null => Json::Null,
-            Choice::Bool(b) => Json::from(*b),
-            Choice::Int(i) => Json::from(*i),
-            Choice::Float(f) => Json::from(*f),
-            Choice::Str(s) => Json::from(s.clone()),
-        },
-    }
 }
 
 impl Space {
