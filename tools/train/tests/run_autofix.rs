@@ -29,6 +29,13 @@ fn train_run(cwd: &Path, args: &[&str]) -> CmdResult {
     ucmd("train").arg("run").args(args).current_dir(cwd).run()
 }
 
+/// `train run --auto-fix --quiet --out r -- COMMAND` in `cwd`.
+fn auto_fix(cwd: &Path, command: &[&str]) -> CmdResult {
+    let mut args = vec!["--auto-fix", "--quiet", "--out", "r", "--"];
+    args.extend_from_slice(command);
+    train_run(cwd, &args)
+}
+
 /// The Trainer's flags that keep a run short and on the CPU, with an
 /// address space that holds a batch of 32 and not one of 64.
 const HF_FLAGS: [&str; 12] = [
@@ -287,19 +294,7 @@ fn cuda_graphs_get_compile_mode_default_and_keep_checkpointing() {
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
     write(d, "graphs.py", GRAPHS);
-    let r = train_run(
-        d,
-        &[
-            "--auto-fix",
-            "--quiet",
-            "--out",
-            "r",
-            "--",
-            "python3",
-            "graphs.py",
-            "--gradient_checkpointing",
-        ],
-    );
+    let r = auto_fix(d, &["python3", "graphs.py", "--gradient_checkpointing"]);
     let err = r.stderr_str();
     assert_eq!(r.code(), Some(0), "{err}");
     let s = summary(&d.join("r"));
@@ -339,18 +334,7 @@ fn no_knob_no_fix_and_the_summary_says_why() {
         "oom.py",
         "import argparse, sys\nargparse.ArgumentParser().parse_args()\nprint(\"RuntimeError: DefaultCPUAllocator: can't allocate memory: you tried to allocate 1073741824 bytes.\", file=sys.stderr)\nsys.exit(1)\n",
     );
-    let r = train_run(
-        d,
-        &[
-            "--auto-fix",
-            "--quiet",
-            "--out",
-            "r",
-            "--",
-            "python3",
-            "oom.py",
-        ],
-    );
+    let r = auto_fix(d, &["python3", "oom.py"]);
     assert_eq!(r.code(), Some(1));
     let err = r.stderr_str();
     assert!(
@@ -485,14 +469,9 @@ fn a_model_that_does_not_fit_stops_the_halving_and_says_why() {
     let d = tmp.path();
     let (py, script) = (py(), program("argparse_mlp.py"));
     // 40 MiB past the start: its 64 MiB weight never fits.
-    let r = train_run(
+    let r = auto_fix(
         d,
         &[
-            "--auto-fix",
-            "--quiet",
-            "--out",
-            "r",
-            "--",
             &py,
             &script,
             "--batch-size",
@@ -532,14 +511,9 @@ fn the_same_allocation_after_steps_keeps_halving_until_it_fits() {
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
     let (py, script) = (py(), program("optimizer_state.py"));
-    let r = train_run(
+    let r = auto_fix(
         d,
         &[
-            "--auto-fix",
-            "--quiet",
-            "--out",
-            "r",
-            "--",
             &py,
             &script,
             "--batch-size",
