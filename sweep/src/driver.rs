@@ -89,7 +89,13 @@ pub fn run(args: &Args, train: &Path, libtorch: bool, stop: &Interrupter) -> any
     }
     // Under Slurm, Slurm placed this worker: it runs where it was put.
     let in_slurm = mode == Mode::Worker && crate::slurm::task_from_env().is_some();
-    let plan = plan_of(args.slurm, in_slurm, &space, &settings, train, parallel)?;
+    // The GPUs memdiag sees, with their free memory (none read where Slurm
+    // places the workers).
+    let gpus = match args.slurm || in_slurm {
+        true => Vec::new(),
+        false => gpus(train),
+    };
+    let plan = plan_of(args.slurm, in_slurm, &space, &settings, &gpus, parallel)?;
     for w in &plan.why {
         common::say!("train sweep: placement: {w}");
     }
@@ -141,6 +147,7 @@ pub fn run(args: &Args, train: &Path, libtorch: bool, stop: &Interrupter) -> any
         cores: RefCell::new(cores),
         threads_said: Cell::new(None),
         memory: RefCell::new(Learner::default()),
+        gpus,
         disk_full: None,
         stop,
         bell,
@@ -279,7 +286,7 @@ fn plan_of(
     in_slurm: bool,
     space: &crate::space::Space,
     settings: &Settings,
-    train: &Path,
+    gpus: &[placement::Gpu],
     parallel: Option<u32>,
 ) -> anyhow::Result<placement::Plan> {
     Ok(if slurm {
@@ -291,10 +298,10 @@ fn plan_of(
         slurm_plan(parallel)
     } else if space.program.is_some() {
         // A program has no estimate: measured (`measured`).
-        crate::measured::program_plan(&gpus(train), parallel, settings.memory_budget_mib)
+        crate::measured::program_plan(gpus, parallel, settings.memory_budget_mib)
     } else {
         placement::plan(
-            &gpus(train),
+            gpus,
             worst_peak_mib(space, &settings.base),
             common::estimate::DEFAULT_MARGIN,
             parallel,
@@ -411,6 +418,8 @@ struct Driver<'a> {
     threads_said: Cell<Option<i32>>,
     /// Each point's predicted peak, learned from the trials that ended.
     memory: RefCell<Learner>,
+    /// The GPUs as last read, with what our trials hold there.
+    gpus: Vec<placement::Gpu>,
     /// Set when a trial failed while the sweep's filesystem was full: the
     /// sweep stops (its trials would all fail the same way).
     disk_full: Option<String>,
@@ -584,6 +593,7 @@ impl Driver<'_> {
                 said: &self.threads_said,
             },
             memory: &self.memory,
+            gpus: &self.gpus,
         }
         .launch(&mut self.trials, cap)
     }
@@ -624,5 +634,8 @@ impl Driver<'_> {
                 gpus: listed.as_deref(),
             },
         );
+        if let Some(l) = listed.filter(|l| !l.is_empty()) {
+            self.gpus = l;
+        }
     }
 }

@@ -40,6 +40,13 @@ pub fn not_its_fault(t: &Trial) -> bool {
         && (error_class(t) == Some(Class::Interrupted) || t.user_attrs.contains_key("rerun"))
 }
 
+/// A point the memory model refused (`predicted-out-of-memory`): a point
+/// of the search, not a failure of a run, so it neither counts toward
+/// `--max-consecutive-failures` nor breaks a run of failures.
+pub fn refused(t: &Trial) -> bool {
+    t.state == TrialState::Fail && error_class(t) == Some(Class::PredictedOutOfMemory)
+}
+
 /// The first numbers of trials whose every run was interrupted or marked
 /// to run again (a trial and its re-runs share that root); a re-run RUNNING
 /// or finished otherwise takes its root off the list.
@@ -118,7 +125,7 @@ pub fn too_many_failures(study: &Study, limit: u32, dir: &Path) -> Option<String
     let mut finished: Vec<&Trial> = study
         .trials
         .iter()
-        .filter(|t| t.state.is_finished() && !not_its_fault(t))
+        .filter(|t| t.state.is_finished() && !not_its_fault(t) && !refused(t))
         .collect();
     finished.sort_by(|a, b| a.datetime_complete.cmp(&b.datetime_complete));
     let tail: Vec<&Trial> = finished
@@ -159,7 +166,7 @@ pub fn fails_at_start(study: &Study, dir: &Path) -> Option<String> {
     let mut finished: Vec<&Trial> = study
         .trials
         .iter()
-        .filter(|t| t.state.is_finished() && !not_its_fault(t))
+        .filter(|t| t.state.is_finished() && !not_its_fault(t) && !refused(t))
         .collect();
     if finished.len() < FAILED_AT_START {
         return None;
@@ -247,5 +254,38 @@ mod tests {
         let mut later = vec![failed(0, "other", 3)];
         later.extend((1..5).map(|n| failed(n, "other", 0)));
         assert_eq!(fails_at_start(&study(later), dir), None);
+        // Points the memory model refused ran nothing: they are not starts.
+        let mut refused = vec![failed(0, "predicted-out-of-memory", 0)];
+        refused.extend((1..4).map(|n| failed(n, "other", 0)));
+        assert!(fails_at_start(&study(refused), dir).is_some());
+    }
+
+    #[test]
+    fn refused_points_neither_count_nor_break_a_run_of_failures() {
+        let dir = Path::new("s");
+        let refusals = study(
+            (0..9)
+                .map(|n| failed(n, "predicted-out-of-memory", 0))
+                .collect(),
+        );
+        assert_eq!(
+            too_many_failures(&refusals, 3, dir),
+            None,
+            "refusals alone never stop it"
+        );
+        let mut between = vec![
+            failed(0, "out-of-memory", 2),
+            failed(1, "predicted-out-of-memory", 0),
+        ];
+        between.extend([
+            failed(2, "out-of-memory", 2),
+            failed(3, "predicted-out-of-memory", 0),
+            failed(4, "other", 2),
+        ]);
+        let why = too_many_failures(&study(between), 3, dir).unwrap();
+        assert!(
+            why.contains("the last 3 trials failed (other × 1, out-of-memory × 2)"),
+            "{why}"
+        );
     }
 }

@@ -10,7 +10,7 @@ use crate::context::Sweep;
 use crate::cores::Watch;
 use crate::history::{drawn, interrupted_roots, rerun_reason};
 use crate::journal::{Outcome, Study, TrialRecord, TrialRef};
-use crate::memory_model::{values_of, Learner, Predicted, Resource};
+use crate::memory_model::{refusal, values_of, Learner, Predicted, Refusal, Resource, Room};
 use crate::outcome::{self, MESSAGE_CHARS};
 use crate::owner;
 use crate::placement;
@@ -45,6 +45,9 @@ pub(crate) struct Starter<'a> {
     /// What each point is predicted to need, learned from the trials that
     /// ended.
     pub memory: &'a RefCell<Learner>,
+    /// The GPUs as last read (their free memory with what our trials hold
+    /// there): the room a point on one would run in.
+    pub gpus: &'a [placement::Gpu],
 }
 
 /// The sweep's readings of the cores free (read as a trial on threads
@@ -64,6 +67,7 @@ impl Starter<'_> {
             let Some(slot) = self.slots.free(&busy) else {
                 return Ok(false);
             };
+            let room = self.room(slot, trials);
             let mut chosen = None;
             let made = self
                 .storage
@@ -90,13 +94,20 @@ impl Starter<'_> {
                     for (k, v) in predicted.iter().flat_map(Predicted::attrs) {
                         record.user_attrs.insert(k.into(), v);
                     }
-                    chosen = Some((values, from, blocking, predicted));
+                    let refused =
+                        self.refused(&values_of(&values), predicted.as_ref(), from, room.as_ref());
+                    chosen = Some((values, from, blocking, predicted, refused));
                     Ok(Some(record))
                 })?;
-            let (Some(made), Some((values, retried_from, blocking, predicted))) = (made, chosen)
+            let (Some(made), Some((values, retried_from, blocking, predicted, refused))) =
+                (made, chosen)
             else {
                 return Ok(true);
             };
+            if let (Some(p), Some(r)) = (predicted, refused) {
+                self.refuse(&made, &values, &p, &r)?;
+                continue;
+            }
             let crowd = self.slots.crowd(slot, &busy) + 1;
             let threads = self.threads(slot, made.number);
             let trial = Claimed {
@@ -119,13 +130,17 @@ impl Starter<'_> {
     }
 
     /// What the point `values` is predicted to need where `slot` runs it
-    /// (its GPU's memory, or the host's), from the trials that ended.
+    /// (its GPU's memory, or the host's), from the trials that ended; None
+    /// with `memory_model: false`.
     fn predict(
         &self,
         study: &Study,
         slot: usize,
         values: &BTreeMap<String, ParamValue>,
     ) -> Option<Predicted> {
+        if !self.sweep.space.memory_model {
+            return None;
+        }
         let resource = match self.slots.slots[slot].gpu {
             Some(_) => Resource::Gpu,
             None => Resource::Host,
@@ -133,6 +148,72 @@ impl Starter<'_> {
         let mut memory = self.memory.borrow_mut();
         memory.update(&study.trials);
         memory.predict(&values_of(values), resource)
+    }
+
+    /// The memory a trial in `slot` would run in (`room`), with `trials`
+    /// running.
+    fn room(&self, slot: usize, trials: &[Running]) -> Option<Room> {
+        match self.slots.slots[slot].gpu {
+            Some(g) => crate::room::gpu(self.gpus, g),
+            None => {
+                let ours = trials.iter().filter_map(Running::host_peak_mib).sum();
+                crate::room::host(self.sweep.settings.memory_budget_mib, ours)
+            }
+        }
+    }
+
+    /// Whether a new point (`from`: None) predicted `predicted` is refused
+    /// (`memory_model::refusal`). With `auto_fix` it runs: a fix may make
+    /// it fit.
+    fn refused(
+        &self,
+        values: &serde_json::Map<String, Value>,
+        predicted: Option<&Predicted>,
+        from: Option<u64>,
+        room: Option<&Room>,
+    ) -> Option<Refusal> {
+        let fixes = self
+            .sweep
+            .space
+            .program
+            .as_ref()
+            .is_some_and(|p| p.auto_fix.is_some());
+        let p = predicted.filter(|_| from.is_none() && !fixes)?;
+        let ran_out = self.memory.borrow_mut().ran_out(values, p.resource);
+        refusal(p, room, ran_out)
+    }
+
+    /// A point not run: predicted not to fit, recorded as failed with class
+    /// `predicted-out-of-memory` and the limit it is above.
+    fn refuse(
+        &self,
+        made: &TrialRef,
+        values: &BTreeMap<String, ParamValue>,
+        p: &Predicted,
+        r: &Refusal,
+    ) -> anyhow::Result<()> {
+        let point: Vec<String> = values
+            .iter()
+            .map(|(k, v)| format!("{k}={}", v.to_json()))
+            .collect();
+        let message = format!("not run: predicted to need {}, {}", p.words(), r.why);
+        common::say!(
+            "train sweep: trial {} ({}): {message}; recorded as failed (predicted-out-of-memory); `memory_model: false` in the space runs every point",
+            made.number,
+            point.join(", ")
+        );
+        let attrs = [
+            (
+                "error_class".to_string(),
+                Value::from(Class::PredictedOutOfMemory.as_str()),
+            ),
+            (
+                "error_message".to_string(),
+                Value::from(message.chars().take(MESSAGE_CHARS).collect::<String>()),
+            ),
+            ("room_mib".to_string(), Value::from(r.limit_mib.round())),
+        ];
+        self.storage.finish(made.id, &attrs, Outcome::Fail)
     }
 
     /// A trial's threads as it starts in `slot`: its share of the cores

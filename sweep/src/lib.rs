@@ -66,6 +66,7 @@ pub mod rdb;
 pub(crate) mod reading;
 pub mod recover;
 pub mod report;
+mod room;
 pub mod sampler;
 mod slots;
 pub mod slurm;

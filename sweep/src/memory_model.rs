@@ -30,7 +30,11 @@ use serde_json::{Map, Value};
 use std::collections::HashMap;
 
 mod learn;
-pub use learn::{lesson, ran_with, values_of, Learner, Lesson, Predicted, Resource, MIN_MEASURED};
+mod refuse;
+pub use learn::{
+    lesson, ran_with, values_of, Learner, Lesson, Predicted, RanOut, Resource, MIN_MEASURED,
+};
+pub use refuse::{refusal, Refusal, Room, MIN_FREE, MIN_TO_REFUSE};
 
 /// Ridge on every term but the intercept: small against a row's own weight
 /// (1 per trial), large enough that collinear terms still solve.
@@ -43,6 +47,10 @@ const CENSORED_ABOVE: f64 = 1.1;
 const CENSORED_ROUNDS: usize = 5;
 /// About a 95% interval: two residual standard deviations.
 const INTERVAL_SDS: f64 = 2.0;
+/// The least residual standard deviation an interval is drawn with (in
+/// ln MiB, about 5%): peaks sampled every 0.5 s differ by a few percent
+/// between runs of one point, however well a few trials happen to fit.
+const SD_FLOOR: f64 = 0.05;
 
 /// One term of the model, by the parameter it comes from.
 #[derive(Debug, Clone, PartialEq)]
@@ -106,6 +114,9 @@ pub struct Fit {
     sd: f64,
     /// Trials behind it (measured and censored).
     pub trials: usize,
+    /// Its residual degrees of freedom: trials less terms (with the
+    /// intercept). Below 2 its spread is not yet known.
+    pub free: usize,
 }
 
 /// What a point is predicted to need, in MiB.
@@ -193,14 +204,15 @@ impl MemoryModel {
         // The residual sum of squares from the sums: y'y - 2b'X'y + b'X'Xb.
         let xtx_b: Vec<f64> = xtx.iter().map(|r| dot(r, &coef)).collect();
         let rss = (yty - 2.0 * dot(&coef, xty) + dot(&coef, &xtx_b)).max(0.0);
-        let free = n.saturating_sub(dim).max(1) as f64;
+        let free = n.saturating_sub(dim);
         Some(Fit {
             terms: self.terms.clone(),
             scales: self.scales.clone(),
             coef,
             inverse,
-            sd: (rss / free).sqrt(),
+            sd: (rss / free.max(1) as f64).sqrt(),
             trials: n,
+            free,
         })
     }
 
@@ -286,7 +298,36 @@ impl Fit {
     /// about 95% for one new trial. A term the fit has not seen counts 0.
     pub fn predict(&self, params: &Map<String, Value>) -> Prediction {
         let dim = self.coef.len();
-        let mut full = vec![0.0; dim];
+        let full = self.full(params);
+        let y = dot(&self.coef, &full);
+        let leverage: f64 = (0..dim)
+            .map(|i| full[i] * dot(&self.inverse[i], &full))
+            .sum();
+        let half = INTERVAL_SDS * self.sd.max(SD_FLOOR) * (1.0 + leverage.max(0.0)).sqrt();
+        Prediction {
+            peak_mib: y.exp(),
+            low_mib: (y - half).exp(),
+            high_mib: (y + half).exp(),
+        }
+    }
+
+    /// Whether the point `a` needs at least what `b` needs, with about 97.5%
+    /// confidence: the difference of their ln peaks, less two standard
+    /// errors of that difference, is not below 0 (the same point: yes).
+    pub fn at_least(&self, a: &Map<String, Value>, b: &Map<String, Value>) -> bool {
+        let (xa, xb) = (self.full(a), self.full(b));
+        let diff: Vec<f64> = xa.iter().zip(&xb).map(|(p, q)| p - q).collect();
+        let d = dot(&self.coef, &diff);
+        let var: f64 = (0..diff.len())
+            .map(|i| diff[i] * dot(&self.inverse[i], &diff))
+            .sum();
+        d - INTERVAL_SDS * self.sd.max(SD_FLOOR) * var.max(0.0).sqrt() >= -1e-9
+    }
+
+    /// A point's full row by the fit's terms (intercept first); a term the
+    /// fit has not seen counts 0.
+    fn full(&self, params: &Map<String, Value>) -> Vec<f64> {
+        let mut full = vec![0.0; self.coef.len()];
         full[0] = 1.0;
         for (name, value) in params {
             let Some((term, x)) = term_of(name, value, self.scales.get(name)) else {
@@ -296,16 +337,7 @@ impl Fit {
                 full[i + 1] = x;
             }
         }
-        let y = dot(&self.coef, &full);
-        let leverage: f64 = (0..dim)
-            .map(|i| full[i] * dot(&self.inverse[i], &full))
-            .sum();
-        let half = INTERVAL_SDS * self.sd * (1.0 + leverage.max(0.0)).sqrt();
-        Prediction {
-            peak_mib: y.exp(),
-            low_mib: (y - half).exp(),
-            high_mib: (y + half).exp(),
-        }
+        full
     }
 
     fn predict_row(&self, row: &Row) -> f64 {

@@ -27,13 +27,16 @@ pub enum Class {
     Timeout,
     /// A sweep's trial whose driver stopped (Ctrl-C) or died while it ran.
     Interrupted,
+    /// A sweep's point not run: its memory model's prediction, interval
+    /// and all, is above the memory it would run in.
+    PredictedOutOfMemory,
     Other,
 }
 
 impl Class {
     /// Every class, in the order docs/FORMATS.md, "Failure classes" lists
     /// them.
-    pub const ALL: [Class; 11] = [
+    pub const ALL: [Class; 12] = [
         Class::OutOfMemory,
         Class::CudaGraphPointer,
         Class::DeviceSideAssert,
@@ -44,6 +47,7 @@ impl Class {
         Class::AllocatorBroken,
         Class::Timeout,
         Class::Interrupted,
+        Class::PredictedOutOfMemory,
         Class::Other,
     ];
 
@@ -59,6 +63,7 @@ impl Class {
             Class::AllocatorBroken => "allocator-broken",
             Class::Timeout => "timeout",
             Class::Interrupted => "interrupted",
+            Class::PredictedOutOfMemory => "predicted-out-of-memory",
             Class::Other => "other",
         }
     }

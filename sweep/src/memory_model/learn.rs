@@ -93,6 +93,16 @@ pub struct Learner {
     gpu: MemoryModel,
     seen: std::collections::HashSet<u64>,
     fits: [Option<super::Fit>; 2],
+    /// Each resource's trials that ran out of memory: number, values.
+    ran_out: [Vec<(u64, Map<String, Value>)>; 2],
+}
+
+/// A trial that ran out of memory whose point another point needs at
+/// least as much as (`Fit::at_least`): that point does not fit either.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RanOut {
+    pub number: u64,
+    pub need_mib: f64,
 }
 
 /// A point's prediction and what it stands on.
@@ -102,6 +112,15 @@ pub struct Predicted {
     pub at: super::Prediction,
     /// Trials behind the fit (measured and out-of-memory).
     pub trials: usize,
+    /// The fit's residual degrees of freedom (`Fit::free`).
+    pub free: usize,
+}
+
+fn slot_of(resource: Resource) -> usize {
+    match resource {
+        Resource::Host => 0,
+        Resource::Gpu => 1,
+    }
 }
 
 impl Learner {
@@ -113,22 +132,39 @@ impl Learner {
                 continue;
             }
             self.seen.insert(t.number);
-            if self.host.observe(t, Resource::Host) {
-                self.fits[0] = None;
-            }
-            if self.gpu.observe(t, Resource::Gpu) {
-                self.fits[1] = None;
+            for (resource, model) in [
+                (Resource::Host, &mut self.host),
+                (Resource::Gpu, &mut self.gpu),
+            ] {
+                if model.observe(t, resource) {
+                    self.fits[slot_of(resource)] = None;
+                    if let Lesson::Above(_) = lesson(t, resource) {
+                        self.ran_out[slot_of(resource)].push((t.number, ran_with(t)));
+                    }
+                }
             }
         }
     }
 
-    /// What the point `values` is predicted to need of `resource`; None
-    /// before `MIN_MEASURED` trials measured it.
-    pub fn predict(
-        &mut self,
-        values: &Map<String, Value>,
-        resource: Resource,
-    ) -> Option<Predicted> {
+    /// The trial that ran out of memory of `resource` whose point the
+    /// point `values` needs at least as much as (the smallest such); None
+    /// before a prediction can be made, or when there is none.
+    pub fn ran_out(&mut self, values: &Map<String, Value>, resource: Resource) -> Option<RanOut> {
+        self.fit(resource)?;
+        let fit = self.fits[slot_of(resource)].as_ref()?;
+        self.ran_out[slot_of(resource)]
+            .iter()
+            .filter(|(_, out)| fit.at_least(values, out))
+            .map(|(number, out)| RanOut {
+                number: *number,
+                need_mib: fit.predict(out).peak_mib,
+            })
+            .min_by(|a, b| a.need_mib.total_cmp(&b.need_mib))
+    }
+
+    /// The fit of `resource`, solved again only after a trial taught it
+    /// something; None before `MIN_MEASURED` trials measured it.
+    fn fit(&mut self, resource: Resource) -> Option<&super::Fit> {
         let (model, slot) = match resource {
             Resource::Host => (&self.host, 0),
             Resource::Gpu => (&self.gpu, 1),
@@ -139,11 +175,22 @@ impl Learner {
         if self.fits[slot].is_none() {
             self.fits[slot] = model.fit();
         }
-        let fit = self.fits[slot].as_ref()?;
+        self.fits[slot].as_ref()
+    }
+
+    /// What the point `values` is predicted to need of `resource`; None
+    /// before `MIN_MEASURED` trials measured it.
+    pub fn predict(
+        &mut self,
+        values: &Map<String, Value>,
+        resource: Resource,
+    ) -> Option<Predicted> {
+        let fit = self.fit(resource)?;
         Some(Predicted {
             resource,
             at: fit.predict(values),
             trials: fit.trials,
+            free: fit.free,
         })
     }
 }

@@ -63,7 +63,7 @@ const BEST: RGBColor = RGBColor(214, 39, 40);
 const GRID: RGBColor = RGBColor(228, 228, 228);
 /// A colour per failure class, in `Class::ALL`'s order, then one for the
 /// pruned row and unknown classes.
-const CLASSES: [RGBColor; 12] = [
+const CLASSES: [RGBColor; 13] = [
     RGBColor(140, 20, 140),
     RGBColor(148, 103, 189),
     RGBColor(140, 86, 75),
@@ -75,6 +75,7 @@ const CLASSES: [RGBColor; 12] = [
     RGBColor(255, 127, 14),
     RGBColor(127, 127, 127),
     RGBColor(90, 90, 160),
+    RGBColor(250, 180, 120),
     RGBColor(170, 170, 170),
 ];
 

@@ -323,13 +323,17 @@ fn usable(t: &Trial) -> bool {
     }
 }
 
-/// A trial whose point did not fit in memory: an observation of where not
+/// A trial whose point did not fit in memory (it ran out, or the memory
+/// model refused it as predicted not to fit): an observation of where not
 /// to go, ranked after every feasible trial (as Optuna's constrained TPE
 /// ranks a constraint's violators), so never "below". It stays FAIL in the
 /// journal: Optuna's own TPE, which skips FAIL trials, does not learn this.
 pub fn infeasible(t: &Trial) -> bool {
     t.state == TrialState::Fail
-        && t.user_attrs.get("error_class").and_then(|c| c.as_str()) == Some("out-of-memory")
+        && matches!(
+            t.user_attrs.get("error_class").and_then(|c| c.as_str()),
+            Some("out-of-memory" | "predicted-out-of-memory")
+        )
 }
 
 /// [`split_trials`], then every RUNNING trial into "above" (the constant

@@ -9,7 +9,8 @@
 //! nested ones, or W&B's nested `parameters:`), `run_cap`, and
 //! `early_terminate: {type: hyperband, ...}`; trainguard adds `bayes:
 //! {variant: multivariate|univariate}` (which TPE `method: bayes` runs;
-//! multivariate, Optuna 5's default, when absent). `name`, `description`,
+//! multivariate, Optuna 5's default, when absent) and `memory_model:
+//! true|false`. `name`, `description`,
 //! `entity` and `project` are W&B's and ignored. With `program` (W&B's
 //! meaning: each trial runs the user's program, by `command` and W&B's
 //! macros) the parameters are the program's own, not config keys, the
@@ -90,6 +91,10 @@ pub struct Space {
     pub run_cap: Option<u64>,
     pub early_terminate: Option<Hyperband>,
     pub program: Option<Program>,
+    /// `memory_model: false` turns off each point's predicted peak and the
+    /// refusal of points predicted not to fit (`memory_model`); on when
+    /// absent.
+    pub memory_model: bool,
 }
 
 /// A space and the warnings for the caller to print (deprecated format,
@@ -100,13 +105,14 @@ pub struct Parsed {
     pub warnings: Vec<String>,
 }
 
-const TOP_KEYS: [&str; 13] = [
+const TOP_KEYS: [&str; 14] = [
     "method",
     "bayes",
     "metric",
     "parameters",
     "early_terminate",
     "run_cap",
+    "memory_model",
     "program",
     "command",
     "working_dir",

@@ -109,6 +109,13 @@ fn every_parameter_form_maps_to_optuna_distributions() {
         "file order"
     );
     assert_eq!((s.run_cap, &s.early_terminate), (None, &None));
+    assert!(s.memory_model, "on unless the space says false");
+}
+
+#[test]
+fn memory_model_false_turns_the_model_off() {
+    let p = parse("method: random\nmemory_model: false\nparameters:\n  dropout: {values: [0.1]}\n");
+    assert!(!p.space.memory_model);
 }
 
 #[test]
@@ -322,6 +329,8 @@ fn malformed_spaces_are_refused_with_a_reason() {
         ("method: grid\nmetric: val_loss\nparameters:\n  dropout: {values: [0.1]}\n", "`metric`: expected {name: val_loss, goal: minimize}"),
         ("method: grid\nmetric: {goal: minimize}\nparameters:\n  dropout: {values: [0.1]}\n", "`metric`: missing `name`"),
         ("method: grid\nrun_cap: 0\nparameters:\n  dropout: {values: [0.1]}\n", "`run_cap`: expected a positive integer, found 0"),
+        ("method: grid\nmemory_model: off\nparameters:\n  dropout: {values: [0.1]}\n", "line 2: `memory_model`: expected true (predict each point's peak, and refuse a point predicted not to fit) or false (run every point), found off"),
+        ("method: grid\nmemory_modle: false\nparameters:\n  dropout: {values: [0.1]}\n", "memory_model"),
         ("method: grid\nschema: v2\nparameters:\n  dropout: {values: [0.1]}\n", "`schema`: expected space/v1"),
     ];
     for (text, want) in cases {

@@ -72,6 +72,19 @@ impl Reader<'_> {
             None => None,
             Some(v) => Some(self.hyperband(v)?),
         };
+        let memory_model = match get("memory_model") {
+            None => true,
+            Some(Value::Bool(b)) => *b,
+            Some(v) => {
+                return Err(self.err(
+                    "memory_model",
+                    format!(
+                        "expected true (predict each point's peak, and refuse a point predicted not to fit) or false (run every point), found {}",
+                        show(v)
+                    ),
+                ))
+            }
+        };
         Ok(Space {
             method,
             metric,
@@ -79,6 +92,7 @@ impl Reader<'_> {
             run_cap,
             early_terminate,
             program,
+            memory_model,
         })
     }
 
@@ -254,6 +268,7 @@ impl Reader<'_> {
             run_cap: None,
             early_terminate: None,
             program: None,
+            memory_model: true,
         })
     }
 

@@ -483,9 +483,13 @@ fn an_optuna_workers_running_draw_is_a_lie_too() {
 }
 
 fn out_of_memory(number: u64, x: f64) -> Trial {
+    failed_as(number, x, "out-of-memory")
+}
+
+fn failed_as(number: u64, x: f64, class: &str) -> Trial {
     let mut t = trial(number, TrialState::Fail, None, x);
     t.user_attrs
-        .insert("error_class".into(), serde_json::json!("out-of-memory"));
+        .insert("error_class".into(), serde_json::json!(class));
     t
 }
 
@@ -496,6 +500,8 @@ fn out_of_memory_trials_are_above_and_count_as_observations() {
         .collect();
     trials.push(out_of_memory(5, 9.0));
     trials.push(trial(6, TrialState::Fail, None, 8.0));
+    // A point the memory model refused is one too.
+    trials.push(failed_as(7, 9.5, "predicted-out-of-memory"));
     let (below, above) = split_trials(&trials, Direction::Minimize, 10);
     let numbers = |ts: &[&Trial]| ts.iter().map(|t| t.number).collect::<Vec<_>>();
     assert_eq!(
@@ -503,8 +509,8 @@ fn out_of_memory_trials_are_above_and_count_as_observations() {
         [0, 1, 2, 3, 4],
         "never below, however many are asked"
     );
-    assert_eq!(numbers(&above), [5], "a plain failure is still left out");
-    assert_eq!(trials.iter().filter(|t| usable(t)).count(), 6);
+    assert_eq!(numbers(&above), [5, 7], "a plain failure is still left out");
+    assert_eq!(trials.iter().filter(|t| usable(t)).count(), 7);
 }
 
 #[test]
