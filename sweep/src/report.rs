@@ -33,8 +33,10 @@ fn param_json(v: &ParamValue) -> Value {
 }
 
 /// The median of |predicted / measured - 1| over the trials with both (an
-/// out-of-memory trial's peak is only a lower bound: left out).
-fn model_error(rows: &[Row]) -> Option<ModelError> {
+/// out-of-memory trial's peak is only a lower bound: left out), the
+/// model's terms fitted on every trial (the GPU's where trials measured
+/// it, else the host's), and the points it refused.
+fn model_error(rows: &[Row], study: &crate::journal::Study) -> Option<ModelError> {
     let mut errors: Vec<f64> = rows
         .iter()
         .filter(|r| r.error_class.as_deref() != Some("out-of-memory"))
@@ -52,9 +54,30 @@ fn model_error(rows: &[Row]) -> Option<ModelError> {
         return None;
     }
     errors.sort_by(f64::total_cmp);
+    let mut learner = crate::memory_model::Learner::default();
+    learner.update(&study.trials);
+    let resource = match rows.iter().any(|r| r.peak_gpu_mib.is_some()) {
+        true => crate::memory_model::Resource::Gpu,
+        false => crate::memory_model::Resource::Host,
+    };
+    let effects = learner.fit(resource).map_or(Vec::new(), |f| {
+        f.effects()
+            .into_iter()
+            .map(|(term, c)| common::wire::sweep::Effect {
+                term: term.to_string(),
+                coefficient: (c * 1000.0).round() / 1000.0,
+            })
+            .collect()
+    });
+    let refused = rows
+        .iter()
+        .filter(|r| r.error_class.as_deref() == Some(Class::PredictedOutOfMemory.as_str()))
+        .count() as u64;
     Some(ModelError {
         trials: errors.len() as u64,
         median_error: errors[errors.len() / 2],
+        effects,
+        refused,
     })
 }
 
@@ -348,7 +371,7 @@ pub fn report(args: &Args, given: &Option<PathBuf>, train: &Path) -> anyhow::Res
     let loaded = load(args, given, "--report")?;
     let study = &loaded.study;
     let rows: Vec<Row> = study.trials.iter().map(row).collect();
-    let memory_model = model_error(&rows);
+    let memory_model = model_error(&rows, study);
     let best_trial = best(study);
     let best_command = match (&loaded.sweep, best_trial) {
         (Some((settings, space)), Some(t)) => Some(best::command(

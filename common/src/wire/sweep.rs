@@ -121,11 +121,30 @@ pub struct SweepReport {
 }
 
 /// The sweep's memory model against what it predicted: the median of
-/// |predicted / measured - 1| over the trials with both.
+/// |predicted / measured - 1| over the trials with both; what each value
+/// does to the peak by the model fitted on all the trials; the points it
+/// refused.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ModelError {
     pub trials: u64,
     pub median_error: f64,
+    /// Each term of the fit (absent in reports written before it was
+    /// added).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub effects: Vec<Effect>,
+    /// Points not run as predicted not to fit (`predicted-out-of-memory`).
+    #[serde(default)]
+    pub refused: u64,
+}
+
+/// One term of the memory model: `ln rows` (the peak follows rows to the
+/// power `coefficient`: 1 proportional, 0 no bearing), `lr` (a number that
+/// can be 0: ln peak per unit), or `optimizer=adam` (a categorical value:
+/// the peak times e^coefficient against the others).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Effect {
+    pub term: String,
+    pub coefficient: f64,
 }
 
 /// A command to run again: where, and its words (best_command.sh runs it).
@@ -246,6 +265,11 @@ impl Versioned for SweepReport {
             memory_model: Some(ModelError {
                 trials: 1,
                 median_error: 0.05,
+                effects: vec![Effect {
+                    term: "ln batch_size".into(),
+                    coefficient: 0.98,
+                }],
+                refused: 0,
             }),
         }
     }

@@ -164,7 +164,7 @@ impl Learner {
 
     /// The fit of `resource`, solved again only after a trial taught it
     /// something; None before `MIN_MEASURED` trials measured it.
-    fn fit(&mut self, resource: Resource) -> Option<&super::Fit> {
+    pub fn fit(&mut self, resource: Resource) -> Option<&super::Fit> {
         let (model, slot) = match resource {
             Resource::Host => (&self.host, 0),
             Resource::Gpu => (&self.gpu, 1),

@@ -54,6 +54,46 @@ fn param_names(r: &SweepReport) -> Vec<String> {
     names
 }
 
+/// Coefficients smaller than this say a term does not move memory (a
+/// log term's power: doubling the value changes the peak by under 4%).
+const NO_BEARING: f64 = 0.05;
+
+/// The memory model's line: how far off it was, what the peak follows,
+/// what does not move it, what it refused.
+fn model_line(m: &common::wire::sweep::ModelError) -> String {
+    let mut line = format!(
+        "memory model: peaks predicted within {:.1}% of the measured (median, {} trial(s))",
+        m.median_error * 100.0,
+        m.trials
+    );
+    let (mut moves, mut not) = (Vec::new(), Vec::new());
+    for e in &m.effects {
+        let c = e.coefficient;
+        if c.abs() < NO_BEARING {
+            not.push(e.term.trim_start_matches("ln ").to_string());
+        } else if let Some(name) = e.term.strip_prefix("ln ") {
+            moves.push(format!("{name}^{c:.2}"));
+        } else if e.term.contains('=') {
+            moves.push(format!("{} x{:.2}", e.term, c.exp()));
+        } else {
+            moves.push(format!("e^({c:.3} {})", e.term));
+        }
+    }
+    if !moves.is_empty() {
+        line.push_str(&format!("; peak follows {}", moves.join(" * ")));
+    }
+    if !not.is_empty() {
+        line.push_str(&format!("; does not move memory: {}", not.join(", ")));
+    }
+    if m.refused > 0 {
+        line.push_str(&format!(
+            "; {} point(s) not run, predicted not to fit",
+            m.refused
+        ));
+    }
+    line
+}
+
 fn column(name: &str) -> String {
     format!("{PARAM_PREFIX}{name}")
 }
@@ -264,12 +304,7 @@ pub(super) fn write_table(r: &SweepReport, w: &mut dyn Write) -> anyhow::Result<
         None => writeln!(w, "best: no complete trial")?,
     }
     if let Some(m) = &r.memory_model {
-        writeln!(
-            w,
-            "memory model: peaks predicted within {:.1}% of the measured (median, {} trial(s))",
-            m.median_error * 100.0,
-            m.trials
-        )?;
+        writeln!(w, "{}", model_line(m))?;
     }
     if let Some(c) = &r.best_command {
         writeln!(

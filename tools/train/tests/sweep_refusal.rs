@@ -27,7 +27,8 @@ print('valid loss', 1.0 / mib, flush=True)\n";
 
 const SPACE: &str = "program: hold.py\nmethod: random\n\
 metric: {name: loss, regex: 'valid loss\\s+([0-9.e-]+)'}\n\
-parameters:\n  rows: {values: [1, 2, 4, 8]}\n  width: {values: [80, 160, 320, 640]}\n";
+parameters:\n  rows: {values: [1, 2, 4, 8]}\n  width: {values: [80, 160, 320, 640]}\n\
+\x20\x20lr: {values: [0.001, 0.01, 0.1]}\n";
 
 fn class(t: &Value) -> &str {
     t["user_attrs"]["error_class"].as_str().unwrap_or("-")
@@ -40,7 +41,8 @@ fn points_predicted_not_to_fit_are_refused_and_would_not_have_fit() {
     write(d, "hold.py", PROGRAM);
     write(d, "space.yaml", SPACE);
     // Stopped (SIGTERM) once 9 trials have started, then resumed.
-    let child = Command::new(bin("train"))
+    let log = std::fs::File::create(d.join("first.err")).unwrap();
+    let mut child = Command::new(bin("train"))
         .args([
             "sweep",
             "--space",
@@ -50,19 +52,25 @@ fn points_predicted_not_to_fit_are_refused_and_would_not_have_fit() {
             "--parallel",
             "1",
         ])
-        .args(["--trials", "24", "--seed", "3", "--interpreter", &py()])
+        .args(["--trials", "30", "--seed", "3", "--interpreter", &py()])
+        .args(["--max-consecutive-failures", "0"])
         .current_dir(d)
-        .stderr(std::process::Stdio::piped())
+        .stderr(log)
         .spawn()
         .unwrap();
     let trials_dir = d.join("s/trials");
     wait_until("9 trials started", 120, || {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "{}",
+            std::fs::read_to_string(d.join("first.err")).unwrap()
+        );
         std::fs::read_dir(&trials_dir).map_or(0, |r| r.count()) >= 9
     });
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-    let first = child.wait_with_output().unwrap();
-    let err = String::from_utf8_lossy(&first.stderr);
-    assert_eq!(first.status.code(), Some(130), "{err}");
+    let status = child.wait().unwrap();
+    let err = std::fs::read_to_string(d.join("first.err")).unwrap();
+    assert_eq!(status.code(), Some(130), "{err}");
     let before = optuna_trials(&d.join("s"), "s").as_array().unwrap().len();
     let out = sweep(d, &["--resume", "s"]);
     let err = format!("{err}\n{}", String::from_utf8_lossy(&out.stderr));
@@ -131,7 +139,39 @@ fn points_predicted_not_to_fit_are_refused_and_would_not_have_fit() {
             t["number"]
         );
     }
-    // The report counts them by class, not as the sweep's failures.
+    // The report counts them, and says what the peak follows: rows and
+    // width, each about in proportion, and not the learning rate.
     let report = sweep(d, &["--report", "s", "--format", "json"]);
     assert_eq!(report.status.code(), Some(0));
+    let report: Value = serde_json::from_slice(&report.stdout).unwrap();
+    let m = &report["memory_model"];
+    assert_eq!(m["refused"], refused.len(), "{m}");
+    let power = |term: &str| {
+        m["effects"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["term"] == term)
+            .and_then(|e| e["coefficient"].as_f64())
+            .unwrap_or_else(|| panic!("no {term}: {m}"))
+    };
+    for term in ["ln rows", "ln width"] {
+        assert!((power(term) - 1.0).abs() < 0.15, "{term}: {m}");
+    }
+    assert!(power("ln lr").abs() < 0.05, "{m}");
+    let table = sweep(d, &["--report", "s", "--format", "table"]);
+    let table = String::from_utf8_lossy(&table.stdout);
+    let line = table
+        .lines()
+        .find(|l| l.starts_with("memory model: "))
+        .unwrap_or_else(|| panic!("{table}"));
+    eprintln!("{line}");
+    assert!(
+        line.contains("; does not move memory: lr")
+            && line.contains(&format!(
+                "; {} point(s) not run, predicted not to fit",
+                refused.len()
+            )),
+        "{line}"
+    );
 }

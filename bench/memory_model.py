@@ -1,0 +1,185 @@
+#!/usr/bin/env python3
+"""The sweep's memory model against none, side by side: the same TPE sweep
+(`method: bayes`) with `memory_model: false` (every point runs; TPE still
+ranks the trials that ran out of memory as infeasible) and with the model
+on, for each of --seeds seeds; with `--before TRAIN`, also with that older
+`train` (one built before issue 43: TPE leaves out-of-memory trials out of
+its model, as Optuna's does), the arms alternating.
+
+The trials are real processes that hold rows x width MiB (rows 1..16,
+width 16..160) under an address-space limit of their own (RLIMIT_AS: what
+they map at start plus 900 MiB), so about a third of the space cannot fit
+and a point that does not fit dies of a real MemoryError. The objective
+is best at 600 MiB (rows 4), close to the edge of what fits, as a bigger
+model is often better until it no longer fits.
+
+Reported per seed and in all: the trials that ran out of memory, the points
+refused (`predicted-out-of-memory`), the best value, the wall time; and the
+false refusals: every refused point is run anyway afterwards, with the
+same program and limit, and counted if it fits. Results:
+bench/results/memory_model.{csv,md}.
+"""
+
+import argparse
+import csv
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+from benchlib import command_line, load_note, stamp
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+PROGRAM = """import math, resource, sys, time
+args = dict(a.lstrip('-').split('=') for a in sys.argv[1:])
+rows, width = int(args['rows']), int(args['width'])
+mib = rows * width
+pages = int(open('/proc/self/statm').read().split()[0])
+limit = pages * resource.getpagesize() + (900 << 20)
+resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+b = bytearray(b'\\x01') * (mib << 20)
+time.sleep(1.0)
+print('valid loss', abs(math.log(mib / 600)) + 0.1 * abs(math.log(rows / 4)), flush=True)
+"""
+
+SPACE = """program: hold.py
+method: bayes
+metric: {{name: loss, regex: 'valid loss\\s+([0-9.e-]+)'}}
+{key}parameters:
+  rows: {{distribution: int_uniform, min: 1, max: 16}}
+  width: {{distribution: int_uniform, min: 16, max: 160}}
+"""
+
+LOAD = """import json, sys, optuna
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(sys.argv[1]))
+s = optuna.load_study(study_name=sys.argv[2], storage=storage)
+print(json.dumps([{"state": t.state.name, "params": t.params, "value": t.value,
+    "class": t.user_attrs.get("error_class")} for t in s.trials]))
+"""
+
+
+def sweep(train, python, seed, trials, key):
+    """One sweep (`key`: the space's memory_model line, or none): (its
+    trials as Optuna loads them, its wall seconds)."""
+    with tempfile.TemporaryDirectory() as d:
+        with open(os.path.join(d, "hold.py"), "w") as f:
+            f.write(PROGRAM)
+        with open(os.path.join(d, "space.yaml"), "w") as f:
+            f.write(SPACE.format(key=key))
+        cmd = [train, "sweep", "--space", "space.yaml", "--out", "s", "--parallel", "1",
+               "--trials", str(trials), "--seed", str(seed), "--interpreter", python,
+               "--max-consecutive-failures", "0"]
+        t0 = time.monotonic()
+        run = subprocess.run(cmd, cwd=d, capture_output=True, text=True)
+        wall = time.monotonic() - t0
+        if run.returncode != 0:
+            sys.exit(f"train sweep failed ({run.returncode}):\n{run.stderr[-3000:]}")
+        out = subprocess.run([python, "-c", LOAD, os.path.join(d, "s", "journal.log"), "s"],
+                             capture_output=True, text=True, check=True)
+        return json.loads(out.stdout), wall
+
+
+def fits(python, params):
+    """Whether the point runs to its end, run anyway."""
+    with tempfile.TemporaryDirectory() as d:
+        with open(os.path.join(d, "hold.py"), "w") as f:
+            f.write(PROGRAM)
+        run = subprocess.run([python, "hold.py", f"--rows={params['rows']}",
+                              f"--width={params['width']}"], cwd=d, capture_output=True)
+        return run.returncode == 0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--train", default="target/release/train")
+    ap.add_argument("--before", help="an older train, run as a third arm (no memory_model key)")
+    ap.add_argument("--python", default=sys.executable)
+    ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--trials", type=int, default=30)
+    ap.add_argument("--out", default=os.path.join(HERE, "results"))
+    args = ap.parse_args()
+    train = os.path.abspath(args.train)
+    note = load_note()
+    arms = [("off", train, "memory_model: false\n"), ("on", train, "memory_model: true\n")]
+    if args.before:
+        arms.insert(0, ("before", os.path.abspath(args.before), ""))
+    rows = []
+    for seed in range(1, args.seeds + 1):
+        for name, binary, key in arms:
+            trials, wall = sweep(binary, args.python, seed, args.trials, key)
+            ran_out = sum(t["class"] == "out-of-memory" for t in trials)
+            refused = [t for t in trials if t["class"] == "predicted-out-of-memory"]
+            values = [t["value"] for t in trials if t["state"] == "COMPLETE" and t["value"] is not None]
+            would_fit = sum(fits(args.python, t["params"]) for t in refused)
+            row = {
+                "seed": seed,
+                "memory_model": name,
+                "trials": len(trials),
+                "ran_out_of_memory": ran_out,
+                "refused": len(refused),
+                "refused_that_fit": would_fit,
+                "completed": len(values),
+                "best_value": round(min(values), 4) if values else "",
+                "wall_s": round(wall, 1),
+            }
+            print(row, flush=True)
+            rows.append(row)
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "memory_model.csv"), "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+
+    def arm(on):
+        return [r for r in rows if r["memory_model"] == on]
+
+    def total(on, key):
+        return sum(r[key] for r in arm(on))
+
+    def best(on):
+        vals = [r["best_value"] for r in arm(on) if r["best_value"] != ""]
+        return statistics.median(vals), min(vals), max(vals)
+
+    on_oom = total("on", "ran_out_of_memory")
+    refused, false = total("on", "refused"), total("on", "refused_that_fit")
+    names = {"before": "the train before the model (TPE blind to out-of-memory trials)",
+             "off": "`memory_model: false`"}
+    lines = [
+        "# The sweep's memory model against none",
+        "",
+        f"{stamp()}; `{command_line()}`; {note}.",
+        "",
+        "| seed | memory model | trials | ran out of memory | refused | refused that fit | completed | best value | wall s |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append("| " + " | ".join(str(r[k]) for k in r) + " |")
+    m1, lo1, hi1 = best("on")
+    lines.append("")
+    for name, _, _ in arms[:-1]:
+        oom = total(name, "ran_out_of_memory")
+        m0, lo0, hi0 = best(name)
+        lines += [
+            f"- Against {names[name]}: trials that ran out of memory {oom} there, {on_oom} with the model"
+            + (f" ({1 - on_oom / oom:.0%} fewer)" if oom else "")
+            + f"; best value (median over seeds, lowest to highest) {m0:.4f} ({lo0:.4f} to {hi0:.4f}) there, "
+            f"{m1:.4f} ({lo1:.4f} to {hi1:.4f}) with the model; wall time {total(name, 'wall_s'):.0f} s there, "
+            f"{total('on', 'wall_s'):.0f} s with the model.",
+        ]
+    lines.append(
+        f"- Points refused: {refused}; run anyway, {false} of them fit"
+        + (f" ({false / refused:.0%} false refusals)." if refused else ".")
+    )
+    text = "\n".join(lines) + "\n"
+    with open(os.path.join(args.out, "memory_model.md"), "w") as f:
+        f.write(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
