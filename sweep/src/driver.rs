@@ -594,8 +594,15 @@ impl Driver<'_> {
             },
             memory: &self.memory,
             gpus: &self.gpus,
+            packing: self.packing().then_some(self.largest.host).flatten(),
         }
         .launch(&mut self.trials, cap)
+    }
+
+    /// Whether trials are packed by their predicted peaks: a program's
+    /// `--parallel auto` on the CPU, with the memory model on.
+    fn packing(&self) -> bool {
+        self.measuring && self.sweep.space.memory_model && self.slots.all_cpu()
     }
 
     /// Revises the slots from the peaks so far; on GPUs only when a trial
@@ -622,6 +629,7 @@ impl Driver<'_> {
                 .collect();
             gpus_counting(&self.sweep.train, &ours)
         });
+        let packing = self.packing();
         measured::replan(
             &mut self.slots,
             &mut self.largest,
@@ -632,6 +640,7 @@ impl Driver<'_> {
                 available_mib: measured::available_mib(),
                 cores: measured::cores(),
                 gpus: listed.as_deref(),
+                packing,
             },
         );
         if let Some(l) = listed.filter(|l| !l.is_empty()) {

@@ -13,6 +13,7 @@ use crate::journal::{Outcome, Study, TrialRecord, TrialRef};
 use crate::memory_model::{refusal, values_of, Learner, Predicted, Refusal, Resource, Room};
 use crate::outcome::{self, MESSAGE_CHARS};
 use crate::owner;
+use crate::packing::Held;
 use crate::placement;
 use crate::program::{self, Launch};
 use crate::sampler::Sampler;
@@ -48,6 +49,9 @@ pub(crate) struct Starter<'a> {
     /// The GPUs as last read (their free memory with what our trials hold
     /// there): the room a point on one would run in.
     pub gpus: &'a [placement::Gpu],
+    /// Packing by predicted peaks (`packing`), with the largest host peak
+    /// measured so far; None: every free slot starts a trial.
+    pub packing: Option<f64>,
 }
 
 /// The sweep's readings of the cores free (read as a trial on threads
@@ -69,6 +73,7 @@ impl Starter<'_> {
             };
             let room = self.room(slot, trials);
             let mut chosen = None;
+            let mut waiting = false;
             let made = self
                 .storage
                 .claim_trial(self.sweep.study_id, &mut |study| {
@@ -96,13 +101,18 @@ impl Starter<'_> {
                     }
                     let refused =
                         self.refused(&values_of(&values), predicted.as_ref(), from, room.as_ref());
+                    // No room beside the trials running: drawn again later.
+                    if refused.is_none() && !self.admits(predicted.as_ref(), trials) {
+                        waiting = true;
+                        return Ok(None);
+                    }
                     chosen = Some((values, from, blocking, predicted, refused));
                     Ok(Some(record))
                 })?;
             let (Some(made), Some((values, retried_from, blocking, predicted, refused))) =
                 (made, chosen)
             else {
-                return Ok(true);
+                return Ok(!waiting);
             };
             if let (Some(p), Some(r)) = (predicted, refused) {
                 self.refuse(&made, &values, &p, &r)?;
@@ -160,6 +170,28 @@ impl Starter<'_> {
                 crate::room::host(self.sweep.settings.memory_budget_mib, ours)
             }
         }
+    }
+
+    /// Whether a point predicted `predicted` starts now beside `trials`
+    /// (`packing::admits`; always without packing).
+    fn admits(&self, predicted: Option<&Predicted>, trials: &[Running]) -> bool {
+        let Some(largest) = self.packing else {
+            return true;
+        };
+        let held: Vec<Held> = trials
+            .iter()
+            .map(|r| Held {
+                now_mib: r.host_peak_mib(),
+                predicted_mib: r.predicted_mib,
+            })
+            .collect();
+        let ours: f64 = held.iter().filter_map(|h| h.now_mib).sum();
+        let room = self
+            .sweep
+            .settings
+            .memory_budget_mib
+            .unwrap_or(crate::measured::available_mib() + ours);
+        crate::packing::admits(predicted.map(|p| p.at.high_mib), room, &held, largest)
     }
 
     /// Whether a new point (`from`: None) predicted `predicted` is refused
@@ -446,6 +478,7 @@ impl Claimed {
             ending: None,
             crowd: self.crowd,
             launch_blocking: self.blocking,
+            predicted_mib: self.predicted.map(|p| p.at.high_mib),
         }
     }
 }

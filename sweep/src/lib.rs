@@ -58,6 +58,7 @@ pub mod measured;
 pub mod memory_model;
 pub mod outcome;
 pub mod owner;
+mod packing;
 pub mod placement;
 mod plot;
 pub mod program;

@@ -97,6 +97,10 @@ pub(crate) struct Peaks<'a> {
     /// hold there now (memdiag's, `start::gpus_counting`), read when a
     /// trial has just ended; None: not read, the GPU slots stay as they are.
     pub gpus: Option<&'a [Gpu]>,
+    /// Trials are packed by their predicted peaks (`packing`): on the CPU
+    /// the slots' number follows the smallest peak measured, each start
+    /// checked against the room left.
+    pub packing: bool,
 }
 
 /// The largest value of `key` the finished trials recorded.
@@ -107,6 +111,17 @@ fn most(study: &Study, key: &str) -> Option<f64> {
             .iter()
             .filter_map(|t| t.user_attrs.get(key).and_then(|v| v.as_f64())),
     )
+}
+
+/// The smallest value of `key` the finished trials recorded.
+fn least(study: &Study, key: &str) -> Option<f64> {
+    study
+        .trials
+        .iter()
+        .filter(|t| t.state.is_finished())
+        .filter_map(|t| t.user_attrs.get(key).and_then(|v| v.as_f64()))
+        .filter(|v| *v > 0.0)
+        .min_by(f64::total_cmp)
 }
 
 fn largest_of(values: impl Iterator<Item = f64>) -> Option<f64> {
@@ -161,11 +176,20 @@ fn busy(p: &Peaks) -> Vec<usize> {
 }
 
 fn on_cpu(slots: &mut Slots, peak: f64, p: &Peaks) {
+    // Packed by predicted peaks, as many slots as the smallest trial
+    // allows: each start is checked against the room left.
+    let (peak, copy) = match p.packing {
+        true => (
+            least(p.study, "peak_host_pss_mib").unwrap_or(peak),
+            least(p.study, "peak_host_anon_mib"),
+        ),
+        false => (peak, most(p.study, "peak_host_anon_mib")),
+    };
     let plan_with = |cores_busy| {
         placement::measured(&Measured {
             peak_mib: Some(peak),
             gpu_peak_mib: None,
-            copy_mib: most(p.study, "peak_host_anon_mib"),
+            copy_mib: copy,
             cores_busy,
             host_mib: host_mib(p),
             cores: p.cores,
@@ -191,6 +215,11 @@ fn on_cpu(slots: &mut Slots, peak: f64, p: &Peaks) {
     };
     for w in why {
         common::say!("train sweep: placement: {w}");
+    }
+    if p.packing {
+        common::say!(
+            "train sweep: placement: packed by each point's predicted peak: up to {want} at once (as many as the smallest trial, {peak:.0} MiB, allows), each point starting when its predicted peak fits beside the trials running"
+        );
     }
     // Each trial gets its share of the cores (a trial started from now on).
     let threads = placement::cpu_slots(want as u32, p.cores)[0].threads;
@@ -482,8 +511,41 @@ mod tests {
                 available_mib: 0.0,
                 cores: 16,
                 gpus: Some(gpus),
+                packing: false,
             },
         );
+    }
+
+    #[test]
+    fn packed_by_predicted_peaks_the_cpu_slots_follow_the_smallest_trial() {
+        // Trials of 200 and 800 MiB (150 and 700 anonymous) in 1000 MiB:
+        // by the largest, one at a time; packed, as many as the smallest
+        // allows (each start then checked against the room left).
+        let small = [("peak_host_pss_mib", 200.0), ("peak_host_anon_mib", 150.0)];
+        let big = [("peak_host_pss_mib", 800.0), ("peak_host_anon_mib", 700.0)];
+        let mut study = ended(0.0);
+        study.trials = vec![
+            trial(0, TrialState::Complete, &small),
+            trial(1, TrialState::Complete, &big),
+        ];
+        let open = |packing| {
+            let mut s = Slots::new(placement::cpu_slots(1, 16), false);
+            replan(
+                &mut s,
+                &mut Largest::default(),
+                &Peaks {
+                    study: &study,
+                    running: &[],
+                    memory_budget_mib: Some(1000.0),
+                    available_mib: 0.0,
+                    cores: 16,
+                    gpus: None,
+                    packing,
+                },
+            );
+            s.open()
+        };
+        assert_eq!((open(false), open(true)), (1, 5));
     }
 
     #[test]
@@ -513,6 +575,7 @@ mod tests {
                 available_mib: 0.0,
                 cores: 16,
                 gpus: None,
+                packing: false,
             },
         );
         assert_eq!(s.open(), 1);

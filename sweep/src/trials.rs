@@ -60,6 +60,9 @@ pub(crate) struct Running {
     pub crowd: usize,
     /// It runs with CUDA_LAUNCH_BLOCKING=1 (a device-side assert's rerun).
     pub launch_blocking: bool,
+    /// The high end of its predicted peak as it started (packing keeps
+    /// room for it); None: not predicted.
+    pub predicted_mib: Option<f64>,
 }
 
 impl Running {

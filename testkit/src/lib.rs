@@ -290,7 +290,8 @@ impl CmdResult {
 }
 
 /// Every trial as Optuna sees it: number, state, params, value,
-/// intermediate values, user attributes.
+/// intermediate values, user attributes, start and complete (seconds
+/// since the epoch, null if not set).
 pub fn optuna_trials(dir: &Path, study: &str) -> serde_json::Value {
     let script = r#"
 import json, sys
@@ -303,7 +304,9 @@ storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBack
 s = optuna.load_study(study_name=sys.argv[2], storage=storage)
 print(json.dumps([{"number": t.number, "state": t.state.name, "params": t.params,
     "value": t.value, "intermediate": {str(k): v for k, v in t.intermediate_values.items()},
-    "user_attrs": t.user_attrs} for t in s.trials]))
+    "user_attrs": t.user_attrs,
+    "start": t.datetime_start.timestamp() if t.datetime_start else None,
+    "complete": t.datetime_complete.timestamp() if t.datetime_complete else None} for t in s.trials]))
 "#;
     let out = Command::new(python())
         .args(["-c", script])

@@ -143,3 +143,80 @@ fn held_out_trials_of_a_real_sweep_are_predicted_within_15_percent() {
         "{got:?}, reached {reached}, largest {largest}"
     );
 }
+
+/// Holds `mib` MiB for 1.5 s.
+const SLEEPER: &str = "import sys, time\n\
+mib = int(sys.argv[1].split('=')[1])\n\
+b = bytearray(b'\\x01') * (mib << 20)\n\
+time.sleep(1.5)\n\
+print('valid loss', 1.0 / mib, flush=True)\n";
+
+#[test]
+fn trials_are_packed_by_their_predicted_peaks() {
+    // Points of 100 and 400 MiB in a budget of 700 MiB: by the largest
+    // peak one at a time; packed by prediction, two small ones or a small
+    // and a big one share, two big ones never do.
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    write(d, "sleeper.py", SLEEPER);
+    write(
+        d,
+        "space.yaml",
+        "program: sleeper.py\nmethod: random\nmetric: {name: loss, regex: 'valid loss\\s+([0-9.e-]+)'}\n\
+         parameters:\n  mib: {values: [100, 400]}\n",
+    );
+    let out = sweep(
+        d,
+        &[
+            "--space",
+            "space.yaml",
+            "--out",
+            "p",
+            "--trials",
+            "12",
+            "--seed",
+            "2",
+            "--memory-budget",
+            "700",
+            "--interpreter",
+            &py(),
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("placement: packed by each point's predicted peak: up to "),
+        "{err}"
+    );
+    let trials = optuna_trials(&d.join("p"), "p");
+    let trials = trials.as_array().unwrap();
+    assert_eq!(trials.len(), 12);
+    let mib = |t: &Value| t["params"]["mib"].as_i64().unwrap();
+    let span = |t: &Value| {
+        (
+            t["start"].as_f64().unwrap(),
+            t["complete"].as_f64().unwrap(),
+        )
+    };
+    let overlap = |a: &Value, b: &Value| {
+        let ((s1, e1), (s2, e2)) = (span(a), span(b));
+        s1 < e2 && s2 < e1
+    };
+    let mut shared = 0;
+    for (i, a) in trials.iter().enumerate() {
+        assert_eq!(a["state"], "COMPLETE", "{a}\n{err}");
+        for b in &trials[i + 1..] {
+            if overlap(a, b) {
+                shared += 1;
+                assert!(
+                    mib(a) + mib(b) < 800,
+                    "two big trials at once: {a} {b}\n{err}"
+                );
+            }
+        }
+    }
+    assert!(
+        shared > 0,
+        "no two trials ever ran at once: {trials:?}\n{err}"
+    );
+}
