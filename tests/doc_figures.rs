@@ -70,3 +70,58 @@ fn the_wheels_figures_are_the_last_runs() {
         );
     }
 }
+
+/// A results CSV's rows as column -> value.
+fn rows_of(path: &str) -> Vec<std::collections::HashMap<String, String>> {
+    let text = read(path);
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().expect("a header").split(',').collect();
+    lines
+        .map(|l| {
+            header
+                .iter()
+                .zip(l.split(','))
+                .map(|(h, c)| (h.to_string(), c.to_string()))
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn the_memory_models_figures_are_the_last_runs() {
+    let rows = rows_of("bench/results/memory_model.csv");
+    let total = |arm: &str, key: &str| -> f64 {
+        rows.iter()
+            .filter(|r| r["memory_model"] == arm)
+            .map(|r| number(r, key))
+            .sum()
+    };
+    let (before, off, on) = (
+        total("before", "ran_out_of_memory"),
+        total("off", "ran_out_of_memory"),
+        total("on", "ran_out_of_memory"),
+    );
+    let (refused, fit) = (total("on", "refused"), total("on", "refused_that_fit"));
+    let path = "bench/README.md";
+    // Compared with every run of white space as one space: lines wrap.
+    let flat = |t: &str| t.split_whitespace().collect::<Vec<_>>().join(" ");
+    let text = flat(&read(path));
+    let say = |figure: String| {
+        assert!(
+            text.contains(&flat(&figure)),
+            "{path} does not quote \"{figure}\" from bench/results/memory_model.csv: update it or re-run bench/memory_model.py"
+        )
+    };
+    say(format!(
+        "| before issue 43 (TPE blind to out-of-memory trials) | {before} |"
+    ));
+    say(format!(
+        "| `memory_model: false` (TPE ranks them infeasible) | {off} |"
+    ));
+    say(format!("| memory model on | {on} | {refused} | {fit} |"));
+    say(format!(
+        "{:.0}% fewer trials ran out of memory than before issue 43 ({:.0}% fewer",
+        100.0 * (1.0 - on / before),
+        100.0 * (1.0 - on / off)
+    ));
+}

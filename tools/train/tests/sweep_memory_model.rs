@@ -220,3 +220,66 @@ fn trials_are_packed_by_their_predicted_peaks() {
         "no two trials ever ran at once: {trials:?}\n{err}"
     );
 }
+
+#[test]
+fn a_hugging_face_trainer_sweeps_peaks_are_predicted_within_15_percent() {
+    // examples/hf_trainer/train.py (transformers' Trainer, a wide MLP on
+    // the CPU) over its hidden layer's width and the batch: each trial
+    // held out in turn, the model fitted on the others predicts its PSS
+    // peak (torch and transformers' own few hundred MiB included).
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let script =
+        std::fs::read_to_string(testkit::repo_path("examples/hf_trainer/train.py")).unwrap();
+    write(d, "train.py", &script);
+    write(
+        d,
+        "space.yaml",
+        "program: train.py\nmethod: grid\nmetric: {name: final_loss}\nworking_dir: trial\n\
+         parameters:\n  hidden_size: {values: [65536, 262144, 1048576]}\n\
+         \x20\x20per_device_train_batch_size: {values: [8, 32]}\n  max_steps: {value: 4}\n\
+         \x20\x20output_dir: {value: out}\n  report_to: {value: none}\n",
+    );
+    let out = sweep(
+        d,
+        &[
+            "--space",
+            "space.yaml",
+            "--out",
+            "s",
+            "--parallel",
+            "1",
+            "--interpreter",
+            &py(),
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let trials = optuna_trials(&d.join("s"), "s");
+    let trials: Vec<&Value> = trials.as_array().unwrap().iter().collect();
+    assert_eq!(trials.len(), 6, "{err}");
+    let peak = |t: &Value| t["user_attrs"]["peak_host_pss_mib"].as_f64().unwrap();
+    let mut errors: Vec<f64> = (0..trials.len())
+        .map(|out| {
+            let mut m = MemoryModel::default();
+            for (i, t) in trials.iter().enumerate() {
+                if i != out {
+                    m.add_measured(&params_of(t), peak(t));
+                }
+            }
+            let got = m.fit().unwrap().predict(&params_of(trials[out])).peak_mib;
+            (got / peak(trials[out]) - 1.0).abs()
+        })
+        .collect();
+    errors.sort_by(f64::total_cmp);
+    let median = errors[errors.len() / 2];
+    let seen: Vec<(String, f64)> = trials
+        .iter()
+        .map(|t| (t["params"].to_string(), peak(t)))
+        .collect();
+    eprintln!("Trainer sweep: median held-out error {median:.3}: {errors:?}\n{seen:?}");
+    assert!(
+        median <= 0.15,
+        "median error {median:.3}: {errors:?}\n{seen:?}"
+    );
+}
