@@ -125,3 +125,41 @@ fn the_memory_models_figures_are_the_last_runs() {
         100.0 * (1.0 - on / off)
     ));
 }
+
+#[test]
+fn the_packing_figures_are_the_last_runs() {
+    let rows = rows_of("bench/results/packing.csv");
+    let rates = |by: &str| -> Vec<f64> {
+        rows.iter()
+            .filter(|r| r["packed_by"] == by)
+            .map(|r| number(r, "trials_per_hour"))
+            .collect()
+    };
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let (largest, predicted) = (rates("largest peak"), rates("prediction"));
+    let ratios: Vec<f64> = largest.iter().zip(&predicted).map(|(l, p)| p / l).collect();
+    let (lo, hi) = ratios
+        .iter()
+        .fold((f64::MAX, 0.0f64), |(a, b), r| (a.min(*r), b.max(*r)));
+    let (ml, mp) = (median(largest), median(predicted));
+    let text = read("bench/README.md")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    for figure in [
+        format!("| packed by the largest peak | {ml:.0} |"),
+        format!("| packed by each point's predicted peak | {mp:.0} |"),
+        format!(
+            "{:.2}x the trials per hour (per seed {lo:.2}x to {hi:.2}x)",
+            mp / ml
+        ),
+    ] {
+        assert!(
+            text.contains(&figure),
+            "bench/README.md does not quote \"{figure}\" from bench/results/packing.csv: update it or re-run bench/packing.py"
+        );
+    }
+}

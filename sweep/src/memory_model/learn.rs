@@ -95,6 +95,8 @@ pub struct Learner {
     fits: [Option<super::Fit>; 2],
     /// Each resource's trials that ran out of memory: number, values.
     ran_out: [Vec<(u64, Map<String, Value>)>; 2],
+    /// Trials before this index are all seen finished.
+    settled: usize,
 }
 
 /// A trial that ran out of memory whose point another point needs at
@@ -124,10 +126,12 @@ fn slot_of(resource: Resource) -> usize {
 }
 
 impl Learner {
-    /// Learns from the finished trials it has not seen. (A pass over the
-    /// trials; what each adds to the sums is counted once.)
+    /// Learns from the finished trials it has not seen, `trials` in number
+    /// order. The pass starts at the first trial not yet seen finished, so
+    /// a turn costs the trials still running and the new ones, not the
+    /// study's length; what each adds to the sums is counted once.
     pub fn update(&mut self, trials: &[Trial]) {
-        for t in trials {
+        for t in trials.iter().skip(self.settled) {
             if !t.state.is_finished() || self.seen.contains(&t.number) {
                 continue;
             }
@@ -143,6 +147,12 @@ impl Learner {
                     }
                 }
             }
+        }
+        while trials
+            .get(self.settled)
+            .is_some_and(|t| self.seen.contains(&t.number))
+        {
+            self.settled += 1;
         }
     }
 

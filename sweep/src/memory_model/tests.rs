@@ -348,6 +348,15 @@ mod learn {
                 t
             })
             .collect();
+        // The first still running while later ones ended (out of order):
+        // it is learned once it ends.
+        trials[0].state = TrialState::Running;
+        l.update(&trials);
+        trials[0].state = TrialState::Complete;
+        l.update(&trials);
+        let all = l.predict(&values_of(&trials[0].params), Resource::Host);
+        assert_eq!(all.map(|p| p.trials), Some(3), "{all:?}");
+        let mut l = Learner::default();
         trials[2].state = TrialState::Running;
         let point = values_of(&trials[0].params);
         l.update(&trials);
