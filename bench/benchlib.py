@@ -94,3 +94,49 @@ def cfgcheck_result(cfgcheck, config):
 def estimate_lines(cfgcheck, config):
     """The estimate's lines for one config, as {component: MiB}."""
     return {line["component"]: line["mib"] for line in cfgcheck_result(cfgcheck, config)["estimate"]["lines"]}
+
+
+# Every trial of a journal's study as Optuna loads it: state, params, value,
+# error class.
+_LOAD_TRIALS = """import json, sys, optuna
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(sys.argv[1]))
+s = optuna.load_study(study_name=sys.argv[2], storage=storage)
+print(json.dumps([{"state": t.state.name, "params": t.params, "value": t.value,
+    "class": t.user_attrs.get("error_class")} for t in s.trials]))
+"""
+
+
+def program_sweep(train, python, program, space, flags):
+    """`train sweep` of `program` (written as hold.py) over `space` (a
+    space.yaml's text) with `flags`, in a fresh directory: (its trials as
+    Optuna loads them, its wall seconds). A failed sweep ends the benchmark
+    with its stderr."""
+    with tempfile.TemporaryDirectory() as d:
+        with open(os.path.join(d, "hold.py"), "w") as f:
+            f.write(program)
+        with open(os.path.join(d, "space.yaml"), "w") as f:
+            f.write(space)
+        cmd = [train, "sweep", "--space", "space.yaml", "--out", "s", "--interpreter", python] + flags
+        t0 = time.monotonic()
+        run = subprocess.run(cmd, cwd=d, capture_output=True, text=True)
+        wall = time.monotonic() - t0
+        if run.returncode != 0:
+            sys.exit(f"train sweep failed ({run.returncode}):\n{run.stderr[-3000:]}")
+        out = subprocess.run([python, "-c", _LOAD_TRIALS, os.path.join(d, "s", "journal.log"), "s"],
+                             capture_output=True, text=True, check=True)
+        return json.loads(out.stdout), wall
+
+
+def write_results(out, name, rows, text):
+    """`rows` as out/NAME.csv and `text` as out/NAME.md; `text` printed."""
+    import csv
+
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, f"{name}.csv"), "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    with open(os.path.join(out, f"{name}.md"), "w") as f:
+        f.write(text)
+    print(text)

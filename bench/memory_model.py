@@ -21,16 +21,13 @@ bench/results/memory_model.{csv,md}.
 """
 
 import argparse
-import csv
-import json
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
-from benchlib import command_line, load_note, stamp
+from benchlib import command_line, load_note, program_sweep, stamp, write_results
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -54,34 +51,12 @@ metric: {{name: loss, regex: 'valid loss\\s+([0-9.e-]+)'}}
   width: {{distribution: int_uniform, min: 16, max: 160}}
 """
 
-LOAD = """import json, sys, optuna
-optuna.logging.set_verbosity(optuna.logging.WARNING)
-storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(sys.argv[1]))
-s = optuna.load_study(study_name=sys.argv[2], storage=storage)
-print(json.dumps([{"state": t.state.name, "params": t.params, "value": t.value,
-    "class": t.user_attrs.get("error_class")} for t in s.trials]))
-"""
-
-
 def sweep(train, python, seed, trials, key):
     """One sweep (`key`: the space's memory_model line, or none): (its
     trials as Optuna loads them, its wall seconds)."""
-    with tempfile.TemporaryDirectory() as d:
-        with open(os.path.join(d, "hold.py"), "w") as f:
-            f.write(PROGRAM)
-        with open(os.path.join(d, "space.yaml"), "w") as f:
-            f.write(SPACE.format(key=key))
-        cmd = [train, "sweep", "--space", "space.yaml", "--out", "s", "--parallel", "1",
-               "--trials", str(trials), "--seed", str(seed), "--interpreter", python,
-               "--max-consecutive-failures", "0"]
-        t0 = time.monotonic()
-        run = subprocess.run(cmd, cwd=d, capture_output=True, text=True)
-        wall = time.monotonic() - t0
-        if run.returncode != 0:
-            sys.exit(f"train sweep failed ({run.returncode}):\n{run.stderr[-3000:]}")
-        out = subprocess.run([python, "-c", LOAD, os.path.join(d, "s", "journal.log"), "s"],
-                             capture_output=True, text=True, check=True)
-        return json.loads(out.stdout), wall
+    flags = ["--parallel", "1", "--trials", str(trials), "--seed", str(seed),
+             "--max-consecutive-failures", "0"]
+    return program_sweep(train, python, PROGRAM, SPACE.format(key=key), flags)
 
 
 def fits(python, params):
@@ -129,12 +104,6 @@ def main():
             }
             print(row, flush=True)
             rows.append(row)
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "memory_model.csv"), "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-
     def arm(on):
         return [r for r in rows if r["memory_model"] == on]
 
@@ -175,10 +144,7 @@ def main():
         f"- Points refused: {refused}; run anyway, {false} of them fit"
         + (f" ({false / refused:.0%} false refusals)." if refused else ".")
     )
-    text = "\n".join(lines) + "\n"
-    with open(os.path.join(args.out, "memory_model.md"), "w") as f:
-        f.write(text)
-    print(text)
+    write_results(args.out, "memory_model", rows, "\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

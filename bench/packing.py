@@ -15,16 +15,11 @@ bench/results/packing.{csv,md}.
 """
 
 import argparse
-import csv
-import json
 import os
 import statistics
-import subprocess
 import sys
-import tempfile
-import time
 
-from benchlib import command_line, load_note, stamp
+from benchlib import command_line, load_note, program_sweep, stamp, write_results
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -43,31 +38,10 @@ parameters:
   mib: {{values: [100, 400]}}
 """
 
-LOAD = """import json, sys, optuna
-optuna.logging.set_verbosity(optuna.logging.WARNING)
-storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(sys.argv[1]))
-s = optuna.load_study(study_name=sys.argv[2], storage=storage)
-print(json.dumps([{"state": t.state.name, "class": t.user_attrs.get("error_class")} for t in s.trials]))
-"""
-
-
 def sweep(train, python, seed, trials, on):
-    """One sweep: (its trials' states and classes, its wall seconds)."""
-    with tempfile.TemporaryDirectory() as d:
-        with open(os.path.join(d, "hold.py"), "w") as f:
-            f.write(PROGRAM)
-        with open(os.path.join(d, "space.yaml"), "w") as f:
-            f.write(SPACE.format(on="true" if on else "false"))
-        cmd = [train, "sweep", "--space", "space.yaml", "--out", "s", "--trials", str(trials),
-               "--seed", str(seed), "--interpreter", python, "--memory-budget", "700"]
-        t0 = time.monotonic()
-        run = subprocess.run(cmd, cwd=d, capture_output=True, text=True)
-        wall = time.monotonic() - t0
-        if run.returncode != 0:
-            sys.exit(f"train sweep failed ({run.returncode}):\n{run.stderr[-3000:]}")
-        out = subprocess.run([python, "-c", LOAD, os.path.join(d, "s", "journal.log"), "s"],
-                             capture_output=True, text=True, check=True)
-        return json.loads(out.stdout), wall
+    """One sweep: (its trials as Optuna loads them, its wall seconds)."""
+    flags = ["--trials", str(trials), "--seed", str(seed), "--memory-budget", "700"]
+    return program_sweep(train, python, PROGRAM, SPACE.format(on="true" if on else "false"), flags)
 
 
 def main():
@@ -95,12 +69,6 @@ def main():
             }
             print(row, flush=True)
             rows.append(row)
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "packing.csv"), "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-
     def arm(by):
         return [r for r in rows if r["packed_by"] == by]
 
@@ -126,10 +94,7 @@ def main():
         f"(per seed {min(ratios):.2f}x to {max(ratios):.2f}x).",
         f"- Trials that ran out of memory: {ooms['largest peak']} by the largest peak, {ooms['prediction']} by prediction.",
     ]
-    text = "\n".join(lines) + "\n"
-    with open(os.path.join(args.out, "packing.md"), "w") as f:
-        f.write(text)
-    print(text)
+    write_results(args.out, "packing", rows, "\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

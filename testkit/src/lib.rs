@@ -55,6 +55,25 @@ pub fn guide_chapters() -> String {
         .join("\n")
 }
 
+/// A Python program that holds `--rows` × `--width` MiB under an
+/// address-space limit (RLIMIT_AS) of what it maps at start plus
+/// `room_mib`, for `sleep_s` seconds, then reports `valid loss 1/MiB`:
+/// the memory model's real trials, a point too big dying of a real
+/// MemoryError.
+pub fn hold_rows_width(room_mib: u32, sleep_s: f64) -> String {
+    format!(
+        "import resource, sys, time\n\
+args = dict(a.lstrip('-').split('=') for a in sys.argv[1:])\n\
+mib = int(args['rows']) * int(args['width'])\n\
+pages = int(open('/proc/self/statm').read().split()[0])\n\
+limit = pages * resource.getpagesize() + ({room_mib} << 20)\n\
+resource.setrlimit(resource.RLIMIT_AS, (limit, limit))\n\
+b = bytearray(b'\\x01') * (mib << 20)\n\
+time.sleep({sleep_s})\n\
+print('valid loss', 1.0 / mib, flush=True)\n"
+    )
+}
+
 /// `python()` as a command-line argument (`--interpreter`).
 pub fn python_arg() -> String {
     python().display().to_string()

@@ -11,27 +11,39 @@ use serde_json::{Map, Value};
 use sweep::memory_model::MemoryModel;
 use testkit::{optuna_trials, python_arg as py, train_sweep as sweep, write};
 
-/// Holds rows × width MiB (the width in MiB per row), under an address
-/// limit of what it maps plus 1200 MiB, then reports.
-const PROGRAM: &str = "import resource, sys, time\n\
-args = dict(a.lstrip('-').split('=') for a in sys.argv[1:])\n\
-mib = int(args['rows']) * int(args['width'])\n\
-pages = int(open('/proc/self/statm').read().split()[0])\n\
-limit = pages * resource.getpagesize() + (1200 << 20)\n\
-resource.setrlimit(resource.RLIMIT_AS, (limit, limit))\n\
-b = bytearray(b'\\x01') * (mib << 20)\n\
-time.sleep(1.2)\n\
-print('valid loss', 1.0 / mib, flush=True)\n";
-
 fn params_of(t: &Value) -> Map<String, Value> {
     t["params"].as_object().unwrap().clone()
+}
+
+fn peak(t: &Value) -> f64 {
+    t["user_attrs"]["peak_host_pss_mib"].as_f64().unwrap()
+}
+
+/// Each trial held out in turn, predicted by the model fitted on the
+/// others: the median of |predicted / measured - 1|, and all of them.
+fn held_out(trials: &[&Value]) -> (f64, Vec<f64>) {
+    let mut errors: Vec<f64> = (0..trials.len())
+        .map(|out| {
+            let mut m = MemoryModel::default();
+            for (i, t) in trials.iter().enumerate() {
+                if i != out {
+                    m.add_measured(&params_of(t), peak(t));
+                }
+            }
+            let got = m.fit().unwrap().predict(&params_of(trials[out])).peak_mib;
+            (got / peak(trials[out]) - 1.0).abs()
+        })
+        .collect();
+    errors.sort_by(f64::total_cmp);
+    (errors[errors.len() / 2], errors)
 }
 
 #[test]
 fn held_out_trials_of_a_real_sweep_are_predicted_within_15_percent() {
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
-    write(d, "hold.py", PROGRAM);
+    // rows × width MiB under an address limit of its start plus 1200 MiB.
+    write(d, "hold.py", &testkit::hold_rows_width(1200, 1.2));
     write(
         d,
         "space.yaml",
@@ -61,7 +73,6 @@ fn held_out_trials_of_a_real_sweep_are_predicted_within_15_percent() {
         .iter()
         .partition(|t| t["user_attrs"]["error_class"] == "out-of-memory");
     assert_eq!(ooms.len(), 1, "{trials:?}");
-    let peak = |t: &Value| t["user_attrs"]["peak_host_pss_mib"].as_f64().unwrap();
     // From the fourth trial on (3 measured), each trial's block and its
     // record give its predicted peak, and the interval holds its low end
     // below the high one.
@@ -83,20 +94,7 @@ fn held_out_trials_of_a_real_sweep_are_predicted_within_15_percent() {
             "{a}"
         );
     }
-    let mut errors: Vec<f64> = (0..fitted.len())
-        .map(|out| {
-            let mut m = MemoryModel::default();
-            for (i, t) in fitted.iter().enumerate() {
-                if i != out {
-                    m.add_measured(&params_of(t), peak(t));
-                }
-            }
-            let got = m.fit().unwrap().predict(&params_of(fitted[out])).peak_mib;
-            (got / peak(fitted[out]) - 1.0).abs()
-        })
-        .collect();
-    errors.sort_by(f64::total_cmp);
-    let median = errors[errors.len() / 2];
+    let (median, errors) = held_out(&fitted);
     eprintln!("median held-out error {median:.3}");
     let seen: Vec<(String, f64)> = fitted
         .iter()
@@ -237,7 +235,7 @@ fn a_hugging_face_trainer_sweeps_peaks_are_predicted_within_15_percent() {
         "space.yaml",
         "program: train.py\nmethod: grid\nmetric: {name: final_loss}\nworking_dir: trial\n\
          parameters:\n  hidden_size: {values: [65536, 262144, 1048576]}\n\
-         \x20\x20per_device_train_batch_size: {values: [8, 32]}\n  max_steps: {value: 4}\n\
+         \x20\x20per_device_train_batch_size: {values: [8, 16, 32]}\n  max_steps: {value: 16}\n\
          \x20\x20output_dir: {value: out}\n  report_to: {value: none}\n",
     );
     let out = sweep(
@@ -257,22 +255,8 @@ fn a_hugging_face_trainer_sweeps_peaks_are_predicted_within_15_percent() {
     assert_eq!(out.status.code(), Some(0), "{err}");
     let trials = optuna_trials(&d.join("s"), "s");
     let trials: Vec<&Value> = trials.as_array().unwrap().iter().collect();
-    assert_eq!(trials.len(), 6, "{err}");
-    let peak = |t: &Value| t["user_attrs"]["peak_host_pss_mib"].as_f64().unwrap();
-    let mut errors: Vec<f64> = (0..trials.len())
-        .map(|out| {
-            let mut m = MemoryModel::default();
-            for (i, t) in trials.iter().enumerate() {
-                if i != out {
-                    m.add_measured(&params_of(t), peak(t));
-                }
-            }
-            let got = m.fit().unwrap().predict(&params_of(trials[out])).peak_mib;
-            (got / peak(trials[out]) - 1.0).abs()
-        })
-        .collect();
-    errors.sort_by(f64::total_cmp);
-    let median = errors[errors.len() / 2];
+    assert_eq!(trials.len(), 9, "{err}");
+    let (median, errors) = held_out(&trials);
     let seen: Vec<(String, f64)> = trials
         .iter()
         .map(|t| (t["params"].to_string(), peak(t)))

@@ -12,19 +12,9 @@ use testkit::{
     bin, optuna_trials, python, python_arg as py, train_sweep as sweep, wait_until, write,
 };
 
-/// Holds rows × width MiB under an address limit of what it maps at start
-/// plus 900 MiB (640 fits, 1280 does not), then reports 1/MiB: the bigger
-/// the better, so the search is drawn to the edge of what fits.
-const PROGRAM: &str = "import resource, sys, time\n\
-args = dict(a.lstrip('-').split('=') for a in sys.argv[1:])\n\
-mib = int(args['rows']) * int(args['width'])\n\
-pages = int(open('/proc/self/statm').read().split()[0])\n\
-limit = pages * resource.getpagesize() + (900 << 20)\n\
-resource.setrlimit(resource.RLIMIT_AS, (limit, limit))\n\
-b = bytearray(b'\\x01') * (mib << 20)\n\
-time.sleep(0.4)\n\
-print('valid loss', 1.0 / mib, flush=True)\n";
-
+/// The trials hold rows × width MiB under an address limit of what they
+/// map at start plus 900 MiB (640 fits, 1280 does not) and report 1/MiB:
+/// the bigger the better, so the search is drawn to the edge of what fits.
 const SPACE: &str = "program: hold.py\nmethod: random\n\
 metric: {name: loss, regex: 'valid loss\\s+([0-9.e-]+)'}\n\
 parameters:\n  rows: {values: [1, 2, 4, 8]}\n  width: {values: [80, 160, 320, 640]}\n\
@@ -38,7 +28,7 @@ fn class(t: &Value) -> &str {
 fn points_predicted_not_to_fit_are_refused_and_would_not_have_fit() {
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
-    write(d, "hold.py", PROGRAM);
+    write(d, "hold.py", &testkit::hold_rows_width(900, 0.4));
     write(d, "space.yaml", SPACE);
     // Stopped (SIGTERM) once 9 trials have started, then resumed.
     let log = std::fs::File::create(d.join("first.err")).unwrap();
