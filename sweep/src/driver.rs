@@ -89,8 +89,7 @@ pub fn run(args: &Args, train: &Path, libtorch: bool, stop: &Interrupter) -> any
     }
     // Under Slurm, Slurm placed this worker: it runs where it was put.
     let in_slurm = mode == Mode::Worker && crate::slurm::task_from_env().is_some();
-    // The GPUs memdiag sees, with their free memory (none read where Slurm
-    // places the workers).
+    // The GPUs memdiag sees (none where Slurm places the workers).
     let gpus = match args.slurm || in_slurm {
         true => Vec::new(),
         false => gpus(train),

@@ -72,19 +72,7 @@ impl Reader<'_> {
             None => None,
             Some(v) => Some(self.hyperband(v)?),
         };
-        let memory_model = match get("memory_model") {
-            None => true,
-            Some(Value::Bool(b)) => *b,
-            Some(v) => {
-                return Err(self.err(
-                    "memory_model",
-                    format!(
-                        "expected true (predict each point's peak, and refuse a point predicted not to fit) or false (run every point), found {}",
-                        show(v)
-                    ),
-                ))
-            }
-        };
+        let memory_model = self.memory_model(get("memory_model"))?;
         Ok(Space {
             method,
             metric,
@@ -94,6 +82,21 @@ impl Reader<'_> {
             program,
             memory_model,
         })
+    }
+
+    /// trainguard's `memory_model: true|false` (true when absent).
+    fn memory_model(&self, v: Option<&Value>) -> anyhow::Result<bool> {
+        match v {
+            None => Ok(true),
+            Some(Value::Bool(b)) => Ok(*b),
+            Some(v) => Err(self.err(
+                "memory_model",
+                format!(
+                    "expected true (predict each point's peak, and refuse a point predicted not to fit) or false (run every point), found {}",
+                    show(v)
+                ),
+            )),
+        }
     }
 
     /// trainguard's `bayes: {variant: multivariate|univariate}`: which TPE
