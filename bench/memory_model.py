@@ -51,21 +51,43 @@ metric: {{name: loss, regex: 'valid loss\\s+([0-9.e-]+)'}}
   width: {{distribution: int_uniform, min: 16, max: 160}}
 """
 
-def sweep(train, python, seed, trials, key):
+# --hf: examples/hf_trainer/train.py (transformers' Trainer, a wide MLP on
+# the CPU) over its hidden layer's width and the batch, under an address
+# limit of what it maps once built plus 450 MiB: hidden x batch of 2^25 and
+# more (10 of the 36 points) cannot fit.
+HF_PROGRAM = os.path.join(HERE, "..", "examples", "hf_trainer", "train.py")
+HF_FIXED = {"max_steps": 8, "output_dir": "out", "report_to": "none", "memory_budget_mib": 450}
+HF_SPACE = """program: hold.py
+method: bayes
+metric: {{name: final_loss}}
+working_dir: trial
+{key}parameters:
+  hidden_size: {{values: [65536, 131072, 262144, 524288, 1048576, 2097152]}}
+  per_device_train_batch_size: {{values: [4, 8, 16, 32, 64, 128]}}
+""" + "".join(f"  {k}: {{{{value: {v}}}}}\n" for k, v in HF_FIXED.items())
+
+
+def sweep(train, python, seed, trials, key, hf):
     """One sweep (`key`: the space's memory_model line, or none): (its
     trials as Optuna loads them, its wall seconds)."""
     flags = ["--parallel", "1", "--trials", str(trials), "--seed", str(seed),
              "--max-consecutive-failures", "0"]
+    if hf:
+        with open(HF_PROGRAM) as f:
+            return program_sweep(train, python, f.read(), HF_SPACE.format(key=key), flags)
     return program_sweep(train, python, PROGRAM, SPACE.format(key=key), flags)
 
 
-def fits(python, params):
-    """Whether the point runs to its end, run anyway."""
+def fits(python, params, hf):
+    """Whether the point runs to its end, run anyway (its flags as the
+    sweep gave them)."""
     with tempfile.TemporaryDirectory() as d:
+        program = open(HF_PROGRAM).read() if hf else PROGRAM
         with open(os.path.join(d, "hold.py"), "w") as f:
-            f.write(PROGRAM)
-        run = subprocess.run([python, "hold.py", f"--rows={params['rows']}",
-                              f"--width={params['width']}"], cwd=d, capture_output=True)
+            f.write(program)
+        values = dict(params, **(HF_FIXED if hf else {}))
+        run = subprocess.run([python, "hold.py"] + [f"--{k}={v}" for k, v in values.items()],
+                             cwd=d, capture_output=True)
         return run.returncode == 0
 
 
@@ -77,20 +99,24 @@ def main():
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--trials", type=int, default=30)
     ap.add_argument("--out", default=os.path.join(HERE, "results"))
+    ap.add_argument("--hf", action="store_true",
+                    help="the Hugging Face Trainer example instead of the rows x width script")
+    ap.add_argument("--arms", default="before,off,on", help="which of before, off, on to run")
     args = ap.parse_args()
     train = os.path.abspath(args.train)
     note = load_note()
     arms = [("off", train, "memory_model: false\n"), ("on", train, "memory_model: true\n")]
     if args.before:
         arms.insert(0, ("before", os.path.abspath(args.before), ""))
+    arms = [a for a in arms if a[0] in args.arms.split(",")]
     rows = []
     for seed in range(1, args.seeds + 1):
         for name, binary, key in arms:
-            trials, wall = sweep(binary, args.python, seed, args.trials, key)
+            trials, wall = sweep(binary, args.python, seed, args.trials, key, args.hf)
             ran_out = sum(t["class"] == "out-of-memory" for t in trials)
             refused = [t for t in trials if t["class"] == "predicted-out-of-memory"]
             values = [t["value"] for t in trials if t["state"] == "COMPLETE" and t["value"] is not None]
-            would_fit = sum(fits(args.python, t["params"]) for t in refused)
+            would_fit = sum(fits(args.python, t["params"], args.hf) for t in refused)
             row = {
                 "seed": seed,
                 "memory_model": name,
@@ -119,7 +145,7 @@ def main():
     names = {"before": "the train before the model (TPE blind to out-of-memory trials)",
              "off": "`memory_model: false`"}
     lines = [
-        "# The sweep's memory model against none",
+        "# The sweep's memory model against none" + (" (the Hugging Face Trainer example)" if args.hf else ""),
         "",
         f"{stamp()}; `{command_line()}`; {note}.",
         "",
@@ -144,7 +170,8 @@ def main():
         f"- Points refused: {refused}; run anyway, {false} of them fit"
         + (f" ({false / refused:.0%} false refusals)." if refused else ".")
     )
-    write_results(args.out, "memory_model", rows, "\n".join(lines) + "\n")
+    name = "memory_model_hf" if args.hf else "memory_model"
+    write_results(args.out, name, rows, "\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

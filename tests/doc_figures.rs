@@ -163,3 +163,36 @@ fn the_packing_figures_are_the_last_runs() {
         );
     }
 }
+
+#[test]
+fn the_trainer_memory_models_figures_are_the_last_runs() {
+    let rows = rows_of("bench/results/memory_model_hf.csv");
+    let total = |arm: &str, key: &str| -> f64 {
+        rows.iter()
+            .filter(|r| r["memory_model"] == arm)
+            .map(|r| number(r, key))
+            .sum()
+    };
+    let (before, on) = (
+        total("before", "ran_out_of_memory"),
+        total("on", "ran_out_of_memory"),
+    );
+    let (refused, fit) = (total("on", "refused"), total("on", "refused_that_fit"));
+    let text = read("bench/README.md")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    for figure in [
+        format!("| before issue 43 | {before} | 0 | 0 |"),
+        format!("| memory model on | {on} | {refused} | {fit} |"),
+        format!(
+            "{:.0}% fewer trials ran out of memory with the model",
+            100.0 * (1.0 - on / before)
+        ),
+    ] {
+        assert!(
+            text.contains(&figure),
+            "bench/README.md does not quote \"{figure}\" from bench/results/memory_model_hf.csv: update it or re-run bench/memory_model.py --hf"
+        );
+    }
+}
