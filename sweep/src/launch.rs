@@ -71,7 +71,6 @@ impl Starter<'_> {
             let Some(slot) = self.slots.free(&busy) else {
                 return Ok(false);
             };
-            let room = self.room(slot, trials);
             let mut chosen = None;
             let mut waiting = false;
             let made = self
@@ -100,7 +99,7 @@ impl Starter<'_> {
                         record.user_attrs.insert(k.into(), v);
                     }
                     let refused =
-                        self.refused(&values_of(&values), predicted.as_ref(), from, room.as_ref());
+                        self.refused(&values_of(&values), predicted.as_ref(), from, slot, trials);
                     // No room beside the trials running: drawn again later.
                     if refused.is_none() && !self.admits(predicted.as_ref(), trials) {
                         waiting = true;
@@ -195,14 +194,16 @@ impl Starter<'_> {
     }
 
     /// Whether a new point (`from`: None) predicted `predicted` is refused
-    /// (`memory_model::refusal`). With `auto_fix` it runs: a fix may make
-    /// it fit.
+    /// (`memory_model::refusal`), in `slot` beside `trials`; the machine is
+    /// read only for a point that may be. With `auto_fix` it runs: a fix
+    /// may make it fit.
     fn refused(
         &self,
         values: &serde_json::Map<String, Value>,
         predicted: Option<&Predicted>,
         from: Option<u64>,
-        room: Option<&Room>,
+        slot: usize,
+        trials: &[Running],
     ) -> Option<Refusal> {
         let fixes = self
             .sweep
@@ -210,9 +211,9 @@ impl Starter<'_> {
             .program
             .as_ref()
             .is_some_and(|p| p.auto_fix.is_some());
-        let p = predicted.filter(|_| from.is_none() && !fixes)?;
+        let p = predicted.filter(|p| from.is_none() && !fixes && p.may_refuse())?;
         let ran_out = self.memory.borrow_mut().ran_out(values, p.resource);
-        refusal(p, room, ran_out)
+        refusal(p, self.room(slot, trials).as_ref(), ran_out)
     }
 
     /// A point not run: predicted not to fit, recorded as failed with class
@@ -234,18 +235,8 @@ impl Starter<'_> {
             made.number,
             point.join(", ")
         );
-        let attrs = [
-            (
-                "error_class".to_string(),
-                Value::from(Class::PredictedOutOfMemory.as_str()),
-            ),
-            (
-                "error_message".to_string(),
-                Value::from(message.chars().take(MESSAGE_CHARS).collect::<String>()),
-            ),
-            ("room_mib".to_string(), Value::from(r.limit_mib.round())),
-        ];
-        self.storage.finish(made.id, &attrs, Outcome::Fail)
+        let room = ("room_mib".to_string(), Value::from(r.limit_mib.round()));
+        self.record_failure(made, Class::PredictedOutOfMemory.as_str(), &message, [room])
     }
 
     /// A trial's threads as it starts in `slot`: its share of the cores
@@ -436,14 +427,28 @@ impl Starter<'_> {
 
     /// A trial that could not start: failed with its class and message.
     fn fail(&self, made: &TrialRef, class: &str, message: &str) -> anyhow::Result<Option<Running>> {
+        let shown: String = message.chars().take(MESSAGE_CHARS).collect();
+        common::say!("train sweep: trial {}: {shown}", made.number);
+        self.record_failure(made, class, message, None)?;
+        Ok(None)
+    }
+
+    /// `made` finished as failed: its class, its message (clipped) and any
+    /// `more` attributes.
+    fn record_failure(
+        &self,
+        made: &TrialRef,
+        class: &str,
+        message: &str,
+        more: impl IntoIterator<Item = (String, Value)>,
+    ) -> anyhow::Result<()> {
         let message: String = message.chars().take(MESSAGE_CHARS).collect();
-        common::say!("train sweep: trial {}: {message}", made.number);
-        let attrs = [
+        let mut attrs = vec![
             ("error_class".to_string(), Value::from(class)),
             ("error_message".to_string(), Value::from(message)),
         ];
-        self.storage.finish(made.id, &attrs, Outcome::Fail)?;
-        Ok(None)
+        attrs.extend(more);
+        self.storage.finish(made.id, &attrs, Outcome::Fail)
     }
 }
 

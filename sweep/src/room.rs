@@ -46,12 +46,12 @@ pub fn host(budget_mib: Option<f64>, ours_mib: f64) -> Option<Room> {
 /// what our trials hold there); None when it was not read.
 pub fn gpu(gpus: &[Gpu], index: u32) -> Option<Room> {
     let g = gpus.iter().find(|g| g.index == index)?;
-    Room::smallest([Room {
+    Some(Room {
         mib: g.free_mib as f64,
         what: format!(
             "of GPU {index}'s memory free when last read (with what the sweep's trials hold there)"
         ),
-    }])
+    })
 }
 
 #[cfg(test)]

@@ -90,6 +90,16 @@ pub fn train_sweep(cwd: &Path, args: &[&str]) -> std::process::Output {
     cmd.output().expect("train sweep runs")
 }
 
+/// `train sweep ARGS` from `cwd` that must exit 0 (its stderr shown if
+/// not), writing its journal in `cwd/out`: its stderr and its trials as
+/// Optuna loads them (`optuna_trials`, the study named after `out`).
+pub fn train_sweep_ok(cwd: &Path, args: &[&str], out: &str) -> (String, serde_json::Value) {
+    let run = train_sweep(cwd, args);
+    let err = String::from_utf8_lossy(&run.stderr).into_owned();
+    assert_eq!(run.status.code(), Some(0), "{err}");
+    (err, optuna_trials(&cwd.join(out), out))
+}
+
 /// A user attribute of a trial as `optuna_trials` lists it ("-" if absent
 /// or not a string).
 pub fn user_attr<'a>(t: &'a serde_json::Value, k: &str) -> &'a str {

@@ -50,11 +50,18 @@ pub struct Refusal {
     pub why: String,
 }
 
+impl Predicted {
+    /// Whether the fit behind it stands on enough to refuse a point.
+    pub fn may_refuse(&self) -> bool {
+        self.trials >= MIN_TO_REFUSE && self.free >= MIN_FREE
+    }
+}
+
 /// Whether the point predicted `p` is refused, against `room` and the
 /// point that `ran_out` of memory it needs at least as much as; None: it
 /// runs.
 pub fn refusal(p: &Predicted, room: Option<&Room>, ran_out: Option<RanOut>) -> Option<Refusal> {
-    if p.trials < MIN_TO_REFUSE || p.free < MIN_FREE {
+    if !p.may_refuse() {
         return None;
     }
     let room = room

@@ -9,7 +9,7 @@
 
 use serde_json::{Map, Value};
 use sweep::memory_model::MemoryModel;
-use testkit::{optuna_trials, python_arg as py, train_sweep as sweep, write};
+use testkit::{optuna_trials, python_arg as py, train_sweep as sweep, train_sweep_ok, write};
 
 fn params_of(t: &Value) -> Map<String, Value> {
     t["params"].as_object().unwrap().clone()
@@ -50,7 +50,7 @@ fn held_out_trials_of_a_real_sweep_are_predicted_within_15_percent() {
         "program: hold.py\nmethod: grid\nmetric: {name: loss, regex: 'valid loss\\s+([0-9.e-]+)'}\n\
          parameters:\n  rows: {values: [1, 2, 4]}\n  width: {values: [40, 80, 160, 320]}\n",
     );
-    let out = sweep(
+    let (err, trials) = train_sweep_ok(
         d,
         &[
             "--space",
@@ -62,10 +62,8 @@ fn held_out_trials_of_a_real_sweep_are_predicted_within_15_percent() {
             "--interpreter",
             &py(),
         ],
+        "s",
     );
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{err}");
-    let trials = optuna_trials(&d.join("s"), "s");
     let trials = trials.as_array().unwrap();
     assert_eq!(trials.len(), 12, "{err}");
     // 4 × 320 MiB cannot be held under 1200 MiB more than the start.
@@ -238,7 +236,7 @@ fn a_hugging_face_trainer_sweeps_peaks_are_predicted_within_15_percent() {
          \x20\x20per_device_train_batch_size: {values: [8, 16, 32]}\n  max_steps: {value: 16}\n\
          \x20\x20output_dir: {value: out}\n  report_to: {value: none}\n",
     );
-    let out = sweep(
+    let (err, trials) = train_sweep_ok(
         d,
         &[
             "--space",
@@ -250,10 +248,8 @@ fn a_hugging_face_trainer_sweeps_peaks_are_predicted_within_15_percent() {
             "--interpreter",
             &py(),
         ],
+        "s",
     );
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{err}");
-    let trials = optuna_trials(&d.join("s"), "s");
     let trials: Vec<&Value> = trials.as_array().unwrap().iter().collect();
     assert_eq!(trials.len(), 9, "{err}");
     let (median, errors) = held_out(&trials);

@@ -5,9 +5,8 @@
 
 use serde_json::Value;
 use testkit::python_arg as py;
-use testkit::train_sweep as sweep;
 use testkit::user_attr as attr;
-use testkit::{optuna_trials, write};
+use testkit::{train_sweep_ok, write};
 
 /// A directory holding the repo's script as `main.py`, as a user's
 /// project does.
@@ -39,7 +38,7 @@ print('torch.AcceleratorError: CUDA error: device-side assert triggered', file=s
         "space.yaml",
         "program: assert.py\nmethod: grid\nmetric: {name: val_loss}\nparameters:\n  lr: {values: [0.1]}\n",
     );
-    let out = sweep(
+    let (err, trials) = train_sweep_ok(
         p.path(),
         &[
             "--space",
@@ -49,10 +48,8 @@ print('torch.AcceleratorError: CUDA error: device-side assert triggered', file=s
             "--interpreter",
             &py(),
         ],
+        "d",
     );
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{err}");
-    let trials = optuna_trials(&p.path().join("d"), "d");
     let t = trials.as_array().unwrap();
     assert_eq!(t.len(), 2, "{t:?}");
     assert_eq!(attr(&t[0], "error_class"), "device-side-assert");
@@ -96,7 +93,7 @@ print('{"epoch": 1, "val_loss": 0.5}', flush=True)
         "space.yaml",
         "program: broken.py\nmethod: grid\nmetric: {name: val_loss}\nparameters:\n  mode: {values: [once, always]}\n",
     );
-    let out = sweep(
+    let (err, trials) = train_sweep_ok(
         p.path(),
         &[
             "--space",
@@ -106,10 +103,8 @@ print('{"epoch": 1, "val_loss": 0.5}', flush=True)
             "--interpreter",
             &py(),
         ],
+        "d",
     );
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{err}");
-    let trials = optuna_trials(&p.path().join("d"), "d");
     let runs = |mode: &str| -> Vec<&Value> {
         trials
             .as_array()
