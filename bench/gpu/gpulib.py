@@ -207,3 +207,37 @@ def common_args(ap):
     ap.add_argument("--out", required=True, help="the results folder")
     ap.add_argument("--dry-run", action="store_true", help="exercise the step on the CPU (no measurement)")
     return ap
+
+
+STATES = {0: "RUNNING", 1: "COMPLETE", 2: "PRUNED", 3: "FAIL", 4: "WAITING"}
+
+
+def external(distribution, v):
+    """A parameter's value as the user wrote it (Optuna stores a choice's index)."""
+    d = json.loads(distribution)
+    return d["attributes"]["choices"][int(v)] if d.get("name") == "CategoricalDistribution" else v
+
+
+def journal(path):
+    """Each trial of an Optuna journal: number, state, params, user attrs."""
+    trials = []
+    with open(path) as f:
+        for line in f:
+            try:
+                r = json.loads(line)
+            except ValueError:
+                continue  # a torn last line
+            op = r.get("op_code")
+            if op == 4:
+                t = {"number": len(trials), "state": STATES.get(r.get("state", 0)), "params": {},
+                     "attrs": dict(r.get("user_attrs") or {})}
+                for name, v in (r.get("params") or {}).items():
+                    t["params"][name] = external(r["distributions"][name], v)
+                trials.append(t)
+            elif op == 5:
+                trials[r["trial_id"]]["params"][r["param_name"]] = external(r["distribution"], r["param_value_internal"])
+            elif op == 6:
+                trials[r["trial_id"]]["state"] = STATES.get(r["state"], str(r["state"]))
+            elif op == 8:
+                trials[r["trial_id"]]["attrs"].update(r["user_attr"])
+    return trials

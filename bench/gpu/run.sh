@@ -9,8 +9,8 @@
 #
 #   run.sh [--only PART[,PART...]] [--again STEPS_CSV] [--budget SECONDS] [--tar FILE] [OUT]
 #
-# PART: a group (basics, gpu, trainer, study) or one step's name; the default
-# is every group but `study`. --again runs the steps a previous steps.csv
+# PART: a group (basics, gpu, trainer, model, study) or one step's name; the
+# default is every group but `model` and `study`. --again runs the steps a previous steps.csv
 # records as failed, no result, timed out, or skipped for its budget.
 # --budget bounds the whole run: a step gets at most its cap and what is left
 # (less 10 s for packing); one that would start with under 20 s left is
@@ -74,6 +74,7 @@ oom-recovery              trainer 300 trainer-gpu
 train-vs-pytorch-gpu-off  trainer 300 trainer-gpu
 train-vs-pytorch-gpu-fp16 trainer 300 trainer-gpu
 train-vs-pytorch-gpu-bf16 trainer 300 trainer-gpu
+sweep-model               model   300 gpu
 cudagraph-variants        study   600 gpu
 "
 declare -A group_of cap_of needs_of
@@ -82,7 +83,7 @@ while read -r name group cap needs; do
     [ -n "$name" ] || continue
     order+=("$name"); group_of[$name]=$group; cap_of[$name]=$cap; needs_of[$name]=$needs
 done <<<"$steps"
-groups="basics gpu trainer study"
+groups="basics gpu trainer model study"
 for part in ${only//,/ }; do
     if [[ " $groups " != *" $part "* ]] && [ -z "${group_of[$part]:-}" ]; then
         echo "run.sh: --only: unknown part '$part' (groups: $groups; or a step: ${order[*]})" >&2
@@ -109,7 +110,7 @@ dry=${DRY_RUN:-0}
 cd "$here"
 
 wanted() {
-    if [ -z "$only" ]; then [ "${group_of[$1]}" != study ]; return; fi
+    if [ -z "$only" ]; then [ "${group_of[$1]}" != study ] && [ "${group_of[$1]}" != model ]; return; fi
     [[ ",$only," == *",$1,"* ]] || [[ ",$only," == *",${group_of[$1]},"* ]]
 }
 
@@ -259,6 +260,8 @@ matrix_dry=(); [ "$gpu" = 1 ] || matrix_dry=(--dry-run)
 step estimate-matrix 0 "$py" bench/gpu/estimate_matrix.py --cfgcheck "$bin/cfgcheck" "${matrix_train[@]}" "${matrix_dry[@]}" --out "$out"
 # Without a GPU, what the matrix would measure is still checked: every config
 # parses and the estimate has the lines the fit reads.
+# The memory model on the GPU's own peaks (issue 43; only with --only).
+step sweep-model 0 "$py" bench/gpu/sweep_model.py "${gpu_args[@]}"
 step estimate-matrix-check 0 "$py" bench/gpu/estimate_matrix.py --cfgcheck "$bin/cfgcheck" --out "$out" --check
 
 # Our own trainer (train-model): the source build's, against its torch.

@@ -179,6 +179,9 @@ pub struct Fixer<'a> {
     /// The program's flags, from argparse or its `--help` (read at the
     /// first need).
     read: Option<Option<flags::ProgramFlags>>,
+    /// Resume from a checkpoint the last attempt left (false: fixes
+    /// chosen before a first attempt, which has none to resume).
+    resume: bool,
 }
 
 impl<'a> Fixer<'a> {
@@ -189,6 +192,16 @@ impl<'a> Fixer<'a> {
             cwd,
             device: None,
             read: None,
+            resume: true,
+        }
+    }
+
+    /// A fixer whose attempts never resume: the fixes are made before a
+    /// first attempt (a sweep's point predicted not to fit as sampled).
+    pub fn before_start(self) -> Fixer<'a> {
+        Fixer {
+            resume: false,
+            ..self
         }
     }
 
@@ -308,7 +321,9 @@ impl<'a> Fixer<'a> {
             why_not.push("the fix changed nothing in the command or its config".into());
             return Ok(Next::none(why_not));
         }
-        next.resumed_from = self.resume(&mut next);
+        if self.resume {
+            next.resumed_from = self.resume(&mut next);
+        }
         Ok(Next::Attempt(next, why_not))
     }
 

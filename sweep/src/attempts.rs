@@ -10,6 +10,7 @@
 
 use crate::program::Started;
 use crate::trials::{Look, Proc, Running};
+use common::wire::failure::Class;
 use common::wire::program::{AutoFix as Account, ProgramLeg, ProgramStatus};
 use common::wire::run_dir::TrialDir;
 use serde_json::Value;
@@ -110,6 +111,7 @@ impl Look<'_> {
         if let Some(a) = next {
             match self.restart(r.number, &r.dir, &spec, &env_said, a, number + 1) {
                 Ok(started) => {
+                    r.ran_out_legs.extend(ran_out_leg(&attempt, &leg));
                     r.proc = Proc::Program(Box::new(started));
                     r.attempt_started = Instant::now();
                     r.earlier.push(leg);
@@ -120,7 +122,8 @@ impl Look<'_> {
                 }
             }
         }
-        if !r.earlier.is_empty() || account.stopped.is_some() {
+        // Fixes made before its first attempt count as earlier ones.
+        if !r.earlier.is_empty() || account.stopped.is_some() || !attempt.changed.is_empty() {
             account.knobs = fixer.effective(&attempt);
         }
         r.proc = Proc::Ended(Box::new(Done {
@@ -231,9 +234,27 @@ pub(crate) fn attrs(d: &Done, earlier: &[ProgramLeg]) -> Vec<(&'static str, Valu
     attrs
 }
 
+/// An attempt that ran out of memory before the one after it, as
+/// `ran_out_legs` records it: the flags turned by then (`values`, by their
+/// bare names) and its peaks; None for an attempt that ended otherwise.
+fn ran_out_leg(a: &Attempt, leg: &ProgramLeg) -> Option<Value> {
+    if leg.class != Some(Class::OutOfMemory) {
+        return None;
+    }
+    let mut entry = serde_json::Map::new();
+    entry.insert("values".into(), Value::Object(effective_params(a)));
+    if let Some(m) = leg.peak.host_pss_mib {
+        entry.insert("peak_host_pss_mib".into(), Value::from(m));
+    }
+    if let Some(m) = leg.peak.gpu_mib {
+        entry.insert("peak_gpu_mib".into(), Value::from(m));
+    }
+    Some(Value::Object(entry))
+}
+
 /// The flags the fixes turned, by their bare names (`--bsz=64` -> `bsz`),
 /// at their last values: a parameter of the same name took that value.
-fn effective_params(a: &Attempt) -> serde_json::Map<String, Value> {
+pub(crate) fn effective_params(a: &Attempt) -> serde_json::Map<String, Value> {
     use diagnose::keys::Scalar;
     let mut out = serde_json::Map::new();
     for (place, value) in &a.flags_set {

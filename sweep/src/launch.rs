@@ -8,9 +8,12 @@
 use crate::banner::{print_block, print_program_block};
 use crate::context::Sweep;
 use crate::cores::Watch;
+use crate::fitted::{fitted_attrs, Fitted};
 use crate::history::{drawn, interrupted_roots, rerun_reason};
 use crate::journal::{Outcome, Study, TrialRecord, TrialRef};
-use crate::memory_model::{refusal, values_of, Learner, Predicted, Refusal, Resource, Room};
+use crate::memory_model::{
+    fits_as_fixed, refusal, values_of, Learner, Predicted, Refusal, Resource, Room,
+};
 use crate::outcome::{self, MESSAGE_CHARS};
 use crate::owner;
 use crate::packing::Held;
@@ -22,12 +25,14 @@ use crate::space::Param;
 use crate::storage::Storage;
 use crate::trial::ParamValue;
 use crate::trials::{Proc, Running, GRACE};
+use anyhow::Context;
 use common::bad_input;
 use common::wire::failure::Class;
 use serde_json::Value;
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::time::Instant;
+use supervise::autofix::Fixer;
 use supervise::child::{Child, Spec};
 use supervise::events::Bell;
 
@@ -113,10 +118,15 @@ impl Starter<'_> {
             else {
                 return Ok(!waiting);
             };
-            if let (Some(p), Some(r)) = (predicted, refused) {
-                self.refuse(&made, &values, &p, &r)?;
-                continue;
-            }
+            // With auto_fix a point that does not fit as sampled starts
+            // with the fixes predicted to fit (`start_program`).
+            let unfit = match (predicted, refused) {
+                (Some(p), Some(r)) if !self.fixes() => {
+                    self.refuse(&made, &values, &p, &r.refusal)?;
+                    continue;
+                }
+                (_, r) => r,
+            };
             let crowd = self.slots.crowd(slot, &busy) + 1;
             let threads = self.threads(slot, made.number);
             let trial = Claimed {
@@ -128,6 +138,7 @@ impl Starter<'_> {
                 crowd,
                 threads,
                 predicted,
+                unfit,
             };
             let started = if self.sweep.space.program.is_some() {
                 self.start_program(trial)?
@@ -193,10 +204,16 @@ impl Starter<'_> {
         crate::packing::admits(predicted.map(|p| p.at.high_mib), room, &held, largest)
     }
 
+    /// The space has `auto_fix: true`.
+    fn fixes(&self) -> bool {
+        let program = self.sweep.space.program.as_ref();
+        program.is_some_and(|p| p.auto_fix.is_some())
+    }
+
     /// Whether a new point (`from`: None) predicted `predicted` is refused
     /// (`memory_model::refusal`), in `slot` beside `trials`; the machine is
-    /// read only for a point that may be. With `auto_fix` it runs: a fix
-    /// may make it fit.
+    /// read only for a point that may be. With `auto_fix` such a point
+    /// starts with the fixes predicted to fit, if any are.
     fn refused(
         &self,
         values: &serde_json::Map<String, Value>,
@@ -204,16 +221,12 @@ impl Starter<'_> {
         from: Option<u64>,
         slot: usize,
         trials: &[Running],
-    ) -> Option<Refusal> {
-        let fixes = self
-            .sweep
-            .space
-            .program
-            .as_ref()
-            .is_some_and(|p| p.auto_fix.is_some());
-        let p = predicted.filter(|p| from.is_none() && !fixes && p.may_refuse())?;
+    ) -> Option<Unfit> {
+        let p = predicted.filter(|p| from.is_none() && p.may_refuse())?;
         let ran_out = self.memory.borrow_mut().ran_out(values, p.resource);
-        refusal(p, self.room(slot, trials).as_ref(), ran_out)
+        let room = self.room(slot, trials);
+        let refusal = refusal(p, room.as_ref(), ran_out)?;
+        Some(Unfit { refusal, room })
     }
 
     /// A point not run: predicted not to fit, recorded as failed with class
@@ -388,11 +401,12 @@ impl Starter<'_> {
     }
 
     /// A program trial: its files, its block, its command (`program`).
-    fn start_program(&self, t: Claimed) -> anyhow::Result<Option<Running>> {
+    fn start_program(&self, mut t: Claimed) -> anyhow::Result<Option<Running>> {
         let sweep = self.sweep;
         let dir = sweep.trial_dir(t.made.number);
         std::fs::create_dir_all(dir.path())?;
         let s = &self.slots.slots[t.slot];
+        let unfit = t.unfit.take();
         let launch = Launch {
             number: t.made.number,
             dir: &dir,
@@ -405,13 +419,30 @@ impl Starter<'_> {
             bell: self.bell,
             preload: sweep.preload.as_ref(),
         };
-        let started = match program::start(&sweep.space, &sweep.settings, &launch) {
+        let prepared = match program::prepare(&sweep.space, &sweep.settings, &launch) {
+            Ok(p) => p,
+            Err(e) => return self.fail(&t.made, Class::Other.as_str(), &format!("{e:#}")),
+        };
+        let (prepared, fitted) = match (unfit, t.predicted) {
+            (Some(why), Some(p)) => match self.fit_first(&t, prepared, &p, &why) {
+                Ok(Some((prepared, fitted))) => (prepared, Some(fitted)),
+                Ok(None) => return Ok(None),
+                Err(e) => return self.fail(&t.made, Class::Other.as_str(), &format!("{e:#}")),
+            },
+            _ => (prepared, None),
+        };
+        let started = match program::start(&sweep.space, &launch, prepared) {
             Ok(s) => s,
             Err(e) => return self.fail(&t.made, Class::Other.as_str(), &format!("{e:#}")),
         };
         let mut runs_on = self.slots.runs_on(t.slot);
         if started.forked {
             runs_on.push_str(", forked from the preload server");
+        }
+        let mut start_attrs = Vec::new();
+        if let Some(f) = fitted {
+            start_attrs = fitted_attrs(&f, t.predicted.as_ref());
+            t.predicted = Some(f.predicted);
         }
         print_program_block(
             t.made.number,
@@ -422,7 +453,60 @@ impl Starter<'_> {
             t.blocking,
             t.predicted.map(|p| p.words()),
         );
-        Ok(Some(t.running(Proc::Program(Box::new(started)), dir)))
+        let mut running = t.running(Proc::Program(Box::new(started)), dir);
+        running.start_attrs = start_attrs;
+        Ok(Some(running))
+    }
+
+    /// A point predicted not to fit as sampled (`unfit`, predicted `p`),
+    /// with `auto_fix`: its first attempt with the fixes predicted to fit
+    /// (`fitted::climb`), said; when none is, the point is refused (None).
+    fn fit_first(
+        &self,
+        t: &Claimed,
+        mut prepared: program::Prepared,
+        p: &Predicted,
+        unfit: &Unfit,
+    ) -> anyhow::Result<Option<(program::Prepared, Fitted)>> {
+        let program = self.sweep.space.program.as_ref();
+        let af = program
+            .and_then(|p| p.auto_fix.as_ref())
+            .context("auto_fix")?;
+        let run = prepared.dir.run();
+        let mut fixer = Fixer::new(&af.knobs, &run, Some(prepared.cwd.clone())).before_start();
+        let room = &unfit.room;
+        let mut memory = self.memory.borrow_mut();
+        let mut check = |v: &serde_json::Map<String, Value>| {
+            let q = memory.predict(v, p.resource)?;
+            let least = memory.least_ran_out(p.resource);
+            Some((q, fits_as_fixed(&q, room.as_ref(), least)))
+        };
+        let values = values_of(&t.values);
+        let rungs = af.max_attempts.saturating_sub(1);
+        let fitted =
+            crate::fitted::climb(&mut fixer, &prepared.attempt, &values, rungs, &mut check)?;
+        drop(memory);
+        let Some(f) = fitted else {
+            let why = Refusal {
+                why: format!(
+                    "{}; no fix auto_fix can make (at most {rungs}) is predicted to fit",
+                    unfit.refusal.why
+                ),
+                ..unfit.refusal.clone()
+            };
+            self.refuse(&t.made, &t.values, p, &why)?;
+            return Ok(None);
+        };
+        common::say!(
+            "train sweep: trial {}: predicted to need {} as sampled, {}; starts with auto_fix's fixes, predicted to need {}: {}",
+            t.made.number,
+            p.words(),
+            unfit.refusal.why,
+            f.predicted.words(),
+            f.attempt.changed.join("; ")
+        );
+        prepared.attempt = f.attempt.clone();
+        Ok(Some((prepared, f)))
     }
 
     /// A trial that could not start: failed with its class and message.
@@ -466,6 +550,14 @@ struct Claimed {
     threads: Option<i32>,
     /// Its predicted peak, once the sweep has measured enough trials.
     predicted: Option<Predicted>,
+    /// Predicted not to fit as sampled, with `auto_fix`.
+    unfit: Option<Unfit>,
+}
+
+/// Why a point does not fit as sampled, and the room it was held against.
+struct Unfit {
+    refusal: Refusal,
+    room: Option<Room>,
 }
 
 impl Claimed {
@@ -484,6 +576,8 @@ impl Claimed {
             crowd: self.crowd,
             launch_blocking: self.blocking,
             predicted_mib: self.predicted.map(|p| p.at.high_mib),
+            start_attrs: Vec::new(),
+            ran_out_legs: Vec::new(),
         }
     }
 }

@@ -50,6 +50,7 @@ pub mod cli;
 mod context;
 pub mod cores;
 pub mod driver;
+mod fitted;
 pub mod history;
 pub mod journal;
 pub(crate) mod launch;

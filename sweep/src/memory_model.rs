@@ -33,8 +33,9 @@ mod learn;
 mod refuse;
 pub use learn::{
     lesson, ran_with, values_of, Learner, Lesson, Predicted, RanOut, Resource, MIN_MEASURED,
+    RAN_OUT_LEGS,
 };
-pub use refuse::{refusal, Refusal, Room, MIN_FREE, MIN_TO_REFUSE};
+pub use refuse::{fits_as_fixed, refusal, Refusal, Room, FIXED_MARGIN, MIN_FREE, MIN_TO_REFUSE};
 
 /// Ridge on every term but the intercept: small against a row's own weight
 /// (1 per trial), large enough that collinear terms still solve.

@@ -163,8 +163,19 @@ pub fn check(space: &Space, settings: &Settings) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Writes the trial's files and starts its command.
-pub fn start(space: &Space, settings: &Settings, l: &Launch) -> anyhow::Result<Started> {
+/// A program trial with its files written and its first attempt made,
+/// before its process starts (`prepare`, then `start`): a fix the memory
+/// model predicts it needs can be made to the attempt in between.
+pub struct Prepared {
+    /// Where it runs.
+    pub cwd: PathBuf,
+    /// Its directory, absolute.
+    pub dir: TrialDir,
+    pub attempt: Attempt,
+}
+
+/// Writes the trial's files and makes its first attempt.
+pub fn prepare(space: &Space, settings: &Settings, l: &Launch) -> anyhow::Result<Prepared> {
     let program = space
         .program
         .as_ref()
@@ -186,7 +197,18 @@ pub fn start(space: &Space, settings: &Settings, l: &Launch) -> anyhow::Result<S
         config.as_ref().map(|_| CONFIG_WORD),
         &get,
     )?;
-    let attempt = Attempt::new(template, config.clone());
+    Ok(Prepared {
+        cwd,
+        dir,
+        attempt: Attempt::new(template, config),
+    })
+}
+
+/// Starts the prepared trial's first attempt.
+pub fn start(space: &Space, l: &Launch, p: Prepared) -> anyhow::Result<Started> {
+    let Prepared { cwd, dir, attempt } = p;
+    let config = attempt.config.clone();
+    let get = |k: &str| std::env::var(k).ok();
     let argv = autofix::expand(&attempt.command, config.as_deref(), &dir.run());
     let fixes = supervise::env::fixes(
         &get,

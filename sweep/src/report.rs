@@ -33,13 +33,16 @@ fn param_json(v: &ParamValue) -> Value {
 }
 
 /// The median of |predicted / measured - 1| over the trials with both (an
-/// out-of-memory trial's peak is only a lower bound: left out), the
+/// out-of-memory trial's peak is only a lower bound, and a trial auto-fix
+/// ran again after its first attempt ran other values than predicted:
+/// both left out), the
 /// model's terms fitted on every trial (the GPU's where trials measured
 /// it, else the host's), and the points it refused.
 fn model_error(rows: &[Row], study: &crate::journal::Study) -> Option<ModelError> {
     let mut errors: Vec<f64> = rows
         .iter()
         .filter(|r| r.error_class.as_deref() != Some("out-of-memory"))
+        .filter(|r| r.attempts.is_none_or(|a| a <= 1))
         .filter_map(|r| {
             let measured = match r.predicted_of.as_deref()? {
                 "gpu" => r.peak_gpu_mib,

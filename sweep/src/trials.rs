@@ -9,6 +9,7 @@ use crate::context::Sweep;
 use crate::history::reruns_for;
 use crate::journal::{Study, TrialId};
 use crate::layout::full_disk;
+use crate::memory_model::RAN_OUT_LEGS;
 use crate::outcome::{self, Ended, Ending, ProgramEnd};
 use crate::pruner::{Decision, Pruner};
 use crate::slots::Slots;
@@ -63,6 +64,12 @@ pub(crate) struct Running {
     /// The high end of its predicted peak as it started (packing keeps
     /// room for it); None: not predicted.
     pub predicted_mib: Option<f64>,
+    /// Attributes known as it started, recorded with its end.
+    pub start_attrs: Vec<(&'static str, Value)>,
+    /// Its earlier attempts that ran out of memory (auto_fix), each with
+    /// the values it ran and its peaks: the memory model learns from them
+    /// (`memory_model::learn`).
+    pub ran_out_legs: Vec<Value>,
 }
 
 impl Running {
@@ -292,6 +299,10 @@ impl Look<'_> {
             )
         };
         attrs.push(("seconds", Value::from(seconds)));
+        attrs.extend(r.start_attrs.iter().cloned());
+        if !r.ran_out_legs.is_empty() {
+            attrs.push((RAN_OUT_LEGS, Value::from(r.ran_out_legs.clone())));
+        }
         let crowded = verdict.attrs.iter().any(|(k, v)| {
             *k == "rerun"
                 && v.as_str()

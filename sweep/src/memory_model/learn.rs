@@ -54,6 +54,30 @@ pub fn lesson(trial: &Trial, resource: Resource) -> Lesson {
     }
 }
 
+/// A trial's attribute listing its attempts that ran out of memory before
+/// auto-fix's next one (each: `values`, the flags turned by then, by their
+/// bare names; and its peaks, `peak_host_pss_mib`, `peak_gpu_mib`).
+pub const RAN_OUT_LEGS: &str = "ran_out_legs";
+
+/// `trial`'s attempts that ran out of memory of `resource` before its last
+/// one: the values each ran with, and its peak (a lower bound of its need).
+pub fn ran_out_legs(trial: &Trial, resource: Resource) -> Vec<(Map<String, Value>, f64)> {
+    let Some(Value::Array(legs)) = trial.user_attrs.get(RAN_OUT_LEGS) else {
+        return vec![];
+    };
+    let params = values_of(&trial.params);
+    legs.iter()
+        .filter_map(|leg| {
+            let peak = leg.get(resource.attr())?.as_f64()?;
+            let mut values = params.clone();
+            if let Some(Value::Object(turned)) = leg.get("values") {
+                values.extend(turned.clone());
+            }
+            Some((values, peak))
+        })
+        .collect()
+}
+
 /// The values `trial` ran with: its parameters, and the flags auto-fix
 /// turned (`effective_params`) in their place or beside them.
 pub fn ran_with(trial: &Trial) -> Map<String, Value> {
@@ -146,6 +170,12 @@ impl Learner {
                         self.ran_out[slot_of(resource)].push((t.number, ran_with(t)));
                     }
                 }
+                for (values, peak) in ran_out_legs(t, resource) {
+                    if model.add_censored(&values, peak) {
+                        self.fits[slot_of(resource)] = None;
+                        self.ran_out[slot_of(resource)].push((t.number, values));
+                    }
+                }
             }
         }
         while trials
@@ -165,6 +195,21 @@ impl Learner {
         self.ran_out[slot_of(resource)]
             .iter()
             .filter(|(_, out)| fit.at_least(values, out))
+            .map(|(number, out)| RanOut {
+                number: *number,
+                need_mib: fit.predict(out).peak_mib,
+            })
+            .min_by(|a, b| a.need_mib.total_cmp(&b.need_mib))
+    }
+
+    /// The trial that ran out of memory of `resource` whose point the fit
+    /// says needs least (its need: a bound above the limit it ran under);
+    /// None before a prediction can be made, or when none ran out.
+    pub fn least_ran_out(&mut self, resource: Resource) -> Option<RanOut> {
+        self.fit(resource)?;
+        let fit = self.fits[slot_of(resource)].as_ref()?;
+        self.ran_out[slot_of(resource)]
+            .iter()
             .map(|(number, out)| RanOut {
                 number: *number,
                 need_mib: fit.predict(out).peak_mib,

@@ -81,6 +81,25 @@ pub fn refusal(p: &Predicted, room: Option<&Room>, ran_out: Option<RanOut>) -> O
     })
 }
 
+/// The margin a fixed point's predicted peak keeps below its limits
+/// (`fits_as_fixed`): the interval's floor, about 5%.
+pub const FIXED_MARGIN: f64 = 1.05;
+
+/// Whether a point with auto-fix's fixes made before its start, predicted
+/// `p`, fits: its predicted peak, with `FIXED_MARGIN`, below the room and
+/// below the least need of the points that ran out of memory (`least`).
+/// Unlike a refusal, which loses the point and so wants its whole interval
+/// above a limit, this picks how many rungs to climb: one too few costs a
+/// failed attempt, one too many only a smaller batch with the same
+/// batch x accumulation. Points that ran out are held against it by need,
+/// not by `Fit::at_least`: a knob with no bearing (the accumulation) would
+/// otherwise make the same point look uncertain.
+pub fn fits_as_fixed(p: &Predicted, room: Option<&Room>, least: Option<RanOut>) -> bool {
+    let need = p.at.peak_mib * FIXED_MARGIN;
+    room.is_none_or(|r| !(r.mib.is_finite() && r.mib > 0.0) || need <= r.mib)
+        && least.is_none_or(|o| need < o.need_mib)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -148,6 +167,27 @@ mod tests {
         assert_eq!(r.limit_mib, 5000.0);
         // A young model refuses nothing, whatever ran out.
         assert_eq!(refusal(&predicted(700.0, 4, 1), None, Some(oom)), None);
+    }
+
+    #[test]
+    fn a_fixed_point_fits_by_its_predicted_peak_below_both_limits() {
+        let p = predicted(1000.0, 8, 4); // peak 1200
+        let oom = |need_mib| RanOut {
+            number: 3,
+            need_mib,
+        };
+        assert!(fits_as_fixed(&p, None, None));
+        assert!(fits_as_fixed(&p, Some(&room(1300.0)), Some(oom(1300.0))));
+        // Within the margin of the room, or of what a point that ran out
+        // needs: not yet.
+        assert!(!fits_as_fixed(&p, Some(&room(1240.0)), None));
+        assert!(!fits_as_fixed(&p, None, Some(oom(1250.0))));
+        // A young model still picks its rungs: nothing here refuses.
+        assert!(fits_as_fixed(
+            &predicted(1000.0, 2, 0),
+            Some(&room(1300.0)),
+            None
+        ));
     }
 
     #[test]
