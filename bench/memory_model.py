@@ -18,6 +18,13 @@ refused (`predicted-out-of-memory`), the best value, the wall time; and the
 false refusals: every refused point is run anyway afterwards, with the
 same program and limit, and counted if it fits. Results:
 bench/results/memory_model.{csv,md}.
+
+With --auto-fix, the same script with argparse flags (`--batch_size` in
+place of rows, `--gradient_accumulation_steps`, `--width`) and
+`auto_fix: true` in the space, arms off and on: every point runs to its
+end (a point too big with the batch halved and the accumulation doubled),
+and what is counted is the attempts in all and those that ran out of
+memory (bench/results/memory_model_autofix.{csv,md}).
 """
 
 import argparse
@@ -41,6 +48,33 @@ resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 b = bytearray(b'\\x01') * (mib << 20)
 time.sleep(1.0)
 print('valid loss', abs(math.log(mib / 600)) + 0.1 * abs(math.log(rows / 4)), flush=True)
+"""
+
+# --auto-fix: the same memory and objective, its flags argparse's, so that
+# auto-fix finds the batch and the accumulation.
+FIX_PROGRAM = """import argparse, math, resource, time
+p = argparse.ArgumentParser()
+p.add_argument('--batch_size', type=int, default=1)
+p.add_argument('--gradient_accumulation_steps', type=int, default=1)
+p.add_argument('--width', type=int, default=16)
+a = p.parse_args()
+rows = a.batch_size * a.gradient_accumulation_steps
+pages = int(open('/proc/self/statm').read().split()[0])
+limit = pages * resource.getpagesize() + (900 << 20)
+resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+b = bytearray(b'\\x01') * ((a.batch_size * a.width) << 20)
+time.sleep(1.0)
+mib = rows * a.width
+print('valid loss', abs(math.log(mib / 600)) + 0.1 * abs(math.log(rows / 4)), flush=True)
+"""
+
+FIX_SPACE = """program: hold.py
+method: bayes
+metric: {{name: loss, regex: 'valid loss\\s+([0-9.e-]+)'}}
+auto_fix: true
+{key}parameters:
+  batch_size: {{distribution: int_uniform, min: 1, max: 16}}
+  width: {{distribution: int_uniform, min: 16, max: 160}}
 """
 
 SPACE = """program: hold.py
@@ -67,11 +101,13 @@ working_dir: trial
 """ + "".join(f"  {k}: {{{{value: {v}}}}}\n" for k, v in HF_FIXED.items())
 
 
-def sweep(train, python, seed, trials, key, hf):
+def sweep(train, python, seed, trials, key, hf, fix=False):
     """One sweep (`key`: the space's memory_model line, or none): (its
     trials as Optuna loads them, its wall seconds)."""
     flags = ["--parallel", "1", "--trials", str(trials), "--seed", str(seed),
              "--max-consecutive-failures", "0"]
+    if fix:
+        return program_sweep(train, python, FIX_PROGRAM, FIX_SPACE.format(key=key), flags)
     if hf:
         with open(HF_PROGRAM) as f:
             return program_sweep(train, python, f.read(), HF_SPACE.format(key=key), flags)
@@ -102,7 +138,11 @@ def main():
     ap.add_argument("--hf", action="store_true",
                     help="the Hugging Face Trainer example instead of the rows x width script")
     ap.add_argument("--arms", default="before,off,on", help="which of before, off, on to run")
+    ap.add_argument("--auto-fix", action="store_true",
+                    help="the script with argparse flags and auto_fix: true; attempts counted (arms off, on)")
     args = ap.parse_args()
+    if args.auto_fix:
+        return auto_fix(args)
     train = os.path.abspath(args.train)
     note = load_note()
     arms = [("off", train, "memory_model: false\n"), ("on", train, "memory_model: true\n")]
@@ -172,6 +212,62 @@ def main():
     )
     name = "memory_model_hf" if args.hf else "memory_model"
     write_results(args.out, name, rows, "\n".join(lines) + "\n")
+
+
+def auto_fix(args):
+    """--auto-fix: attempts in all, with and without the model."""
+    train = os.path.abspath(args.train)
+    rows = []
+    for seed in range(1, args.seeds + 1):
+        for name, key in [("off", "memory_model: false\n"), ("on", "memory_model: true\n")]:
+            trials, wall = sweep(train, args.python, seed, args.trials, key, False, fix=True)
+            attempts = [int(t["user_attrs"].get("attempts", 1)) for t in trials]
+            legs = sum(len(t["user_attrs"].get("ran_out_legs", [])) for t in trials)
+            values = [t["value"] for t in trials if t["state"] == "COMPLETE" and t["value"] is not None]
+            row = {
+                "seed": seed,
+                "memory_model": name,
+                "trials": len(trials),
+                "attempts": sum(attempts),
+                "ran_out_of_memory": legs + sum(t["class"] == "out-of-memory" for t in trials),
+                "fixed_before_start": sum(1 for t in trials if t["user_attrs"].get("fixed_before_start")),
+                "completed": len(values),
+                "best_value": round(min(values), 4) if values else "",
+                "wall_s": round(wall, 1),
+            }
+            print(row, flush=True)
+            rows.append(row)
+
+    def total(on, key):
+        return sum(r[key] for r in rows if r["memory_model"] == on)
+
+    def best(on):
+        vals = [r["best_value"] for r in rows if r["memory_model"] == on and r["best_value"] != ""]
+        return statistics.median(vals), min(vals), max(vals)
+
+    a0, a1 = total("off", "attempts"), total("on", "attempts")
+    n0, n1 = total("off", "trials"), total("on", "trials")
+    o0, o1 = total("off", "ran_out_of_memory"), total("on", "ran_out_of_memory")
+    (m0, lo0, hi0), (m1, lo1, hi1) = best("off"), best("on")
+    lines = [
+        "# With auto_fix: the memory model against none",
+        "",
+        f"{stamp()}; `{command_line()}`; {load_note()}.",
+        "",
+        "| seed | memory model | trials | attempts | ran out of memory | fixed before start | completed | best value | wall s |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    lines += ["| " + " | ".join(str(r[k]) for k in r) + " |" for r in rows]
+    lines += [
+        "",
+        f"- Attempts in all: {a0} for {n0} trials with `memory_model: false`, {a1} for {n1} with the model"
+        + (f" ({1 - a1 / a0:.0%} fewer)" if a0 else "") + f"; after the first: {a0 - n0} and {a1 - n1}"
+        + (f" ({1 - (a1 - n1) / (a0 - n0):.0%} fewer)" if a0 > n0 else "") + ".",
+        f"- Attempts that ran out of memory: {o0} and {o1}" + (f" ({1 - o1 / o0:.0%} fewer)" if o0 else "") + ".",
+        f"- Best value (median over seeds, lowest to highest): {m0:.4f} ({lo0:.4f} to {hi0:.4f}) without, "
+        f"{m1:.4f} ({lo1:.4f} to {hi1:.4f}) with; wall time {total('off', 'wall_s'):.0f} s and {total('on', 'wall_s'):.0f} s.",
+    ]
+    write_results(args.out, "memory_model_autofix", rows, "\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

@@ -17,7 +17,8 @@ widths 512 to 4096, batches 1 to 8, so 6 of the 16 points cannot fit in
 Reported: refusals, out-of-memory trials, false refusals, attempts in all,
 the model's error and terms.
 
-  sweep_model.py --bin BIN --python PY --out DIR [--room 6144] [--dry-run]
+  sweep_model.py --bin BIN --python PY --out DIR [--room 6144] [--arms model,fix-off,fix-on]
+                 [--widths 512,1024,2048,4096] [--dry-run]
 """
 
 import argparse
@@ -47,7 +48,7 @@ def sweep(a, name, widths, model, fix):
     out = os.path.join(work, "s")
     cmd = [os.path.join(a.bin, "train"), "sweep", "--space", os.path.join(work, "space.yaml"), "--out", out,
            "--parallel", "1", "--max-consecutive-failures", "0", "--interpreter", a.python]
-    code, secs, _, err = run(cmd, timeout=150)
+    code, secs, _, err = run(cmd, timeout=a.sweep_timeout)
     with open(os.path.join(a.out, f"model-{name}.err"), "w") as f:
         f.write(err)
     path = os.path.join(out, "journal.log")
@@ -89,22 +90,32 @@ def fits_alone(a, t):
 def main():
     ap = common_args(argparse.ArgumentParser(description=__doc__.split("\n")[0]))
     ap.add_argument("--room", type=int, default=6144, help="MiB of the card the ballast leaves")
+    ap.add_argument("--arms", default="model,fix-off,fix-on", help="which sweeps to run")
+    ap.add_argument("--widths", default="512,1024,2048,4096", help="the grid's widths (MiB a batch item holds)")
+    ap.add_argument("--sweep-timeout", type=int, default=150, help="seconds each sweep may take")
     a = ap.parse_args()
     refuse_faults("sweep-model")
     c = Checks("sweep-model", a.out, a.dry_run)
-    widths = [1, 2, 4, 8] if a.dry_run else [512, 1024, 2048, 4096]
+    arms = a.arms.split(",")
+    widths = [1, 2, 4, 8] if a.dry_run else [int(w) for w in a.widths.split(",")]
+    empty = {"exit": 0, "seconds": 0, "trials": [], "model": None}
+    model, off, on, reruns = empty, empty, empty, []
     with Ballast(a.python, a.room, a.dry_run) as ballast:
         c.figure("ballast", ballast.info)
-        model = sweep(a, "model", widths, True, False)
-        c.figure("model", {**counts(model), "trials": [brief(t) for t in model["trials"]]})
-        refused = [t for t in model["trials"] if t["attrs"].get("error_class") == "predicted-out-of-memory"]
-        reruns = [(brief(t), *fits_alone(a, t)) for t in refused]
-        c.figure("refused_run_anyway", reruns)
-        off = sweep(a, "fix-off", widths, False, True)
-        c.figure("fix-off", {**counts(off), "trials": [brief(t) for t in off["trials"]]})
-        on = sweep(a, "fix-on", widths, True, True)
-        c.figure("fix-on", {**counts(on), "trials": [brief(t) for t in on["trials"]]})
+        if "model" in arms:
+            model = sweep(a, "model", widths, True, False)
+            c.figure("model", {**counts(model), "trials": [brief(t) for t in model["trials"]]})
+            refused = [t for t in model["trials"] if t["attrs"].get("error_class") == "predicted-out-of-memory"]
+            reruns = [(brief(t), *fits_alone(a, t)) for t in refused]
+            c.figure("refused_run_anyway", reruns)
+        if "fix-off" in arms:
+            off = sweep(a, "fix-off", widths, False, True)
+            c.figure("fix-off", {**counts(off), "trials": [brief(t) for t in off["trials"]]})
+        if "fix-on" in arms:
+            on = sweep(a, "fix-on", widths, True, True)
+            c.figure("fix-on", {**counts(on), "trials": [brief(t) for t in on["trials"]]})
     m, f0, f1 = counts(model), counts(off), counts(on)
+    points = len(widths) * len(BATCHES)
     # The points that do not fit as sampled: those auto-fix had to fix.
     unfit = sum(1 for t in off["trials"] if int(t["attrs"].get("attempts", 1)) > 1)
     false = sum(1 for _, fit, _ in reruns if fit)
@@ -117,18 +128,19 @@ def main():
     c.check("every sweep ran to its end", all(s["exit"] == 0 for s in (model, off, on)),
             f"exits {[s['exit'] for s in (model, off, on)]}")
     c.check("with auto_fix every point completed, with the model and without",
-            f0["complete"] == f0["trials"] == 16 and f1["complete"] == f1["trials"] == 16,
+            all(f["complete"] == f["trials"] == points for f, arm in ((f0, "fix-off"), (f1, "fix-on")) if arm in arms),
             f"fix-off {f0['complete']}/{f0['trials']}, fix-on {f1['complete']}/{f1['trials']}")
-    if not a.dry_run:
+    if not a.dry_run and "model" in arms:
         c.check("the model refused points, and fewer ran out of memory than did not fit",
                 m["refused"] >= 1 and m["ran_out"] < unfit,
                 f"{m['refused']} refused, {m['ran_out']} ran out of memory, {unfit} points do not fit")
         c.check("no refused point fits when run anyway", false == 0, f"{reruns}")
-        c.check("auto_fix with the model ran fewer attempts", f1["attempts"] < f0["attempts"],
-                f"{f1['attempts']} with the model, {f0['attempts']} without")
         c.check("the model's median error on NVML's peaks is at most 15%", error is not None and error <= 0.15,
                 f"{error}")
-    c.verdict(f"{unfit} of 16 points do not fit in {a.room} MiB; the model refused {m['refused']} "
+    if not a.dry_run and "fix-off" in arms and "fix-on" in arms:
+        c.check("auto_fix with the model ran fewer attempts", f1["attempts"] < f0["attempts"],
+                f"{f1['attempts']} with the model, {f0['attempts']} without")
+    c.verdict(f"{unfit} of {points} points do not fit in {a.room} MiB; the model refused {m['refused']} "
               f"({false} would have fit), {m['ran_out']} ran out of memory; median error "
               f"{error if error is None else round(error * 100, 1)}% on NVML's peaks; auto_fix attempts "
               f"{f0['attempts']} without the model, {f1['attempts']} with ({f1['fixed_before_start']} started fixed)")
