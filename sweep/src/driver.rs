@@ -593,15 +593,15 @@ impl Driver<'_> {
             },
             memory: &self.memory,
             gpus: &self.gpus,
-            packing: self.packing().then_some(self.largest.host).flatten(),
+            packing: self.packing().then_some(self.largest),
         }
         .launch(&mut self.trials, cap)
     }
 
     /// Whether trials are packed by their predicted peaks: a program's
-    /// `--parallel auto` on the CPU, with the memory model on.
+    /// `--parallel auto` (on the CPU or GPUs), with the memory model on.
     fn packing(&self) -> bool {
-        self.measuring && self.sweep.space.memory_model && self.slots.all_cpu()
+        self.measuring && self.sweep.space.memory_model
     }
 
     /// Revises the slots from the peaks so far; on GPUs only when a trial

@@ -54,9 +54,9 @@ pub(crate) struct Starter<'a> {
     /// The GPUs as last read (their free memory with what our trials hold
     /// there): the room a point on one would run in.
     pub gpus: &'a [placement::Gpu],
-    /// Packing by predicted peaks (`packing`), with the largest host peak
+    /// Packing by predicted peaks (`packing`), with the largest peaks
     /// measured so far; None: every free slot starts a trial.
-    pub packing: Option<f64>,
+    pub packing: Option<crate::measured::Largest>,
 }
 
 /// The sweep's readings of the cores free (read as a trial on threads
@@ -106,7 +106,7 @@ impl Starter<'_> {
                     let refused =
                         self.refused(&values_of(&values), predicted.as_ref(), from, slot, trials);
                     // No room beside the trials running: drawn again later.
-                    if refused.is_none() && !self.admits(predicted.as_ref(), trials) {
+                    if refused.is_none() && !self.admits(predicted.as_ref(), slot, trials) {
                         waiting = true;
                         return Ok(None);
                     }
@@ -182,25 +182,44 @@ impl Starter<'_> {
         }
     }
 
-    /// Whether a point predicted `predicted` starts now beside `trials`
-    /// (`packing::admits`; always without packing).
-    fn admits(&self, predicted: Option<&Predicted>, trials: &[Running]) -> bool {
+    /// Whether a point predicted `predicted` starts now in `slot` beside
+    /// `trials` (`packing::admits`; always without packing): on the CPU
+    /// against the host memory for our trials, on a GPU against that GPU's
+    /// free memory as last read (what our trials held there counted in),
+    /// the trials on the same device kept room for.
+    fn admits(&self, predicted: Option<&Predicted>, slot: usize, trials: &[Running]) -> bool {
         let Some(largest) = self.packing else {
             return true;
         };
+        let device = self.slots.slots[slot].gpu;
         let held: Vec<Held> = trials
             .iter()
+            .filter(|r| self.slots.slots[r.slot].gpu == device)
             .map(|r| Held {
-                now_mib: r.host_peak_mib(),
+                now_mib: match device {
+                    Some(_) => r.gpu_peak_mib(),
+                    None => r.host_peak_mib(),
+                },
                 predicted_mib: r.predicted_mib,
             })
             .collect();
-        let ours: f64 = held.iter().filter_map(|h| h.now_mib).sum();
-        let room = self
-            .sweep
-            .settings
-            .memory_budget_mib
-            .unwrap_or(crate::measured::available_mib() + ours);
+        let (room, largest) = match device {
+            Some(g) => {
+                let free = self.gpus.iter().find(|x| x.index == g);
+                match (free, largest.gpu) {
+                    (Some(x), Some(l)) => (x.free_mib as f64, l),
+                    _ => return true,
+                }
+            }
+            None => {
+                let Some(l) = largest.host else {
+                    return true;
+                };
+                let ours: f64 = held.iter().filter_map(|h| h.now_mib).sum();
+                let budget = self.sweep.settings.memory_budget_mib;
+                (budget.unwrap_or(crate::measured::available_mib() + ours), l)
+            }
+        };
         crate::packing::admits(predicted.map(|p| p.at.high_mib), room, &held, largest)
     }
 

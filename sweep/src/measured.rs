@@ -255,6 +255,12 @@ fn close(slots: &mut Slots, gpu: Option<u32>, mut extra: usize, busy: &[usize]) 
 /// memory and cores' bounds already hold.
 fn on_gpus(slots: &mut Slots, host: f64, gpu: Option<f64>, gpus: &[Gpu], p: &Peaks) {
     let gpus = gpus.to_vec();
+    // Packed by predicted peaks: as many slots as the smallest trial
+    // allows, each start checked against its GPU's room left.
+    let gpu = match p.packing {
+        true => least(p.study, "peak_gpu_mib").or(gpu),
+        false => gpu,
+    };
     let plan = placement::measured(&Measured {
         peak_mib: Some(host),
         gpu_peak_mib: gpu,
@@ -292,6 +298,12 @@ fn on_gpus(slots: &mut Slots, host: f64, gpu: Option<f64>, gpus: &[Gpu], p: &Pea
         common::say!("train sweep: placement: {w}");
     }
     let total: usize = want.iter().map(|(_, n)| n).sum();
+    if p.packing {
+        common::say!(
+            "train sweep: placement: packed by each point's predicted peak: up to {total} at once on the GPU(s) (as many as the smallest trial, {:.0} MiB, allows), each point starting when its predicted peak fits beside the trials on its GPU",
+            gpu.unwrap_or(0.0)
+        );
+    }
     let threads = placement::gpu_threads(total as u32, p.cores);
     for s in &mut slots.slots {
         s.threads = threads;
@@ -546,6 +558,37 @@ mod tests {
             s.open()
         };
         assert_eq!((open(false), open(true)), (1, 5));
+    }
+
+    #[test]
+    fn packed_by_predicted_peaks_the_gpu_slots_follow_the_smallest_trial() {
+        // GPU trials of 1000 and 4000 MiB on a GPU with 8000 MiB free: by
+        // the largest, 8000 / (4000 x 1.15) = 1 at a time; packed, as many
+        // as the smallest allows (6), each start checked by `admits`.
+        let mut study = ended(1000.0);
+        study.trials.push(trial(
+            1,
+            TrialState::Complete,
+            &[("peak_host_pss_mib", 2000.0), ("peak_gpu_mib", 4000.0)],
+        ));
+        let open = |packing| {
+            let mut s = on_gpus(&[0]);
+            replan(
+                &mut s,
+                &mut Largest::default(),
+                &Peaks {
+                    study: &study,
+                    running: &[],
+                    memory_budget_mib: Some(200000.0),
+                    available_mib: 0.0,
+                    cores: 16,
+                    gpus: Some(&[gpu(0, 8000)]),
+                    packing,
+                },
+            );
+            s.open_on(Some(0))
+        };
+        assert_eq!((open(false), open(true)), (1, 6));
     }
 
     #[test]
