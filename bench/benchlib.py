@@ -97,13 +97,13 @@ def estimate_lines(cfgcheck, config):
 
 
 # Every trial of a journal's study as Optuna loads it: state, params, value,
-# error class.
+# error class, user attributes.
 _LOAD_TRIALS = """import json, sys, optuna
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(sys.argv[1]))
 s = optuna.load_study(study_name=sys.argv[2], storage=storage)
 print(json.dumps([{"state": t.state.name, "params": t.params, "value": t.value,
-    "class": t.user_attrs.get("error_class")} for t in s.trials]))
+    "class": t.user_attrs.get("error_class"), "user_attrs": t.user_attrs} for t in s.trials]))
 """
 
 

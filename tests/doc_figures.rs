@@ -196,3 +196,39 @@ fn the_trainer_memory_models_figures_are_the_last_runs() {
         );
     }
 }
+
+#[test]
+fn the_auto_fix_memory_models_figures_are_the_last_runs() {
+    let rows = rows_of("bench/results/memory_model_autofix.csv");
+    let total = |arm: &str, key: &str| -> f64 {
+        rows.iter()
+            .filter(|r| r["memory_model"] == arm)
+            .map(|r| number(r, key))
+            .sum()
+    };
+    let (a0, a1) = (total("off", "attempts"), total("on", "attempts"));
+    let (n0, n1) = (total("off", "trials"), total("on", "trials"));
+    let (o0, o1) = (
+        total("off", "ran_out_of_memory"),
+        total("on", "ran_out_of_memory"),
+    );
+    let fixed = total("on", "fixed_before_start");
+    let text = read("bench/README.md")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    for figure in [
+        format!("| `memory_model: false` | {n0} | {a0} | {o0} | 0 |"),
+        format!("| memory model on | {n1} | {a1} | {o1} | {fixed} |"),
+        format!(
+            "{:.0}% fewer attempts in all, {:.0}% fewer after the first",
+            100.0 * (1.0 - a1 / a0),
+            100.0 * (1.0 - (a1 - n1) / (a0 - n0))
+        ),
+    ] {
+        assert!(
+            text.contains(&figure),
+            "bench/README.md does not quote \"{figure}\" from bench/results/memory_model_autofix.csv: update it or re-run bench/memory_model.py --auto-fix"
+        );
+    }
+}
