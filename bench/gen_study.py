@@ -1,0 +1,150 @@
+#!/usr/bin/env python3
+"""Writes a large sweep study without running a trial, for the scale
+benchmarks and tests (issue 44): N finished trials of a program sweep with
+the attributes `train sweep` records (peaks, predicted peaks, attempts,
+at_once, reports, seconds), intermediate values, and the failures the
+newer issues add (out-of-memory, refused points: `predicted-out-of-memory`
+with `room_mib`), pruned trials and interrupted ones.
+
+  gen_study.py --trials N --out JOURNAL [--seed S] [--optuna]
+
+By default the records are written as `train sweep` writes them (Optuna's
+journal format, one JSON object a line, the same op codes and fields), in
+one pass: 50,000 trials take seconds. With --optuna the same trials go
+through Optuna itself (`JournalStorage`, `study.add_trial`), for a side
+by side with Optuna's own reader on a file Optuna wrote (minutes at
+50,000).
+"""
+
+import argparse
+import datetime
+import json
+import math
+import os
+import random
+import sys
+import uuid
+
+CHOICES = [64, 128, 256, 512, 1024]
+
+
+def dist(name):
+    """The space's distributions as Optuna's JSON names them."""
+    return {
+        "lr": {"name": "FloatDistribution", "attributes": {"step": None, "low": 1e-5, "high": 1e-1, "log": True}},
+        "batch_size": {"name": "IntDistribution", "attributes": {"log": False, "step": 1, "low": 1, "high": 64}},
+        "width": {"name": "CategoricalDistribution", "attributes": {"choices": CHOICES}},
+    }[name]
+
+
+def trial(rng, number, start):
+    """One trial: its state (1 COMPLETE, 2 PRUNED, 3 FAIL), params (internal
+    and external), value, intermediate values and user attributes."""
+    lr = math.exp(rng.uniform(math.log(1e-5), math.log(1e-1)))
+    batch = rng.randint(1, 64)
+    w = rng.randrange(len(CHOICES))
+    width = CHOICES[w]
+    need = 300 + batch * width / 8
+    loss = abs(math.log10(lr) + 3) * 0.3 + 256 / width * 0.05 + rng.random() * 0.05
+    steps = rng.randint(3, 10)
+    curve = {s: loss * (1 + 2.0 / s) for s in range(1, steps + 1)}
+    attrs = {"run_dir": f"s/trials/{number:04d}/run", "at_once": rng.choice([1, 2, 4]),
+             "worker": {"host": "gen", "pid": 1000, "start": 1}}
+    measured = {"epochs": steps, "reports": steps, "peak_host_pss_mib": round(need * rng.uniform(0.97, 1.03), 1),
+                "peak_host_anon_mib": round(need * 0.9, 1), "cpu_cores": round(rng.uniform(0.8, 1.2), 2),
+                "seconds": round(rng.uniform(2, 30), 1)}
+    if number >= 3:
+        attrs.update({"predicted_peak_mib": round(need), "predicted_low_mib": round(need * 0.9),
+                      "predicted_high_mib": round(need * 1.1), "predicted_of": "host-pss"})
+    r = rng.random()
+    if need > 4000 and r < 0.5:
+        state, value, curve = 3, None, {}
+        attrs.update({"error_class": "predicted-out-of-memory", "room_mib": 4000,
+                      "error_message": f"not run: predicted to need {need:.0f} MiB of host memory"})
+    elif need > 4000:
+        state, value = 3, None
+        curve = dict(list(curve.items())[:1])
+        attrs.update(measured, error_class="out-of-memory", exit="MemoryError",
+                     error_message="MemoryError: out of memory", peak_host_pss_mib=3990.0)
+    elif r < 0.05:
+        state, value = 2, curve[max(1, steps // 2)]
+        curve = {s: v for s, v in curve.items() if s <= steps // 2}
+        attrs.update(measured, prune_reason="median pruner: worse than the median at its step")
+    elif r < 0.07:
+        state, value, curve = 3, None, {}
+        attrs.update(error_class="interrupted", error_message="the sweep was stopped")
+    else:
+        state, value = 1, loss
+        attrs.update(measured, attempts=1)
+    return {"state": state, "value": value, "curve": curve, "attrs": attrs,
+            "internal": {"lr": lr, "batch_size": batch, "width": w},
+            "external": {"lr": lr, "batch_size": batch, "width": width},
+            "start": start, "complete": start + datetime.timedelta(seconds=attrs.get("seconds", 1))}
+
+
+def iso(t):
+    return t.strftime("%Y-%m-%dT%H:%M:%S.%f")
+
+
+def write_ours(trials, path, name):
+    """As `train sweep` writes them: create, intermediate values, each
+    attribute, the end."""
+    worker = f"{uuid.uuid4()}-1000"
+    dists = {k: json.dumps(dist(k)) for k in ("lr", "batch_size", "width")}
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        def put(record):
+            f.write(json.dumps({"op_code": record.pop("op"), "worker_id": worker, **record},
+                               separators=(",", ":")) + "\n")
+        put({"op": 0, "study_name": name, "directions": [1]})
+        for n, t in enumerate(trials):
+            first = {k: t["attrs"][k] for k in ("at_once", "run_dir", "worker")}
+            rest = {k: v for k, v in t["attrs"].items() if k not in first}
+            put({"op": 4, "study_id": 0, "datetime_start": iso(t["start"]), "state": 0, "value": None,
+                 "values": None, "distributions": dists, "params": t["internal"], "user_attrs": first,
+                 "system_attrs": {}, "intermediate_values": {}})
+            for step, v in t["curve"].items():
+                put({"op": 7, "trial_id": n, "step": step, "intermediate_value": v})
+            for k, v in rest.items():
+                put({"op": 8, "trial_id": n, "user_attr": {k: v}})
+            put({"op": 6, "trial_id": n, "state": t["state"],
+                 "values": None if t["value"] is None else [t["value"]], "datetime_complete": iso(t["complete"])})
+    os.replace(tmp, path)
+
+
+def write_optuna(trials, path, name):
+    """Through Optuna itself: one add_trial per trial."""
+    import optuna
+    from optuna.distributions import json_to_distribution
+    from optuna.trial import TrialState, create_trial
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(path))
+    study = optuna.create_study(study_name=name, storage=storage, direction="minimize")
+    dists = {k: json_to_distribution(json.dumps(dist(k))) for k in ("lr", "batch_size", "width")}
+    states = {1: TrialState.COMPLETE, 2: TrialState.PRUNED, 3: TrialState.FAIL}
+    for t in trials:
+        study.add_trial(create_trial(
+            state=states[t["state"]], value=t["value"], params=t["external"], distributions=dists,
+            user_attrs=t["attrs"], intermediate_values=t["curve"]))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--trials", type=int, required=True)
+    ap.add_argument("--out", required=True, help="the journal file to write (replaced)")
+    ap.add_argument("--name", default="s", help="the study's name")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--optuna", action="store_true", help="write it through Optuna itself")
+    a = ap.parse_args()
+    rng = random.Random(a.seed)
+    t0 = datetime.datetime(2026, 11, 1)
+    trials = [trial(rng, n, t0 + datetime.timedelta(seconds=10 * n)) for n in range(a.trials)]
+    if os.path.exists(a.out):
+        os.remove(a.out)
+    (write_optuna if a.optuna else write_ours)(trials, a.out, a.name)
+    print(f"gen_study: {a.trials} trials in {a.out} ({os.path.getsize(a.out) >> 20} MiB)", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
