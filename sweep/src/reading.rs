@@ -100,13 +100,10 @@ type Read = (Option<Settings>, Study, Option<PathBuf>, String);
 fn ours(args: &Args, dir: PathBuf) -> anyhow::Result<Read> {
     let settings = read_settings(&dir)?;
     let truth = Truth::of(args, &dir, &settings)?;
-    let study = truth.storage().load(&settings.study_name)?.ok_or_else(|| {
-        bad_input!(
-            "{}: no study {:?} in it",
-            truth.storage().describe(),
-            settings.study_name
-        )
-    })?;
+    let described = truth.storage().describe();
+    let study = truth
+        .load_once(&settings.study_name)?
+        .ok_or_else(|| bad_input!("{described}: no study {:?} in it", settings.study_name))?;
     let shown = dir.display().to_string();
     Ok((Some(settings), study, Some(dir), shown))
 }
@@ -138,7 +135,7 @@ fn journal_study(args: &Args, file: &Path) -> anyhow::Result<(Study, String)> {
         },
     };
     let study = journal
-        .load(&name)?
+        .into_study(&name)?
         .ok_or_else(|| bad_input!("{shown}: no study {name:?} in it"))?;
     Ok((study, shown))
 }

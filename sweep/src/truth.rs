@@ -4,7 +4,7 @@
 //! one place that decides which, for the driver, `--status` and `--report`.
 
 use crate::cli::Args;
-use crate::journal::{Journal, StudyId};
+use crate::journal::{Journal, Study, StudyId};
 use crate::rdb::Database;
 use crate::storage::Storage;
 use common::bad_input;
@@ -24,6 +24,16 @@ impl Truth {
         match self {
             Truth::Journal(j) => j,
             Truth::Db(d) => d,
+        }
+    }
+
+    /// The study named `name`, for a reader that loads once (`--report`,
+    /// `--status`): from a journal its trials are moved out of the replay,
+    /// not copied (`Journal::into_study`).
+    pub fn load_once(self, name: &str) -> anyhow::Result<Option<Study>> {
+        match self {
+            Truth::Journal(j) => j.into_study(name),
+            Truth::Db(d) => d.load(name),
         }
     }
 

@@ -26,15 +26,16 @@ impl Cache {
     /// Replays the whole lines of `bytes` (what follows `offset`); returns
     /// the torn tail after them.
     pub(super) fn extend<'b>(&mut self, bytes: &'b [u8], path: &Path) -> Result<&'b [u8]> {
-        let scan = scan(bytes, path, self.lines)?;
-        for (line, record) in &scan.records {
-            self.state
-                .apply(record)
-                .map_err(|e| bad_input!("{}:{line}: {e}", path.display()))?;
-        }
-        self.offset += scan.whole as u64;
-        self.lines += scan.records.len();
-        Ok(&bytes[scan.whole..])
+        let (state, mut lines) = (&mut self.state, 0);
+        let whole = scan(bytes, path, self.lines, &mut |line, record| {
+            lines += 1;
+            state
+                .apply(&record)
+                .map_err(|e| bad_input!("{}:{line}: {e}", path.display()))
+        })?;
+        self.offset += whole as u64;
+        self.lines += lines;
+        Ok(&bytes[whole..])
     }
 }
 
@@ -48,6 +49,13 @@ impl Journal {
         let out = f(&cache.state);
         self.keep(cache);
         out
+    }
+
+    /// The journal replayed once, the replay handed over (the cache spent).
+    pub(super) fn read_once(&self) -> Result<Replay> {
+        let mut file = File::open(&self.path)
+            .with_context(|| format!("opening the journal {}", self.path.display()))?;
+        Ok(self.replay(&mut file)?.0.state)
     }
 
     /// The cached replay brought up to the end of `file`, and the torn tail.

@@ -238,6 +238,18 @@ impl Journal {
         })
     }
 
+    /// The study named `name`, as `load` gives it, for a reader that loads
+    /// once (`--report`, `--status`): its trials are moved out of the
+    /// replay, not copied, so a large study is held once.
+    pub fn into_study(self, name: &str) -> Result<Option<Study>> {
+        let state = self.read_once()?;
+        let Some(id) = state.study_id(name) else {
+            return Ok(None);
+        };
+        let path = self.path.display().to_string();
+        state.into_study(id).with_context(|| path).map(Some)
+    }
+
     /// The names of the journal's live studies, in order of creation.
     pub fn study_names(&self) -> Result<Vec<String>> {
         self.read(|state| Ok(state.studies.values().map(|s| s.name.clone()).collect()))

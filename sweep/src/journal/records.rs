@@ -84,18 +84,18 @@ pub(super) struct TrialAttr<'a> {
     pub(super) user_attr: BTreeMap<&'a str, &'a Value>,
 }
 
-/// The journal's whole lines, parsed.
-pub(super) struct Scan {
-    /// (line number from 1, record).
-    pub(super) records: Vec<(usize, Map<String, Value>)>,
-    /// Bytes up to the end of the last whole line; what follows is torn.
-    pub(super) whole: usize,
-}
-
-/// Splits the journal into records; a last line with no newline, or a last
-/// line that is not JSON, is torn (ignored); any other bad line is an error.
-pub(super) fn scan(bytes: &[u8], path: &Path, lines_before: usize) -> Result<Scan> {
-    let mut records = Vec::new();
+/// The journal's whole lines, each parsed record handed to `each` as it is
+/// read (line number from 1, record), so a large journal is never held
+/// parsed all at once; returns the bytes up to the end of the last whole
+/// line (what follows is torn). A last line with no newline, or a last line
+/// that is not JSON, is torn (ignored); any other bad line is an error, as
+/// is an error `each` returns (the records before it were handed over).
+pub(super) fn scan(
+    bytes: &[u8],
+    path: &Path,
+    lines_before: usize,
+    each: &mut dyn FnMut(usize, Map<String, Value>) -> Result<()>,
+) -> Result<usize> {
     let mut whole = 0;
     let mut start = 0;
     let mut line_no = lines_before;
@@ -104,7 +104,7 @@ pub(super) fn scan(bytes: &[u8], path: &Path, lines_before: usize) -> Result<Sca
         let end = start + nl + 1;
         let line = &bytes[start..end - 1];
         match parse_json(line) {
-            Ok(Value::Object(m)) => records.push((line_no, m)),
+            Ok(Value::Object(m)) => each(line_no, m)?,
             Ok(other) => {
                 return Err(bad_input!(
                     "{}:{line_no}: a journal record is a JSON object, not {}",
@@ -114,7 +114,7 @@ pub(super) fn scan(bytes: &[u8], path: &Path, lines_before: usize) -> Result<Sca
             }
             Err(e) if end == bytes.len() => {
                 let _ = e; // The last line, torn by a killed writer.
-                return Ok(Scan { records, whole });
+                return Ok(whole);
             }
             Err(e) => {
                 return Err(bad_input!(
@@ -127,7 +127,7 @@ pub(super) fn scan(bytes: &[u8], path: &Path, lines_before: usize) -> Result<Sca
         whole = end;
         start = end;
     }
-    Ok(Scan { records, whole })
+    Ok(whole)
 }
 
 fn short(s: &str) -> String {

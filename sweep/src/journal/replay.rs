@@ -81,6 +81,36 @@ impl Replay {
     }
 
     pub(super) fn study(&self, id: StudyId) -> Result<Study> {
+        self.assemble(id, &mut |t| {
+            let e = &self.trials[t as usize];
+            (e.trial.clone(), e.values.clone())
+        })
+    }
+
+    /// The study `id`, its trials moved out of the replay (which is spent):
+    /// a reader that loads once (`--report`, `--status`) holds them once.
+    pub(super) fn into_study(self, id: StudyId) -> Result<Study> {
+        let mut entries: Vec<Option<TrialEntry>> = Vec::new();
+        let replay = Replay {
+            trials: Vec::new(),
+            ..self
+        };
+        entries.extend(self.trials.into_iter().map(Some));
+        replay.assemble(id, &mut |t| {
+            let e = entries[t as usize]
+                .take()
+                .expect("a trial is in one study once");
+            (e.trial, e.values)
+        })
+    }
+
+    /// The study `id` with each trial as `trial_of` gives it (its record and
+    /// its values).
+    fn assemble(
+        &self,
+        id: StudyId,
+        trial_of: &mut dyn FnMut(u64) -> (Trial, Option<Vec<f64>>),
+    ) -> Result<Study> {
         let s = &self.studies[&id.0];
         let direction = match s.directions.as_slice() {
             [1] => Direction::Minimize,
@@ -95,9 +125,8 @@ impl Replay {
         let ids = self.study_trials.get(&id.0).map_or(&[][..], |v| v);
         let mut trials = Vec::with_capacity(ids.len());
         for t in ids {
-            let t = &self.trials[*t as usize];
-            let mut trial = t.trial.clone();
-            trial.value = match t.values.as_deref() {
+            let (mut trial, values) = trial_of(*t);
+            trial.value = match values.as_deref() {
                 None => None,
                 Some([v]) => Some(*v),
                 Some(v) => {
