@@ -528,6 +528,31 @@ mod tests {
         );
     }
 
+    /// `slots` after one revision from no trial running, on a 16-core host
+    /// with `budget` MiB of host memory, packed by predicted peaks or not.
+    fn revised(
+        mut slots: Slots,
+        study: &Study,
+        budget: f64,
+        gpus: Option<&[Gpu]>,
+        packing: bool,
+    ) -> Slots {
+        replan(
+            &mut slots,
+            &mut Largest::default(),
+            &Peaks {
+                study,
+                running: &[],
+                memory_budget_mib: Some(budget),
+                available_mib: 0.0,
+                cores: 16,
+                gpus,
+                packing,
+            },
+        );
+        slots
+    }
+
     #[test]
     fn packed_by_predicted_peaks_the_cpu_slots_follow_the_smallest_trial() {
         // Trials of 200 and 800 MiB (150 and 700 anonymous) in 1000 MiB:
@@ -541,21 +566,8 @@ mod tests {
             trial(1, TrialState::Complete, &big),
         ];
         let open = |packing| {
-            let mut s = Slots::new(placement::cpu_slots(1, 16), false);
-            replan(
-                &mut s,
-                &mut Largest::default(),
-                &Peaks {
-                    study: &study,
-                    running: &[],
-                    memory_budget_mib: Some(1000.0),
-                    available_mib: 0.0,
-                    cores: 16,
-                    gpus: None,
-                    packing,
-                },
-            );
-            s.open()
+            let s = Slots::new(placement::cpu_slots(1, 16), false);
+            revised(s, &study, 1000.0, None, packing).open()
         };
         assert_eq!((open(false), open(true)), (1, 5));
     }
@@ -572,19 +584,12 @@ mod tests {
             &[("peak_host_pss_mib", 2000.0), ("peak_gpu_mib", 4000.0)],
         ));
         let open = |packing| {
-            let mut s = on_gpus(&[0]);
-            replan(
-                &mut s,
-                &mut Largest::default(),
-                &Peaks {
-                    study: &study,
-                    running: &[],
-                    memory_budget_mib: Some(200000.0),
-                    available_mib: 0.0,
-                    cores: 16,
-                    gpus: Some(&[gpu(0, 8000)]),
-                    packing,
-                },
+            let s = revised(
+                on_gpus(&[0]),
+                &study,
+                200000.0,
+                Some(&[gpu(0, 8000)]),
+                packing,
             );
             s.open_on(Some(0))
         };
