@@ -232,3 +232,28 @@ fn the_auto_fix_memory_models_figures_are_the_last_runs() {
         );
     }
 }
+
+#[test]
+fn the_large_study_figures_are_the_last_runs() {
+    let rows = rows_of("bench/results/report_scale.csv");
+    let text = read("bench/README.md")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    for r in &rows {
+        let by = match r["written_by"].as_str() {
+            "train sweep" => "`train sweep`",
+            other => other,
+        };
+        let reader = match r["reader"].as_str() {
+            "train sweep --report (json)" => "`--report`".to_string(),
+            "train sweep --status" => "`--status`".to_string(),
+            _ => "Optuna `load_study().trials`".to_string(),
+        };
+        let figure = format!("| {by} | {reader} | {} (", r["seconds"]);
+        assert!(
+            text.contains(&figure) && text.contains(&format!("| {} (", r["peak_rss_mib"])),
+            "bench/README.md does not quote \"{figure}\" from bench/results/report_scale.csv: update it or re-run bench/report_scale.py"
+        );
+    }
+}
