@@ -72,6 +72,22 @@ fn the_wheels_figures_are_the_last_runs() {
 }
 
 /// A results CSV's rows as column -> value.
+/// bench/README.md with every run of white space as one space (lines wrap).
+fn bench_readme() -> String {
+    read("bench/README.md")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The sum of `key` over the rows of one `memory_model` arm.
+fn sum_by_arm(rows: &[std::collections::HashMap<String, String>], arm: &str, key: &str) -> f64 {
+    rows.iter()
+        .filter(|r| r["memory_model"] == arm)
+        .map(|r| number(r, key))
+        .sum()
+}
+
 fn rows_of(path: &str) -> Vec<std::collections::HashMap<String, String>> {
     let text = read(path);
     let mut lines = text.lines();
@@ -90,12 +106,7 @@ fn rows_of(path: &str) -> Vec<std::collections::HashMap<String, String>> {
 #[test]
 fn the_memory_models_figures_are_the_last_runs() {
     let rows = rows_of("bench/results/memory_model.csv");
-    let total = |arm: &str, key: &str| -> f64 {
-        rows.iter()
-            .filter(|r| r["memory_model"] == arm)
-            .map(|r| number(r, key))
-            .sum()
-    };
+    let total = |arm: &str, key: &str| sum_by_arm(&rows, arm, key);
     let (before, off, on) = (
         total("before", "ran_out_of_memory"),
         total("off", "ran_out_of_memory"),
@@ -145,10 +156,7 @@ fn the_packing_figures_are_the_last_runs() {
         .iter()
         .fold((f64::MAX, 0.0f64), |(a, b), r| (a.min(*r), b.max(*r)));
     let (ml, mp) = (median(largest), median(predicted));
-    let text = read("bench/README.md")
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ");
+    let text = bench_readme();
     for figure in [
         format!("| packed by the largest peak | {ml:.0} |"),
         format!("| packed by each point's predicted peak | {mp:.0} |"),
@@ -167,21 +175,13 @@ fn the_packing_figures_are_the_last_runs() {
 #[test]
 fn the_trainer_memory_models_figures_are_the_last_runs() {
     let rows = rows_of("bench/results/memory_model_hf.csv");
-    let total = |arm: &str, key: &str| -> f64 {
-        rows.iter()
-            .filter(|r| r["memory_model"] == arm)
-            .map(|r| number(r, key))
-            .sum()
-    };
+    let total = |arm: &str, key: &str| sum_by_arm(&rows, arm, key);
     let (before, on) = (
         total("before", "ran_out_of_memory"),
         total("on", "ran_out_of_memory"),
     );
     let (refused, fit) = (total("on", "refused"), total("on", "refused_that_fit"));
-    let text = read("bench/README.md")
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ");
+    let text = bench_readme();
     for figure in [
         format!("| before issue 43 | {before} | 0 | 0 |"),
         format!("| memory model on | {on} | {refused} | {fit} |"),
@@ -200,12 +200,7 @@ fn the_trainer_memory_models_figures_are_the_last_runs() {
 #[test]
 fn the_auto_fix_memory_models_figures_are_the_last_runs() {
     let rows = rows_of("bench/results/memory_model_autofix.csv");
-    let total = |arm: &str, key: &str| -> f64 {
-        rows.iter()
-            .filter(|r| r["memory_model"] == arm)
-            .map(|r| number(r, key))
-            .sum()
-    };
+    let total = |arm: &str, key: &str| sum_by_arm(&rows, arm, key);
     let (a0, a1) = (total("off", "attempts"), total("on", "attempts"));
     let (n0, n1) = (total("off", "trials"), total("on", "trials"));
     let (o0, o1) = (
@@ -213,10 +208,7 @@ fn the_auto_fix_memory_models_figures_are_the_last_runs() {
         total("on", "ran_out_of_memory"),
     );
     let fixed = total("on", "fixed_before_start");
-    let text = read("bench/README.md")
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ");
+    let text = bench_readme();
     for figure in [
         format!("| `memory_model: false` | {n0} | {a0} | {o0} | 0 |"),
         format!("| memory model on | {n1} | {a1} | {o1} | {fixed} |"),
@@ -236,10 +228,7 @@ fn the_auto_fix_memory_models_figures_are_the_last_runs() {
 #[test]
 fn the_large_study_figures_are_the_last_runs() {
     let rows = rows_of("bench/results/report_scale.csv");
-    let text = read("bench/README.md")
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ");
+    let text = bench_readme();
     for r in &rows {
         let by = match r["written_by"].as_str() {
             "train sweep" => "`train sweep`",

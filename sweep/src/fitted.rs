@@ -20,6 +20,9 @@ use supervise::autofix::{Attempt, Failure, Fixer, Next};
 /// fits (None: no prediction).
 pub(crate) type Check<'a> = dyn FnMut(&Map<String, Value>) -> Option<(Predicted, bool)> + 'a;
 
+/// A trial's journal attributes, known before it ends.
+pub(crate) type Attrs = Vec<(&'static str, Value)>;
+
 /// The first attempt with the fixes predicted to fit.
 pub(crate) struct Fitted {
     /// Its changes (`Attempt::changed`) are every rung's, in order.
@@ -43,7 +46,7 @@ fn out_of_memory() -> Failure {
 
 /// `values` as `a` would run them: a parameter whose flag a rung turned at
 /// its new value, a knob outside the space beside them.
-pub(crate) fn as_run(values: &Map<String, Value>, a: &Attempt) -> Map<String, Value> {
+fn as_run(values: &Map<String, Value>, a: &Attempt) -> Map<String, Value> {
     let mut out = values.clone();
     out.extend(effective_params(a));
     out
@@ -90,8 +93,8 @@ pub(crate) fn climb(
 /// The attributes a trial started so records (with its end): the
 /// prediction of what ran in place of the point's as sampled, which is
 /// kept beside it, and the rungs climbed before its first attempt.
-pub(crate) fn fitted_attrs(f: &Fitted, sampled: Option<&Predicted>) -> Vec<(&'static str, Value)> {
-    let mut attrs: Vec<(&'static str, Value)> = f.predicted.attrs().into_iter().collect();
+pub(crate) fn fitted_attrs(f: &Fitted, sampled: Option<&Predicted>) -> Attrs {
+    let mut attrs: Attrs = f.predicted.attrs().into_iter().collect();
     if let Some(p) = sampled {
         attrs.push((
             "predicted_as_sampled_mib",

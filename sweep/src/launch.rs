@@ -8,7 +8,7 @@
 use crate::banner::{print_block, print_program_block};
 use crate::context::Sweep;
 use crate::cores::Watch;
-use crate::fitted::{fitted_attrs, Fitted};
+use crate::fitted::{fitted_attrs, Attrs};
 use crate::history::{drawn, interrupted_roots, rerun_reason};
 use crate::journal::{Outcome, Study, TrialRecord, TrialRef};
 use crate::memory_model::{
@@ -442,13 +442,17 @@ impl Starter<'_> {
             Ok(p) => p,
             Err(e) => return self.fail(&t.made, Class::Other.as_str(), &format!("{e:#}")),
         };
-        let (prepared, fitted) = match (unfit, t.predicted) {
+        let mut start_attrs = Vec::new();
+        let prepared = match (unfit, t.predicted) {
             (Some(why), Some(p)) => match self.fit_first(&t, prepared, &p, &why) {
-                Ok(Some((prepared, fitted))) => (prepared, Some(fitted)),
+                Ok(Some((prepared, fitted, attrs))) => {
+                    (t.predicted, start_attrs) = (Some(fitted), attrs);
+                    prepared
+                }
                 Ok(None) => return Ok(None),
                 Err(e) => return self.fail(&t.made, Class::Other.as_str(), &format!("{e:#}")),
             },
-            _ => (prepared, None),
+            _ => prepared,
         };
         let started = match program::start(&sweep.space, &launch, prepared) {
             Ok(s) => s,
@@ -457,11 +461,6 @@ impl Starter<'_> {
         let mut runs_on = self.slots.runs_on(t.slot);
         if started.forked {
             runs_on.push_str(", forked from the preload server");
-        }
-        let mut start_attrs = Vec::new();
-        if let Some(f) = fitted {
-            start_attrs = fitted_attrs(&f, t.predicted.as_ref());
-            t.predicted = Some(f.predicted);
         }
         print_program_block(
             t.made.number,
@@ -479,14 +478,16 @@ impl Starter<'_> {
 
     /// A point predicted not to fit as sampled (`unfit`, predicted `p`),
     /// with `auto_fix`: its first attempt with the fixes predicted to fit
-    /// (`fitted::climb`), said; when none is, the point is refused (None).
+    /// (`fitted::climb`), said, with what it is predicted to need so and
+    /// the attributes that record it; when none is, the point is refused
+    /// (None).
     fn fit_first(
         &self,
         t: &Claimed,
         mut prepared: program::Prepared,
         p: &Predicted,
         unfit: &Unfit,
-    ) -> anyhow::Result<Option<(program::Prepared, Fitted)>> {
+    ) -> anyhow::Result<Option<(program::Prepared, Predicted, Attrs)>> {
         let program = self.sweep.space.program.as_ref();
         let af = program
             .and_then(|p| p.auto_fix.as_ref())
@@ -524,8 +525,9 @@ impl Starter<'_> {
             f.predicted.words(),
             f.attempt.changed.join("; ")
         );
-        prepared.attempt = f.attempt.clone();
-        Ok(Some((prepared, f)))
+        let attrs = fitted_attrs(&f, Some(p));
+        prepared.attempt = f.attempt;
+        Ok(Some((prepared, f.predicted, attrs)))
     }
 
     /// A trial that could not start: failed with its class and message.

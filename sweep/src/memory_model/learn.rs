@@ -81,15 +81,9 @@ pub fn ran_out_legs(trial: &Trial, resource: Resource) -> Vec<(Map<String, Value
 /// The values `trial` ran with: its parameters, and the flags auto-fix
 /// turned (`effective_params`) in their place or beside them.
 pub fn ran_with(trial: &Trial) -> Map<String, Value> {
-    let mut out: Map<String, Value> = trial
-        .params
-        .iter()
-        .map(|(k, v)| (k.clone(), v.to_json()))
-        .collect();
+    let mut out = values_of(&trial.params);
     if let Some(Value::Object(fixed)) = trial.user_attrs.get("effective_params") {
-        for (k, v) in fixed {
-            out.insert(k.clone(), v.clone());
-        }
+        out.extend(fixed.clone());
     }
     out
 }
@@ -190,26 +184,28 @@ impl Learner {
     /// point `values` needs at least as much as (the smallest such); None
     /// before a prediction can be made, or when there is none.
     pub fn ran_out(&mut self, values: &Map<String, Value>, resource: Resource) -> Option<RanOut> {
-        self.fit(resource)?;
-        let fit = self.fits[slot_of(resource)].as_ref()?;
-        self.ran_out[slot_of(resource)]
-            .iter()
-            .filter(|(_, out)| fit.at_least(values, out))
-            .map(|(number, out)| RanOut {
-                number: *number,
-                need_mib: fit.predict(out).peak_mib,
-            })
-            .min_by(|a, b| a.need_mib.total_cmp(&b.need_mib))
+        self.least_need(resource, |fit, out| fit.at_least(values, out))
     }
 
     /// The trial that ran out of memory of `resource` whose point the fit
     /// says needs least (its need: a bound above the limit it ran under);
     /// None before a prediction can be made, or when none ran out.
     pub fn least_ran_out(&mut self, resource: Resource) -> Option<RanOut> {
+        self.least_need(resource, |_, _| true)
+    }
+
+    /// Of the points that ran out of memory of `resource` and that `keep`
+    /// takes, the one the fit says needs least.
+    fn least_need(
+        &mut self,
+        resource: Resource,
+        keep: impl Fn(&super::Fit, &Map<String, Value>) -> bool,
+    ) -> Option<RanOut> {
         self.fit(resource)?;
         let fit = self.fits[slot_of(resource)].as_ref()?;
         self.ran_out[slot_of(resource)]
             .iter()
+            .filter(|(_, out)| keep(fit, out))
             .map(|(number, out)| RanOut {
                 number: *number,
                 need_mib: fit.predict(out).peak_mib,
