@@ -238,7 +238,7 @@ pub fn status(args: &Args, given: &Option<PathBuf>) -> anyhow::Result<u8> {
         Some(_) => crate::slurm::Queue::query(),
         None => Err("the sweep has no Slurm job".into()),
     };
-    let mut out = std::io::stdout().lock();
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     let c = counts(study);
     let list: Vec<String> = c.iter().map(|(s, n)| format!("{s} {n}")).collect();
     writeln!(
@@ -277,6 +277,7 @@ pub fn status(args: &Args, given: &Option<PathBuf>) -> anyhow::Result<u8> {
         write_slurm(&mut out, jobs, &queue)?;
     }
     out.flush()?;
+    leave(loaded);
     Ok(common::exit::OK)
 }
 
@@ -367,6 +368,13 @@ fn params_text(t: &Trial) -> String {
         .join(", ")
 }
 
+/// What a one-time reader read, left to the process's exit to free: the
+/// trials of a large study are a heap of small maps, and freeing them one
+/// by one took a tenth of `--report`'s time on 28,000 trials.
+fn leave<T>(read: T) {
+    std::mem::forget(read);
+}
+
 /// `--report DIR` (or --storage URL --study NAME [--out DIR]): the table
 /// on stdout; best_config.yaml, best_command.sh and objective.png written
 /// in the sweep's directory. `train` is the binary our model's trials run.
@@ -412,9 +420,11 @@ pub fn report(args: &Args, given: &Option<PathBuf>, train: &Path) -> anyhow::Res
         failures: failures(study),
         memory_model,
     };
-    let mut out = std::io::stdout().lock();
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     Format::resolve(args.format).write(&report, &mut out, table::write_table, table::write_csv)?;
     out.flush()?;
+    leave(loaded);
+    leave(report);
     Ok(common::exit::OK)
 }
 

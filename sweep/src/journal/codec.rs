@@ -299,7 +299,7 @@ pub(crate) fn parse_json(line: &[u8]) -> Result<Value, serde_json::Error> {
 
 /// `line` with the bare tokens NaN / Infinity / -Infinity outside strings
 /// replaced by sentinel strings; None if there are none.
-fn replace_nonfinite(line: &[u8]) -> Option<Vec<u8>> {
+pub(crate) fn replace_nonfinite(line: &[u8]) -> Option<Vec<u8>> {
     let tokens: [(&[u8], &str); 3] = [
         (b"-Infinity", "\"\\u0000optuna:-Infinity\""),
         (b"Infinity", "\"\\u0000optuna:Infinity\""),
@@ -356,17 +356,15 @@ pub(crate) fn float(v: &Value) -> Option<f64> {
 
 /// An attribute value with Python's non-finite floats as "NaN",
 /// "Infinity", "-Infinity" (JSON has no such numbers).
-pub(crate) fn readable(v: &Value) -> Value {
+pub(crate) fn readable(v: Value) -> Value {
     match v {
-        Value::String(s) => match nonfinite(s) {
+        Value::String(s) => match nonfinite(&s) {
             Some(_) => Value::String(s.trim_start_matches("\u{0}optuna:").to_owned()),
-            None => v.clone(),
+            None => Value::String(s),
         },
-        Value::Array(a) => Value::Array(a.iter().map(readable).collect()),
-        Value::Object(m) => {
-            Value::Object(m.iter().map(|(k, v)| (k.clone(), readable(v))).collect())
-        }
-        _ => v.clone(),
+        Value::Array(a) => Value::Array(a.into_iter().map(readable).collect()),
+        Value::Object(m) => Value::Object(m.into_iter().map(|(k, v)| (k, readable(v))).collect()),
+        v => v,
     }
 }
 

@@ -24,18 +24,48 @@ pub(super) struct Cache {
 
 impl Cache {
     /// Replays the whole lines of `bytes` (what follows `offset`); returns
-    /// the torn tail after them.
-    pub(super) fn extend<'b>(&mut self, bytes: &'b [u8], path: &Path) -> Result<&'b [u8]> {
+    /// the torn tail after them. `at_eof`: `bytes` end where the file does
+    /// (its last line, if not JSON, is torn, not bad).
+    pub(super) fn extend<'b>(
+        &mut self,
+        bytes: &'b [u8],
+        path: &Path,
+        at_eof: bool,
+    ) -> Result<&'b [u8]> {
         let (state, mut lines) = (&mut self.state, 0);
-        let whole = scan(bytes, path, self.lines, &mut |line, record| {
+        let whole = scan(bytes, path, self.lines, at_eof, &mut |line, record| {
             lines += 1;
             state
-                .apply(&record)
+                .apply(record)
                 .map_err(|e| bad_input!("{}:{line}: {e}", path.display()))
         })?;
         self.offset += whole as u64;
         self.lines += lines;
         Ok(&bytes[whole..])
+    }
+
+    /// Replays `file` from `offset` to its end a block at a time, so a
+    /// large journal is never held whole in memory beside its replay;
+    /// returns the torn tail. The last whole line of each block waits for
+    /// the next, as only the file's last line may be torn.
+    fn extend_from(&mut self, file: &mut File, path: &Path) -> Result<Vec<u8>> {
+        const BLOCK: u64 = 1 << 20;
+        let mut carry = Vec::with_capacity(BLOCK as usize + 4096);
+        loop {
+            let n = file
+                .take(BLOCK)
+                .read_to_end(&mut carry)
+                .with_context(|| format!("reading the journal {}", path.display()))?;
+            if n == 0 {
+                return Ok(self.extend(&carry, path, true)?.to_vec());
+            }
+            let held = carry.iter().rposition(|&b| b == b'\n');
+            let ready = held.and_then(|last| carry[..last].iter().rposition(|&b| b == b'\n'));
+            if let Some(end) = ready {
+                self.extend(&carry[..=end], path, false)?;
+                carry.drain(..=end);
+            }
+        }
     }
 }
 
@@ -73,11 +103,9 @@ impl Journal {
                 file: id,
                 ..Cache::default()
             });
-        let mut rest = Vec::new();
         file.seek(SeekFrom::Start(cache.offset))
-            .and_then(|_| file.read_to_end(&mut rest))
             .with_context(|| format!("reading the journal {shown}"))?;
-        let torn = cache.extend(&rest, &self.path)?.to_vec();
+        let torn = cache.extend_from(file, &self.path)?;
         Ok((cache, torn))
     }
 
@@ -148,7 +176,7 @@ impl Journal {
             format!("fsync of the journal {shown} failed: the last record may not be on disk")
         })?;
         if start == cache.offset {
-            cache.extend(&buf, &self.path)?;
+            cache.extend(&buf, &self.path, true)?;
         } else {
             // Someone wrote between our read and our write (a broken lock):
             // replay what is really before and at our line.
@@ -160,7 +188,7 @@ impl Journal {
                 file: cache.file,
                 ..Cache::default()
             };
-            if !cache.extend(&bytes, &self.path)?.is_empty() {
+            if !cache.extend(&bytes, &self.path, true)?.is_empty() {
                 bail!("{shown}: a torn line before our record at byte {start}");
             }
         }

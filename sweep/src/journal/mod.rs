@@ -595,7 +595,7 @@ impl Journal {
 /// fuzzer; a torn last line is ignored, as on resume.
 pub fn replay(bytes: &[u8], path: &Path) -> Result<Vec<Study>> {
     let mut cache = Cache::default();
-    cache.extend(bytes, path)?;
+    cache.extend(bytes, path, true)?;
     cache
         .state
         .studies

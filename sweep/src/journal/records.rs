@@ -1,12 +1,15 @@
 //! The journal's records: Optuna's op codes, the records we write (field
 //! order as Optuna writes them), and the file's lines parsed into records.
 
-use super::codec::parse_json;
+use super::codec::replace_nonfinite;
 use anyhow::Result;
 use common::bad_input;
+use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde::Serialize;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
+use std::fmt;
 use std::path::Path;
 
 /// Optuna's JournalOperation (Optuna 5's, which added DISCARD_TRIALS).
@@ -84,17 +87,114 @@ pub(super) struct TrialAttr<'a> {
     pub(super) user_attr: BTreeMap<&'a str, &'a Value>,
 }
 
-/// The journal's whole lines, each parsed record handed to `each` as it is
-/// read (line number from 1, record), so a large journal is never held
+/// The place in `Fields` of each field a record may have (any op code's);
+/// None: a field no record has, skipped.
+fn slot(key: &str) -> Option<usize> {
+    Some(match key {
+        "op_code" => 0,
+        "study_id" => 1,
+        "trial_id" => 2,
+        "study_name" => 3,
+        "directions" => 4,
+        "user_attr" => 5,
+        "system_attr" => 6,
+        "state" => 7,
+        "value" => 8,
+        "values" => 9,
+        "datetime_start" => 10,
+        "datetime_complete" => 11,
+        "distributions" => 12,
+        "params" => 13,
+        "user_attrs" => 14,
+        "system_attrs" => 15,
+        "intermediate_values" => 16,
+        "param_name" => 17,
+        "param_value_internal" => 18,
+        "distribution" => 19,
+        "step" => 20,
+        "intermediate_value" => 21,
+        "trial_ids" => 22,
+        _ => return None,
+    })
+}
+const FIELDS: usize = 23;
+
+/// A record's fields as the line holds them, each parsed only where the
+/// replay reads it: nothing of a record is copied but what it keeps (a
+/// `Map` of `Value`s allocated every key and value of every line, and
+/// was most of the time of reading a large journal). A present `null` is
+/// `Some("null")`, told apart from an absent field; a repeated key keeps
+/// its last value, as a JSON map does.
+pub(super) struct Fields<'a>([Option<&'a RawValue>; FIELDS]);
+
+impl<'a> Fields<'a> {
+    pub(super) fn get(&self, key: &str) -> Option<&'a RawValue> {
+        self.0[slot(key)?]
+    }
+}
+
+impl<'de> Deserialize<'de> for Fields<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_map(FieldsVisitor)
+    }
+}
+
+struct FieldsVisitor;
+
+impl<'de> Visitor<'de> for FieldsVisitor {
+    type Value = Fields<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<M: MapAccess<'de>>(self, mut m: M) -> Result<Fields<'de>, M::Error> {
+        let mut fields = Fields([None; FIELDS]);
+        while let Some(Slot(slot)) = m.next_key()? {
+            match slot {
+                Some(i) => fields.0[i] = Some(m.next_value::<&RawValue>()?),
+                None => {
+                    m.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(fields)
+    }
+}
+
+/// A key's place in `Fields` (None: a field no op code has).
+struct Slot(Option<usize>);
+
+impl<'de> Deserialize<'de> for Slot {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl Visitor<'_> for KeyVisitor {
+            type Value = Slot;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a field name")
+            }
+            fn visit_str<E: de::Error>(self, k: &str) -> Result<Slot, E> {
+                Ok(Slot(slot(k)))
+            }
+        }
+        d.deserialize_str(KeyVisitor)
+    }
+}
+
+/// The journal's whole lines, each record handed to `each` as it is read
+/// (line number from 1, its fields), so a large journal is never held
 /// parsed all at once; returns the bytes up to the end of the last whole
 /// line (what follows is torn). A last line with no newline, or a last line
 /// that is not JSON, is torn (ignored); any other bad line is an error, as
 /// is an error `each` returns (the records before it were handed over).
+/// `at_eof`: `bytes` end where the file does; else no line is torn.
+/// Python's bare NaN / Infinity tokens are read as codec's sentinels.
 pub(super) fn scan(
     bytes: &[u8],
     path: &Path,
     lines_before: usize,
-    each: &mut dyn FnMut(usize, Map<String, Value>) -> Result<()>,
+    at_eof: bool,
+    each: &mut dyn FnMut(usize, &Fields) -> Result<()>,
 ) -> Result<usize> {
     let mut whole = 0;
     let mut start = 0;
@@ -103,18 +203,28 @@ pub(super) fn scan(
         line_no += 1;
         let end = start + nl + 1;
         let line = &bytes[start..end - 1];
-        match parse_json(line) {
-            Ok(Value::Object(m)) => each(line_no, m)?,
-            Ok(other) => {
+        let fixed;
+        let parsed = match serde_json::from_slice::<Fields>(line) {
+            Err(e) if !e.is_data() => match replace_nonfinite(line) {
+                Some(f) => {
+                    fixed = f;
+                    serde_json::from_slice::<Fields>(&fixed).map_err(|_| e)
+                }
+                None => Err(e),
+            },
+            other => other,
+        };
+        match parsed {
+            Ok(fields) => each(line_no, &fields)?,
+            Err(e) if e.is_data() => {
                 return Err(bad_input!(
                     "{}:{line_no}: a journal record is a JSON object, not {}",
                     path.display(),
-                    short(&other.to_string())
+                    short(&String::from_utf8_lossy(line))
                 ))
             }
-            Err(e) if end == bytes.len() => {
-                let _ = e; // The last line, torn by a killed writer.
-                return Ok(whole);
+            Err(_) if at_eof && end == bytes.len() => {
+                return Ok(whole); // The last line, torn by a killed writer.
             }
             Err(e) => {
                 return Err(bad_input!(

@@ -8,7 +8,9 @@ use super::{Study, StudyId, TrialId};
 use crate::trial::{Direction, Distribution, ParamValue, Trial, TrialState};
 use anyhow::{bail, Context, Result};
 use common::bad_input;
-use serde_json::{Map, Value};
+use serde_json::value::RawValue;
+use serde_json::Value;
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
@@ -24,6 +26,10 @@ pub(super) struct Replay {
     pub(super) study_trials: HashMap<u64, Vec<u64>>,
     /// The trial the last CREATE_TRIAL made (None: it was ignored).
     pub(super) last_created: Option<u64>,
+    /// Distributions by their JSON text: a study's few are written again
+    /// in every trial, and parsing each every time was a seventh of the
+    /// replay.
+    parsed: HashMap<String, Distribution>,
 }
 
 #[derive(Debug)]
@@ -154,10 +160,7 @@ impl Replay {
 
     /// The trial `id` if it exists and has not finished (else the record is
     /// ignored, as Optuna ignores other workers' stale updates).
-    fn updatable(
-        &mut self,
-        record: &Map<String, Value>,
-    ) -> Result<Option<&mut TrialEntry>, String> {
+    fn updatable(&mut self, record: &Fields) -> Result<Option<&mut TrialEntry>, String> {
         let id = uint(record, "trial_id")?;
         Ok(self
             .trials
@@ -165,7 +168,7 @@ impl Replay {
             .filter(|t| !t.trial.state.is_finished()))
     }
 
-    pub(super) fn apply(&mut self, r: &Map<String, Value>) -> Result<(), String> {
+    pub(super) fn apply(&mut self, r: &Fields) -> Result<(), String> {
         let op = uint(r, "op_code")?;
         match u8::try_from(op).unwrap_or(u8::MAX) {
             CREATE_STUDY => self.create_study(r)?,
@@ -191,7 +194,7 @@ impl Replay {
             SET_TRIAL_INTERMEDIATE_VALUE => {
                 if let Some(t) = self.updatable(r)? {
                     let step = uint(r, "step")?;
-                    let value = float(field(r, "intermediate_value")?)
+                    let value = float(&value(field(r, "intermediate_value")?)?)
                         .ok_or("intermediate_value is not a number")?;
                     t.trial.intermediate.insert(step, value);
                 }
@@ -215,10 +218,10 @@ impl Replay {
     }
 
     /// A study of a name already taken is ignored, as in Optuna.
-    fn create_study(&mut self, r: &Map<String, Value>) -> Result<(), String> {
+    fn create_study(&mut self, r: &Fields) -> Result<(), String> {
         let name = string(r, "study_name")?;
         let directions = array(r, "directions")?
-            .iter()
+            .into_iter()
             .map(|d| match d.as_i64() {
                 Some(d @ 0..=2) => Ok(d),
                 _ => Err(format!("directions: {d} is not a StudyDirection (0, 1, 2)")),
@@ -232,7 +235,7 @@ impl Replay {
         self.studies.insert(
             id,
             StudyState {
-                name: name.to_owned(),
+                name: name.into_owned(),
                 directions,
                 user_attrs: BTreeMap::new(),
                 system_attrs: BTreeMap::new(),
@@ -242,22 +245,22 @@ impl Replay {
         Ok(())
     }
 
-    fn set_state_values(&mut self, r: &Map<String, Value>) -> Result<(), String> {
+    fn set_state_values(&mut self, r: &Fields) -> Result<(), String> {
         let Some(t) = self.updatable(r)? else {
             return Ok(());
         };
-        let state = trial_state(field(r, "state")?)?;
+        let state = trial_state(&value(field(r, "state")?)?)?;
         if state == TrialState::Running && t.trial.state == TrialState::Running {
             return Ok(()); // Another worker already runs it.
         }
         if state == TrialState::Running {
-            t.trial.datetime_start = Some(naive_utc(string(r, "datetime_start")?));
+            t.trial.datetime_start = Some(naive_utc(&string(r, "datetime_start")?));
         }
         if state.is_finished() {
-            t.trial.datetime_complete = Some(naive_utc(string(r, "datetime_complete")?));
+            t.trial.datetime_complete = Some(naive_utc(&string(r, "datetime_complete")?));
         }
         t.trial.state = state;
-        if let Some(v) = values(field(r, "values")?)? {
+        if let Some(v) = values(&value(field(r, "values")?)?)? {
             t.values = Some(v);
         }
         Ok(())
@@ -267,9 +270,9 @@ impl Replay {
     /// the record) and Rustuna (unless asked to apply it) keep them, only
     /// flagged; ids of no trial (yet) are ignored, as records about unknown
     /// trials are.
-    fn discard(&mut self, r: &Map<String, Value>) -> Result<(), String> {
+    fn discard(&mut self, r: &Fields) -> Result<(), String> {
         let ids = array(r, "trial_ids")?
-            .iter()
+            .into_iter()
             .map(|id| {
                 id.as_u64()
                     .ok_or_else(|| format!("trial_ids: {id} is not an integer >= 0"))
@@ -286,18 +289,18 @@ impl Replay {
         Ok(())
     }
 
-    fn create_trial(&mut self, r: &Map<String, Value>) -> Result<(), String> {
+    fn create_trial(&mut self, r: &Fields) -> Result<(), String> {
         self.last_created = None;
         let study_id = uint(r, "study_id")?;
         if !self.studies.contains_key(&study_id) {
             return Ok(());
         }
-        let distributions = distributions(r)?;
+        let distributions = self.distributions(r)?;
         let params = params(r, &distributions)?;
         let (datetime_start, datetime_complete) = datetimes(r)?;
-        let state = match r.get("state") {
+        let state = match opt(r, "state")? {
             None => TrialState::Running,
-            Some(s) => trial_state(s)?,
+            Some(s) => trial_state(&s)?,
         };
         let values = value_or_values(r)?;
         let intermediate = intermediate_values(r)?;
@@ -314,8 +317,8 @@ impl Replay {
                 distributions,
                 value: None,
                 intermediate,
-                user_attrs: attrs(r.get("user_attrs"), "user_attrs")?,
-                system_attrs: attrs(r.get("system_attrs"), "system_attrs")?,
+                user_attrs: attrs(r, "user_attrs")?,
+                system_attrs: attrs(r, "system_attrs")?,
                 datetime_start,
                 datetime_complete,
                 discarded: false,
@@ -326,15 +329,45 @@ impl Replay {
         Ok(())
     }
 
-    fn set_param(&mut self, r: &Map<String, Value>) -> Result<(), String> {
+    /// A CREATE_TRIAL's distributions, each a JSON string.
+    fn distributions(&mut self, r: &Fields) -> Result<BTreeMap<String, Distribution>, String> {
+        let mut distributions = BTreeMap::new();
+        for (k, v) in object(r, "distributions")?.into_iter().flatten() {
+            let json = v
+                .as_str()
+                .ok_or_else(|| format!("distributions.{k} is not a string"))?;
+            let dist = self
+                .distribution(json)
+                .map_err(|e| format!("distributions.{k}: {e}"))?;
+            distributions.insert(k, dist);
+        }
+        Ok(distributions)
+    }
+
+    /// `json_to_distribution`, remembered (up to a bound: a journal with
+    /// ever new ranges is read all the same).
+    fn distribution(&mut self, json: &str) -> Result<Distribution, String> {
+        if let Some(d) = self.parsed.get(json) {
+            return Ok(d.clone());
+        }
+        let d = json_to_distribution(json)?;
+        if self.parsed.len() < 1024 {
+            self.parsed.insert(json.to_owned(), d.clone());
+        }
+        Ok(d)
+    }
+
+    fn set_param(&mut self, r: &Fields) -> Result<(), String> {
         let Some(t) = self.updatable(r)? else {
             return Ok(());
         };
         let study = t.study_id;
-        let name = string(r, "param_name")?.to_owned();
+        let name = string(r, "param_name")?.into_owned();
         let json = string(r, "distribution")?;
-        let dist = json_to_distribution(json).map_err(|e| format!("distribution: {e}"))?;
-        let value = to_external(&dist, field(r, "param_value_internal")?)
+        let dist = self
+            .distribution(&json)
+            .map_err(|e| format!("distribution: {e}"))?;
+        let value = to_external(&dist, &value(field(r, "param_value_internal")?)?)
             .map_err(|e| format!("param_value_internal: {e}"))?;
         if let Some(earlier) = self.study_trials.get(&study).and_then(|ids| {
             ids.iter()
@@ -353,26 +386,40 @@ impl Replay {
     }
 }
 
-fn field<'a>(r: &'a Map<String, Value>, key: &str) -> Result<&'a Value, String> {
+fn field<'a>(r: &Fields<'a>, key: &str) -> Result<&'a RawValue, String> {
     r.get(key).ok_or_else(|| format!("no field {key:?}"))
 }
 
-fn uint(r: &Map<String, Value>, key: &str) -> Result<u64, String> {
-    field(r, key)?
-        .as_u64()
-        .ok_or_else(|| format!("{key} is not an integer >= 0"))
+/// A field's JSON read as a value (it is valid JSON: the line was parsed).
+fn value(raw: &RawValue) -> Result<Value, String> {
+    serde_json::from_str(raw.get()).map_err(|e| e.to_string())
 }
 
-fn string<'a>(r: &'a Map<String, Value>, key: &str) -> Result<&'a str, String> {
-    field(r, key)?
-        .as_str()
-        .ok_or_else(|| format!("{key} is not a string"))
+/// An optional field's value (None: absent; `null` is `Some(Value::Null)`).
+fn opt(r: &Fields, key: &str) -> Result<Option<Value>, String> {
+    r.get(key).map(value).transpose()
 }
 
-fn array<'a>(r: &'a Map<String, Value>, key: &str) -> Result<&'a Vec<Value>, String> {
-    field(r, key)?
-        .as_array()
-        .ok_or_else(|| format!("{key} is not a list"))
+fn uint(r: &Fields, key: &str) -> Result<u64, String> {
+    serde_json::from_str(field(r, key)?.get()).map_err(|_| format!("{key} is not an integer >= 0"))
+}
+
+/// A string field, borrowed from the line unless it has escapes.
+fn string<'a>(r: &Fields<'a>, key: &str) -> Result<Cow<'a, str>, String> {
+    let raw = field(r, key)?.get();
+    match serde_json::from_str::<&str>(raw) {
+        Ok(s) => Ok(Cow::Borrowed(s)),
+        Err(_) => serde_json::from_str::<String>(raw)
+            .map(Cow::Owned)
+            .map_err(|_| format!("{key} is not a string")),
+    }
+}
+
+fn array(r: &Fields, key: &str) -> Result<Vec<Value>, String> {
+    match value(field(r, key)?)? {
+        Value::Array(a) => Ok(a),
+        _ => Err(format!("{key} is not a list")),
+    }
 }
 
 fn trial_state(v: &Value) -> Result<TrialState, String> {
@@ -398,85 +445,102 @@ fn values(v: &Value) -> Result<Option<Vec<f64>>, String> {
     }
 }
 
-/// An attribute record's single `{key: value}`.
-fn one_attr(r: &Map<String, Value>, key: &str) -> Result<(String, Value), String> {
-    let m = field(r, key)?
-        .as_object()
-        .ok_or_else(|| format!("{key} is not an object"))?;
-    let mut it = m.iter();
-    match (it.next(), it.next()) {
-        (Some((k, v)), None) => Ok((k.clone(), readable(v))),
-        _ => Err(format!("{key} has {} keys, not one", m.len())),
-    }
-}
-
-fn attrs(v: Option<&Value>, key: &str) -> Result<BTreeMap<String, Value>, String> {
-    match v {
-        None => Ok(BTreeMap::new()),
-        Some(Value::Object(m)) => Ok(m.iter().map(|(k, v)| (k.clone(), readable(v))).collect()),
+/// A field that must be an object, if present (None: absent).
+fn object(r: &Fields, key: &str) -> Result<Option<serde_json::Map<String, Value>>, String> {
+    match opt(r, key)? {
+        None => Ok(None),
+        Some(Value::Object(m)) => Ok(Some(m)),
         Some(_) => Err(format!("{key} is not an object")),
     }
 }
 
-/// A CREATE_TRIAL's distributions, each a JSON string.
-fn distributions(r: &Map<String, Value>) -> Result<BTreeMap<String, Distribution>, String> {
-    let mut distributions = BTreeMap::new();
-    if let Some(d) = r.get("distributions") {
-        for (k, v) in d.as_object().ok_or("distributions is not an object")? {
-            let json = v
-                .as_str()
-                .ok_or_else(|| format!("distributions.{k} is not a string"))?;
-            let dist = json_to_distribution(json).map_err(|e| format!("distributions.{k}: {e}"))?;
-            distributions.insert(k.clone(), dist);
-        }
+/// An attribute record's single `{key: value}`, read without a map.
+fn one_attr(r: &Fields, key: &str) -> Result<(String, Value), String> {
+    let raw = field(r, key)?;
+    let one: Option<OneAttr> = serde_json::from_str(raw.get()).ok();
+    match one {
+        Some(OneAttr(Some((k, v)))) => Ok((k, readable(v))),
+        _ => match object(r, key)? {
+            Some(m) => Err(format!("{key} has {} keys, not one", m.len())),
+            None => Err(format!("no field {key:?}")),
+        },
     }
-    Ok(distributions)
+}
+
+/// A JSON object of exactly one entry (else None, or an error).
+struct OneAttr(Option<(String, Value)>);
+
+impl<'de> serde::Deserialize<'de> for OneAttr {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = OneAttr;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an object of one entry")
+            }
+            fn visit_map<M: serde::de::MapAccess<'de>>(
+                self,
+                mut m: M,
+            ) -> Result<OneAttr, M::Error> {
+                let first = m.next_entry::<String, Value>()?;
+                match m.next_key::<serde::de::IgnoredAny>()? {
+                    None => Ok(OneAttr(first)),
+                    Some(_) => Err(serde::de::Error::custom("more than one entry")),
+                }
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+fn attrs(r: &Fields, key: &str) -> Result<BTreeMap<String, Value>, String> {
+    Ok(object(r, key)?
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| (k, readable(v)))
+        .collect())
 }
 
 /// A CREATE_TRIAL's params, internal values read through their distributions.
 fn params(
-    r: &Map<String, Value>,
+    r: &Fields,
     distributions: &BTreeMap<String, Distribution>,
 ) -> Result<BTreeMap<String, ParamValue>, String> {
     let mut params = BTreeMap::new();
-    if let Some(p) = r.get("params") {
-        for (k, v) in p.as_object().ok_or("params is not an object")? {
-            let dist = distributions
-                .get(k)
-                .ok_or_else(|| format!("params.{k} has no distribution"))?;
-            params.insert(
-                k.clone(),
-                to_external(dist, v).map_err(|e| format!("params.{k}: {e}"))?,
-            );
-        }
+    for (k, v) in object(r, "params")?.into_iter().flatten() {
+        let dist = distributions
+            .get(&k)
+            .ok_or_else(|| format!("params.{k} has no distribution"))?;
+        let value = to_external(dist, &v).map_err(|e| format!("params.{k}: {e}"))?;
+        params.insert(k, value);
     }
     Ok(params)
 }
 
 /// A CREATE_TRIAL's start (a field that may be null) and completion.
-fn datetimes(r: &Map<String, Value>) -> Result<(Option<String>, Option<String>), String> {
-    let datetime_start = match field(r, "datetime_start")? {
+fn datetimes(r: &Fields) -> Result<(Option<String>, Option<String>), String> {
+    let datetime_start = match value(field(r, "datetime_start")?)? {
         Value::Null => None,
-        Value::String(s) => Some(naive_utc(s)),
+        Value::String(s) => Some(naive_utc(&s)),
         _ => return Err("datetime_start is not a string".into()),
     };
-    let datetime_complete = match r.get("datetime_complete") {
+    let datetime_complete = match opt(r, "datetime_complete")? {
         None => None,
-        Some(Value::String(s)) => Some(naive_utc(s)),
+        Some(Value::String(s)) => Some(naive_utc(&s)),
         Some(_) => return Err("datetime_complete is not a string".into()),
     };
     Ok((datetime_start, datetime_complete))
 }
 
 /// A CREATE_TRIAL's `value` (Optuna 2) or `values`, not both.
-fn value_or_values(r: &Map<String, Value>) -> Result<Option<Vec<f64>>, String> {
-    let value = match r.get("value") {
+fn value_or_values(r: &Fields) -> Result<Option<Vec<f64>>, String> {
+    let value = match opt(r, "value")? {
         None | Some(Value::Null) => None,
-        Some(v) => Some(float(v).ok_or("value is not a number")?),
+        Some(v) => Some(float(&v).ok_or("value is not a number")?),
     };
-    let values = match r.get("values") {
+    let values = match opt(r, "values")? {
         None => None,
-        Some(v) => values(v)?,
+        Some(v) => values(&v)?,
     };
     match (value, values) {
         (Some(_), Some(_)) => Err("both value and values are set".into()),
@@ -485,20 +549,15 @@ fn value_or_values(r: &Map<String, Value>) -> Result<Option<Vec<f64>>, String> {
     }
 }
 
-fn intermediate_values(r: &Map<String, Value>) -> Result<BTreeMap<u64, f64>, String> {
+fn intermediate_values(r: &Fields) -> Result<BTreeMap<u64, f64>, String> {
     let mut intermediate = BTreeMap::new();
-    if let Some(iv) = r.get("intermediate_values") {
-        for (k, v) in iv
-            .as_object()
-            .ok_or("intermediate_values is not an object")?
-        {
-            let step = k
-                .trim()
-                .parse::<u64>()
-                .map_err(|_| format!("intermediate_values: step {k:?} is not an integer >= 0"))?;
-            let v = float(v).ok_or_else(|| format!("intermediate_values.{k} is not a number"))?;
-            intermediate.insert(step, v);
-        }
+    for (k, v) in object(r, "intermediate_values")?.into_iter().flatten() {
+        let step = k
+            .trim()
+            .parse::<u64>()
+            .map_err(|_| format!("intermediate_values: step {k:?} is not an integer >= 0"))?;
+        let v = float(&v).ok_or_else(|| format!("intermediate_values.{k} is not a number"))?;
+        intermediate.insert(step, v);
     }
     Ok(intermediate)
 }

@@ -163,7 +163,7 @@ fn state(s: &str) -> Result<TrialState> {
 /// An attribute's value as Optuna's `json.loads` reads it.
 fn attr_value(json: Option<String>) -> Value {
     json.and_then(|j| parse_json(j.as_bytes()).ok())
-        .map(|v| readable(&v))
+        .map(readable)
         .unwrap_or(Value::Null)
 }
 

@@ -46,6 +46,60 @@ fn unknown_op_code_and_bad_lines_name_the_line() {
     assert!(e.contains("journal.log:2: no field \"study_id\""), "{e}");
 }
 
+/// A journal of several read blocks: every line is replayed once, in
+/// order, whatever block it falls in; a torn last line (no newline, or not
+/// JSON) is ignored; a bad line inside is an error wherever it falls, even
+/// as the last line of a block.
+#[test]
+fn a_journal_is_read_a_block_at_a_time() {
+    let t = trial(0);
+    let step = |n: u64| {
+        format!(
+            r#"{{"op_code":7,"worker_id":"w","trial_id":0,"step":{n},"intermediate_value":{n}.5}}"#
+        )
+    };
+    let mut lines = vec![STUDY.to_owned(), t];
+    lines.extend((0..30_000).map(step)); // ~2.6 MB: three blocks.
+    let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+    for torn in [
+        "",
+        "{\"op_code\":7,\"wor",
+        "{\"op_code\":7,\"worker_id\":\n",
+    ] {
+        let (d, j) = journal_with(&refs);
+        let path = d.path().join("journal.log");
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        std::io::Write::write_all(&mut f, torn.as_bytes()).unwrap();
+        let s = j.load("s").unwrap().unwrap();
+        let iv = &s.trials[0].intermediate;
+        assert_eq!(iv.len(), 30_000, "torn tail {torn:?}");
+        assert!(iv.iter().all(|(k, v)| *v == *k as f64 + 0.5));
+    }
+    // A bad line at each place around the first block's end (1 MiB).
+    let before: usize = refs
+        .iter()
+        .map(|l| l.len() + 1)
+        .scan(0, |a, n| {
+            *a += n;
+            Some(*a)
+        })
+        .take_while(|end| *end <= 1 << 20)
+        .count();
+    for at in [before - 1, before, before + 1] {
+        let mut bad = refs.clone();
+        bad[at] = "{not json";
+        let (_d, j) = journal_with(&bad);
+        let e = format!("{:#}", j.load("s").unwrap_err());
+        assert!(
+            e.contains(&format!("journal.log:{}: not a JSON record", at + 1)),
+            "{e}"
+        );
+    }
+}
+
 #[test]
 fn study_names_are_reused_only_after_a_delete() {
     let (t0, t1) = (trial(0), trial(1));
