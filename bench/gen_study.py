@@ -6,7 +6,7 @@ at_once, reports, seconds), intermediate values, and the failures the
 newer issues add (out-of-memory, refused points: `predicted-out-of-memory`
 with `room_mib`), pruned trials and interrupted ones.
 
-  gen_study.py --trials N --out JOURNAL [--seed S] [--optuna]
+  gen_study.py --trials N --out JOURNAL [--seed S] [--optuna] [--name STUDY] [--interrupted F]
 
 By default the records are written as `train sweep` writes them (Optuna's
 journal format, one JSON object a line, the same op codes and fields), in
@@ -37,7 +37,7 @@ def dist(name):
     }[name]
 
 
-def trial(rng, number, start):
+def trial(rng, number, start, interrupted=0.02):
     """One trial: its state (1 COMPLETE, 2 PRUNED, 3 FAIL), params (internal
     and external), value, intermediate values and user attributes."""
     lr = math.exp(rng.uniform(math.log(1e-5), math.log(1e-1)))
@@ -70,7 +70,7 @@ def trial(rng, number, start):
         state, value = 2, curve[max(1, steps // 2)]
         curve = {s: v for s, v in curve.items() if s <= steps // 2}
         attrs.update(measured, prune_reason="median pruner: worse than the median at its step")
-    elif r < 0.07:
+    elif r < 0.05 + interrupted:
         state, value, curve = 3, None, {}
         attrs.update(error_class="interrupted", error_message="the sweep was stopped")
     else:
@@ -136,10 +136,12 @@ def main():
     ap.add_argument("--name", default="s", help="the study's name")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--optuna", action="store_true", help="write it through Optuna itself")
+    ap.add_argument("--interrupted", type=float, default=0.02,
+                    help="the share of trials interrupted (a resume runs them again)")
     a = ap.parse_args()
     rng = random.Random(a.seed)
     t0 = datetime.datetime(2026, 11, 1)
-    trials = [trial(rng, n, t0 + datetime.timedelta(seconds=10 * n)) for n in range(a.trials)]
+    trials = [trial(rng, n, t0 + datetime.timedelta(seconds=10 * n), a.interrupted) for n in range(a.trials)]
     if os.path.exists(a.out):
         os.remove(a.out)
     (write_optuna if a.optuna else write_ours)(trials, a.out, a.name)

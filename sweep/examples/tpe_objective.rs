@@ -87,7 +87,7 @@ fn main() -> Result<()> {
     let stdin = std::io::stdin();
     let mut lines = stdin.lock().lines();
     let mut out = std::io::stdout().lock();
-    let mut trials: Vec<Trial> = Vec::new();
+    let mut trials: Vec<std::sync::Arc<Trial>> = Vec::new();
     let mut number = 0;
     while number < n {
         // Draw the batch: each draw sees the ones before it as RUNNING.
@@ -97,7 +97,7 @@ fn main() -> Result<()> {
             let line: serde_json::Map<String, Value> =
                 params.iter().map(|(k, v)| (k.clone(), json(v))).collect();
             writeln!(out, "{}", Value::Object(line))?;
-            trials.push(Trial {
+            trials.push(std::sync::Arc::new(Trial {
                 number,
                 state: TrialState::Running,
                 distributions: space.params.iter().cloned().collect(),
@@ -109,11 +109,12 @@ fn main() -> Result<()> {
                 datetime_start: None,
                 datetime_complete: None,
                 discarded: false,
-            });
+            }));
             number += 1;
         }
         out.flush()?;
         for t in &mut trials[first..] {
+            let t = std::sync::Arc::make_mut(t);
             let value: f64 = lines
                 .next()
                 .context("the driver closed stdin")??

@@ -16,7 +16,7 @@
 
 use crate::cli::Args;
 use crate::context::Sweep;
-use crate::history::{drawn, fails_at_start, interrupted_roots, too_many_failures};
+use crate::history::{drawn, fails_at_start, interrupted_roots, too_many_failures, Digest};
 use crate::journal::Journal;
 use crate::launch::{Cores, Starter};
 use crate::layout::{read_settings, space_of};
@@ -146,6 +146,7 @@ pub fn run(args: &Args, train: &Path, libtorch: bool, stop: &Interrupter) -> any
         cores: RefCell::new(cores),
         threads_said: Cell::new(None),
         memory: RefCell::new(Learner::default()),
+        digest: RefCell::new(Digest::default()),
         gpus,
         disk_full: None,
         stop,
@@ -417,6 +418,8 @@ struct Driver<'a> {
     threads_said: Cell<Option<i32>>,
     /// Each point's predicted peak, learned from the trials that ended.
     memory: RefCell<Learner>,
+    /// The study's history, folded in as trials finish.
+    digest: RefCell<Digest>,
     /// The GPUs as last read, with what our trials hold there.
     gpus: Vec<placement::Gpu>,
     /// Set when a trial failed while the sweep's filesystem was full: the
@@ -452,6 +455,7 @@ impl Driver<'_> {
                 storage: self.storage,
                 pruner: self.pruner,
                 slots: &mut self.slots,
+                digest: &self.digest,
             };
             let running = self.trials.len();
             if let Some(why) = look.watch(&mut self.trials, &study)? {
@@ -512,9 +516,10 @@ impl Driver<'_> {
     fn failing(&self, study: &crate::journal::Study) -> Option<String> {
         let limit = self.sweep.settings.max_consecutive_failures;
         let dir = &self.sweep.dir;
-        too_many_failures(study, limit, dir).or_else(|| {
+        let digest = &mut self.digest.borrow_mut();
+        too_many_failures(study, digest, limit, dir).or_else(|| {
             (limit > 0 && self.sweep.space.program.is_some())
-                .then(|| fails_at_start(study, dir))
+                .then(|| fails_at_start(study, digest, dir))
                 .flatten()
         })
     }
@@ -592,6 +597,7 @@ impl Driver<'_> {
                 said: &self.threads_said,
             },
             memory: &self.memory,
+            digest: &self.digest,
             gpus: &self.gpus,
             packing: self.packing().then_some(self.largest),
         }

@@ -9,6 +9,9 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::Path;
 
+mod digest;
+pub use digest::Digest;
+
 pub fn attr_str<'a>(t: &'a Trial, key: &str) -> Option<&'a str> {
     t.user_attrs.get(key).and_then(Value::as_str)
 }
@@ -23,12 +26,12 @@ pub fn ours(study: &Study, t: &Trial) -> bool {
 /// Trials drawn by the sampler (not re-runs of interrupted ones): the grid
 /// index and the random stream of the next new trial.
 pub fn drawn(study: &Study) -> u64 {
-    study
-        .trials
-        .iter()
-        .filter(|t| !t.user_attrs.contains_key("retried_from"))
-        .filter(|t| ours(study, t))
-        .count() as u64
+    Digest::of(study).drawn(study)
+}
+
+/// The trial a re-run runs again (its root's number), if it is one.
+pub fn retried_from(t: &Trial) -> Option<u64> {
+    t.user_attrs.get("retried_from").and_then(Value::as_u64)
 }
 
 /// Whether a failed trial's end was not its parameters' fault: interrupted
@@ -51,23 +54,7 @@ pub fn refused(t: &Trial) -> bool {
 /// to run again (a trial and its re-runs share that root); a re-run RUNNING
 /// or finished otherwise takes its root off the list.
 pub fn interrupted_roots(study: &Study) -> Vec<u64> {
-    let root = |t: &Trial| {
-        t.user_attrs
-            .get("retried_from")
-            .and_then(Value::as_u64)
-            .unwrap_or(t.number)
-    };
-    let interrupted = not_its_fault;
-    let mut settled: BTreeMap<u64, bool> = BTreeMap::new();
-    for t in &study.trials {
-        let all = settled.entry(root(t)).or_insert(true);
-        *all &= interrupted(t);
-    }
-    settled
-        .into_iter()
-        .filter(|(_, all)| *all)
-        .map(|(r, _)| r)
-        .collect()
+    Digest::of(study).interrupted_roots(study)
 }
 
 /// The `rerun` reason of the latest run of `root` (itself or a re-run).
@@ -87,26 +74,7 @@ pub fn rerun_reason(study: &Study, root: u64) -> Option<&str> {
 /// were marked to run again for `why` (a `rerun` prefix): what bounds a
 /// re-run that the same cause could ask for forever.
 pub fn reruns_for(study: &Study, number: u64, why: &str) -> usize {
-    let root_of = |t: &Trial| {
-        t.user_attrs
-            .get("retried_from")
-            .and_then(Value::as_u64)
-            .unwrap_or(t.number)
-    };
-    let Some(root) = study
-        .trials
-        .iter()
-        .find(|t| t.number == number)
-        .map(root_of)
-    else {
-        return 0;
-    };
-    study
-        .trials
-        .iter()
-        .filter(|t| root_of(t) == root)
-        .filter(|t| attr_str(t, "rerun").is_some_and(|r| r.starts_with(why)))
-        .count()
+    Digest::of(study).reruns_for(study, number, why)
 }
 
 /// A trial's recorded failure class, when it is one of `Class`'s (a config
@@ -118,21 +86,18 @@ pub fn error_class(t: &Trial) -> Option<Class> {
 /// Seed 004's lesson (and W&B's after an agent failed 470 of 500 runs):
 /// a sweep that only fails stops, saying which classes it saw: the message
 /// when the last `limit` finished trials (interrupted ones aside) failed.
-pub fn too_many_failures(study: &Study, limit: u32, dir: &Path) -> Option<String> {
+pub fn too_many_failures(
+    study: &Study,
+    digest: &mut Digest,
+    limit: u32,
+    dir: &Path,
+) -> Option<String> {
     if limit == 0 {
         return None;
     }
-    let mut finished: Vec<&Trial> = study
-        .trials
-        .iter()
-        .filter(|t| t.state.is_finished() && !not_its_fault(t) && !refused(t))
-        .collect();
-    finished.sort_by(|a, b| a.datetime_complete.cmp(&b.datetime_complete));
-    let tail: Vec<&Trial> = finished
-        .iter()
-        .rev()
+    let tail: Vec<&Trial> = digest
+        .latest_ended(study)
         .take_while(|t| t.state == TrialState::Fail)
-        .copied()
         .collect();
     if (tail.len() as u32) < limit {
         return None;
@@ -162,17 +127,11 @@ pub const FAILED_AT_START: usize = 3;
 /// own error before reporting a single value: the program cannot start,
 /// and every later trial would fail the same way. The message, with the
 /// last one's error.
-pub fn fails_at_start(study: &Study, dir: &Path) -> Option<String> {
-    let mut finished: Vec<&Trial> = study
-        .trials
-        .iter()
-        .filter(|t| t.state.is_finished() && !not_its_fault(t) && !refused(t))
-        .collect();
-    if finished.len() < FAILED_AT_START {
+pub fn fails_at_start(study: &Study, digest: &mut Digest, dir: &Path) -> Option<String> {
+    let first: Vec<&Trial> = digest.first_ended(study).take(FAILED_AT_START).collect();
+    if first.len() < FAILED_AT_START {
         return None;
     }
-    finished.sort_by(|a, b| a.datetime_complete.cmp(&b.datetime_complete));
-    let first = &finished[..FAILED_AT_START];
     let at_start = |t: &&Trial| {
         t.state == TrialState::Fail
             && error_class(t) == Some(Class::Other)
@@ -194,6 +153,7 @@ pub fn fails_at_start(study: &Study, dir: &Path) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
 
     fn failed(number: u64, class: &str, reports: u64) -> Trial {
         let mut user_attrs = BTreeMap::new();
@@ -224,7 +184,7 @@ mod tests {
             name: "s".into(),
             direction: crate::trial::Direction::Minimize,
             trial_ids: Vec::new(),
-            trials,
+            trials: trials.into_iter().map(Arc::new).collect(),
             user_attrs: BTreeMap::new(),
             system_attrs: BTreeMap::new(),
             shared: false,
@@ -235,7 +195,7 @@ mod tests {
     fn three_first_trials_failing_before_any_report_stop_the_sweep() {
         let dir = Path::new("s");
         let three = study((0..3).map(|n| failed(n, "other", 0)).collect());
-        let why = fails_at_start(&three, dir).unwrap();
+        let why = fails_at_start(&three, &mut Digest::default(), dir).unwrap();
         assert!(
             why.contains("trial 2: main.py: error: unrecognized arguments"),
             "{why}"
@@ -243,21 +203,30 @@ mod tests {
         // Two are not enough; a trial that reported, or failed in another
         // class (out of memory: its parameters may be why), is not a start.
         let two = study((0..2).map(|n| failed(n, "other", 0)).collect());
-        assert_eq!(fails_at_start(&two, dir), None);
-        let mut reported = three.trials.clone();
+        assert_eq!(fails_at_start(&two, &mut Digest::default(), dir), None);
+        let mut reported: Vec<Trial> = three.trials.iter().map(|t| (**t).clone()).collect();
         reported[1] = failed(1, "other", 4);
-        assert_eq!(fails_at_start(&study(reported), dir), None);
-        let mut oom = three.trials.clone();
+        assert_eq!(
+            fails_at_start(&study(reported), &mut Digest::default(), dir),
+            None
+        );
+        let mut oom: Vec<Trial> = three.trials.iter().map(|t| (**t).clone()).collect();
         oom[0] = failed(0, "out-of-memory", 0);
-        assert_eq!(fails_at_start(&study(oom), dir), None);
+        assert_eq!(
+            fails_at_start(&study(oom), &mut Digest::default(), dir),
+            None
+        );
         // Later failures do not count once the first trials did not all fail.
         let mut later = vec![failed(0, "other", 3)];
         later.extend((1..5).map(|n| failed(n, "other", 0)));
-        assert_eq!(fails_at_start(&study(later), dir), None);
+        assert_eq!(
+            fails_at_start(&study(later), &mut Digest::default(), dir),
+            None
+        );
         // Points the memory model refused ran nothing: they are not starts.
         let mut refused = vec![failed(0, "predicted-out-of-memory", 0)];
         refused.extend((1..4).map(|n| failed(n, "other", 0)));
-        assert!(fails_at_start(&study(refused), dir).is_some());
+        assert!(fails_at_start(&study(refused), &mut Digest::default(), dir).is_some());
     }
 
     #[test]
@@ -269,7 +238,7 @@ mod tests {
                 .collect(),
         );
         assert_eq!(
-            too_many_failures(&refusals, 3, dir),
+            too_many_failures(&refusals, &mut Digest::default(), 3, dir),
             None,
             "refusals alone never stop it"
         );
@@ -282,7 +251,7 @@ mod tests {
             failed(3, "predicted-out-of-memory", 0),
             failed(4, "other", 2),
         ]);
-        let why = too_many_failures(&study(between), 3, dir).unwrap();
+        let why = too_many_failures(&study(between), &mut Digest::default(), 3, dir).unwrap();
         assert!(
             why.contains("the last 3 trials failed (other × 1, out-of-memory × 2)"),
             "{why}"

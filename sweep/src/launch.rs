@@ -9,7 +9,7 @@ use crate::banner::{print_block, print_program_block};
 use crate::context::Sweep;
 use crate::cores::Watch;
 use crate::fitted::{fitted_attrs, Attrs};
-use crate::history::{drawn, interrupted_roots, rerun_reason};
+use crate::history::{rerun_reason, Digest};
 use crate::journal::{Outcome, Study, TrialRecord, TrialRef};
 use crate::memory_model::{
     fits_as_fixed, refusal, values_of, Learner, Predicted, Refusal, Resource, Room,
@@ -51,6 +51,9 @@ pub(crate) struct Starter<'a> {
     /// What each point is predicted to need, learned from the trials that
     /// ended.
     pub memory: &'a RefCell<Learner>,
+    /// The study's history folded in as it goes (what to run again, how
+    /// many drawn).
+    pub digest: &'a RefCell<Digest>,
     /// The GPUs as last read (their free memory with what our trials hold
     /// there): the room a point on one would run in.
     pub gpus: &'a [placement::Gpu],
@@ -308,14 +311,18 @@ impl Starter<'_> {
     /// the sweep has trials left. None: nothing left to claim.
     fn next_trial(&self, study: &Study, cap: u64) -> anyhow::Result<Option<Next>> {
         let sweep = self.sweep;
-        if let Some(root) = interrupted_roots(study).first() {
+        let (first_root, index) = {
+            let mut digest = self.digest.borrow_mut();
+            let roots = digest.interrupted_roots(study);
+            (roots.first().copied(), digest.drawn(study))
+        };
+        if let Some(root) = first_root {
             // The journal holds the sampled values; the fixed ones are the
             // space's.
             let mut values = sweep.search.fixed.clone();
-            values.extend(study.trials[*root as usize].params.clone());
-            return Ok(Some((values, Some(*root))));
+            values.extend(study.trials[root as usize].params.clone());
+            return Ok(Some((values, Some(root))));
         }
-        let index = drawn(study);
         if index >= cap {
             return Ok(None);
         }

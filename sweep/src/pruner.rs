@@ -12,6 +12,7 @@
 
 use crate::trial::{Direction, Trial, TrialState};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// A pruner's answer at the trial's last reported step.
 #[derive(Clone, Debug, PartialEq)]
@@ -36,7 +37,7 @@ pub trait Pruner {
     fn decide(
         &self,
         curve: &BTreeMap<u64, f64>,
-        others: &[Trial],
+        others: &[Arc<Trial>],
         direction: Direction,
     ) -> Decision;
 }
@@ -119,13 +120,14 @@ impl Pruner for PercentilePruner {
     fn decide(
         &self,
         curve: &BTreeMap<u64, f64>,
-        others: &[Trial],
+        others: &[Arc<Trial>],
         direction: Direction,
     ) -> Decision {
         // Only COMPLETE trials count: not PRUNED, FAIL or RUNNING ones.
         let completed: Vec<&Trial> = others
             .iter()
             .filter(|t| t.state == TrialState::Complete)
+            .map(|t| &**t)
             .collect();
         if completed.is_empty() || completed.len() < self.n_startup_trials {
             return Decision::Continue;
@@ -314,7 +316,7 @@ impl Pruner for Hyperband {
     fn decide(
         &self,
         curve: &BTreeMap<u64, f64>,
-        others: &[Trial],
+        others: &[Arc<Trial>],
         direction: Direction,
     ) -> Decision {
         let mine = history(curve, direction);
@@ -369,6 +371,7 @@ impl Pruner for Hyperband {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::trial::shared;
 
     fn trial(number: u64, state: TrialState, values: &[f64]) -> Trial {
         Trial {
@@ -435,11 +438,13 @@ mod tests {
         others.push(trial(11, TrialState::Fail, &[1.0]));
         others.push(trial(12, TrialState::Running, &[1.0]));
         assert_eq!(
-            m.decide(&bad, &others, Direction::Minimize),
+            m.decide(&bad, &shared(&others), Direction::Minimize),
             Decision::Continue
         );
         others.push(trial(13, TrialState::Complete, &[1.0]));
-        assert!(m.decide(&bad, &others, Direction::Minimize).is_prune());
+        assert!(m
+            .decide(&bad, &shared(&others), Direction::Minimize)
+            .is_prune());
     }
 
     #[test]
@@ -456,11 +461,11 @@ mod tests {
         // than it even though its value at step 3 (9) is worse.
         let c = curve(&[6.0, 3.5, 9.0]);
         assert_eq!(
-            m.decide(&c, &others, Direction::Minimize),
+            m.decide(&c, &shared(&others), Direction::Minimize),
             Decision::Continue
         );
         let c = curve(&[6.0, 5.0, 4.5]);
-        let d = m.decide(&c, &others, Direction::Minimize);
+        let d = m.decide(&c, &shared(&others), Direction::Minimize);
         assert!(
             matches!(&d, Decision::Prune(r) if r.contains("median 4 of the 5")),
             "{d:?}"
@@ -468,15 +473,17 @@ mod tests {
         // Equal to the median: not worse, goes on.
         let c = curve(&[6.0, 5.0, 4.0]);
         assert_eq!(
-            m.decide(&c, &others, Direction::Minimize),
+            m.decide(&c, &shared(&others), Direction::Minimize),
             Decision::Continue
         );
         // Maximize: the same numbers read the other way.
         let c = curve(&[3.0, 3.5, 3.9]);
-        assert!(m.decide(&c, &others, Direction::Maximize).is_prune());
+        assert!(m
+            .decide(&c, &shared(&others), Direction::Maximize)
+            .is_prune());
         let c = curve(&[4.0, 4.0, 4.1]);
         assert_eq!(
-            m.decide(&c, &others, Direction::Maximize),
+            m.decide(&c, &shared(&others), Direction::Maximize),
             Decision::Continue
         );
     }
@@ -487,26 +494,30 @@ mod tests {
         let others = complete(&[&[1.0], &[1.0], &[1.0], &[f64::NAN], &[f64::NAN]]);
         // All NaN so far: pruned.
         let c = curve(&[f64::NAN]);
-        assert!(m.decide(&c, &others, Direction::Minimize).is_prune());
+        assert!(m
+            .decide(&c, &shared(&others), Direction::Minimize)
+            .is_prune());
         // NaN among the completed values is ignored: median of [1, 1, 1].
         let c = curve(&[f64::NAN, 2.0]);
         let c1: BTreeMap<u64, f64> = [(1, 2.0)].into();
-        assert!(m.decide(&c1, &others, Direction::Minimize).is_prune());
+        assert!(m
+            .decide(&c1, &shared(&others), Direction::Minimize)
+            .is_prune());
         // No completed trial reached step 2: nothing to compare with.
         assert_eq!(
-            m.decide(&c, &others, Direction::Minimize),
+            m.decide(&c, &shared(&others), Direction::Minimize),
             Decision::Continue
         );
         // Every completed value at the step NaN: the median is NaN, go on.
         let nan: &[f64] = &[f64::NAN];
         let others = complete(&[nan; 5]);
         assert_eq!(
-            m.decide(&c1, &others, Direction::Minimize),
+            m.decide(&c1, &shared(&others), Direction::Minimize),
             Decision::Continue
         );
         // No report yet: go on.
         assert_eq!(
-            m.decide(&BTreeMap::new(), &others, Direction::Minimize),
+            m.decide(&BTreeMap::new(), &shared(&others), Direction::Minimize),
             Decision::Continue
         );
     }
@@ -518,7 +529,7 @@ mod tests {
         let bad =
             |steps: &[u64]| -> BTreeMap<u64, f64> { steps.iter().map(|&s| (s, 9.0)).collect() };
         let d = |steps: &[u64]| {
-            p.decide(&bad(steps), &others, Direction::Minimize)
+            p.decide(&bad(steps), &shared(&others), Direction::Minimize)
                 .is_prune()
         };
         // Steps before the warm-up (2) are never pruned.
@@ -540,10 +551,10 @@ mod tests {
         let p = PercentilePruner::new(50.0, 1, 0, 1, 3).unwrap();
         let others = complete(&[&[1.0, 1.0], &[1.0, 1.0], &[1.0]]);
         assert!(p
-            .decide(&curve(&[9.0]), &others, Direction::Minimize)
+            .decide(&curve(&[9.0]), &shared(&others), Direction::Minimize)
             .is_prune());
         assert_eq!(
-            p.decide(&curve(&[9.0, 9.0]), &others, Direction::Minimize),
+            p.decide(&curve(&[9.0, 9.0]), &shared(&others), Direction::Minimize),
             Decision::Continue
         );
     }
@@ -587,7 +598,7 @@ mod tests {
                 .filter(|t| t.number != i as u64)
                 .cloned()
                 .collect();
-            h.decide(&all[i].intermediate, &others, Direction::Minimize)
+            h.decide(&all[i].intermediate, &shared(&others), Direction::Minimize)
         };
         let d1 = judge(1);
         assert!(
@@ -603,7 +614,7 @@ mod tests {
         };
         let others: Vec<Trial> = all.iter().filter(|t| t.number != 1).cloned().collect();
         assert!(loose
-            .decide(&all[1].intermediate, &others, Direction::Minimize)
+            .decide(&all[1].intermediate, &shared(&others), Direction::Minimize)
             .is_prune());
     }
 
@@ -615,7 +626,7 @@ mod tests {
         let others: Vec<Trial> = (1..=8)
             .map(|v| trial(v, TrialState::Complete, &[0.0, v as f64]))
             .collect();
-        let judge = |c: &[f64]| h.decide(&curve(c), &others, Direction::Minimize);
+        let judge = |c: &[f64]| h.decide(&curve(c), &shared(&others), Direction::Minimize);
         assert_eq!(judge(&[0.0]), Decision::Continue, "before the first band");
         // This run is the ninth: its 9 is worse than 4.
         assert!(judge(&[0.0, 9.0]).is_prune());
@@ -628,14 +639,20 @@ mod tests {
         assert_eq!(judge(&[0.0, 3.0, 50.0]), Decision::Continue);
         // Maximize: negated, so the best are the largest; the fourth largest
         // of the nine is the threshold. With 8.5: 8.5, 8, 7, 6 -> 6.
-        assert_eq!(judge_max(&h, &others, &[0.0, 8.5]), Decision::Continue);
+        assert_eq!(
+            judge_max(&h, &shared(&others), &[0.0, 8.5]),
+            Decision::Continue
+        );
         // 5.5 is itself the fourth largest (8, 7, 6, 5.5): it goes on.
-        assert_eq!(judge_max(&h, &others, &[0.0, 5.5]), Decision::Continue);
+        assert_eq!(
+            judge_max(&h, &shared(&others), &[0.0, 5.5]),
+            Decision::Continue
+        );
         // 4.5: 8, 7, 6, 5 -> threshold 5; 4.5 is worse.
-        assert!(judge_max(&h, &others, &[0.0, 4.5]).is_prune());
+        assert!(judge_max(&h, &shared(&others), &[0.0, 4.5]).is_prune());
     }
 
-    fn judge_max(h: &Hyperband, others: &[Trial], c: &[f64]) -> Decision {
+    fn judge_max(h: &Hyperband, others: &[Arc<Trial>], c: &[f64]) -> Decision {
         h.decide(&curve(c), others, Direction::Maximize)
     }
 
@@ -649,16 +666,20 @@ mod tests {
         ];
         // [1, 2, 3]: threshold sorted[⌊3/2⌋] = 2; 3 > 2: stop.
         assert!(h
-            .decide(&curve(&[3.0]), &others, Direction::Minimize)
+            .decide(&curve(&[3.0]), &shared(&others), Direction::Minimize)
             .is_prune());
         // NaN is dropped: the run has reported no value yet.
         assert_eq!(
-            h.decide(&curve(&[f64::NAN]), &others, Direction::Minimize),
+            h.decide(&curve(&[f64::NAN]), &shared(&others), Direction::Minimize),
             Decision::Continue
         );
         // [NaN, 1.5]: one finite value, 1.5 at band 1; threshold 1.5.
         assert_eq!(
-            h.decide(&curve(&[f64::NAN, 1.5]), &others, Direction::Minimize),
+            h.decide(
+                &curve(&[f64::NAN, 1.5]),
+                &shared(&others),
+                Direction::Minimize
+            ),
             Decision::Continue
         );
         // Alone: the run is its own threshold.

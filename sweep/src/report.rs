@@ -145,7 +145,7 @@ pub fn best(study: &Study) -> Option<&Trial> {
                 a
             }
         })
-        .map(|(t, _)| t)
+        .map(|(t, _)| &**t)
 }
 
 /// The trials that re-ran another (an interrupted, crowded or allocator-
@@ -381,7 +381,7 @@ fn leave<T>(read: T) {
 pub fn report(args: &Args, given: &Option<PathBuf>, train: &Path) -> anyhow::Result<u8> {
     let loaded = load(args, given, "--report")?;
     let study = &loaded.study;
-    let rows: Vec<Row> = study.trials.iter().map(row).collect();
+    let rows: Vec<Row> = study.trials.iter().map(|t| row(t)).collect();
     let memory_model = model_error(&rows, study);
     let best_trial = best(study);
     let best_command = match (&loaded.sweep, best_trial) {

@@ -216,3 +216,9 @@ pub struct Trial {
     /// report shows the flag.
     pub discarded: bool,
 }
+
+/// `trials` as a study holds them (shared), for tests that build trials.
+#[cfg(test)]
+pub fn shared(trials: &[Trial]) -> Vec<std::sync::Arc<Trial>> {
+    trials.iter().cloned().map(std::sync::Arc::new).collect()
+}

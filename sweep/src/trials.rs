@@ -6,7 +6,7 @@
 //! (`outcome` decides). The steps take the driver's parts as arguments.
 
 use crate::context::Sweep;
-use crate::history::reruns_for;
+use crate::history::Digest;
 use crate::journal::{Study, TrialId};
 use crate::layout::full_disk;
 use crate::memory_model::RAN_OUT_LEGS;
@@ -21,10 +21,12 @@ use common::wire::run_dir::{self, TrialDir};
 use common::wire::train::{EpochRow, TrainSummary};
 use common::wire::Versioned;
 use serde_json::Value;
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::ExitStatus;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use supervise::child::Child;
 use supervise::verdict::Stop;
@@ -184,12 +186,13 @@ impl Running {
 }
 
 /// What `watch` needs besides the trials: the sweep, its storage, the
-/// pruner, the slots (closed for crowding).
+/// pruner, the slots (closed for crowding), the study's digest.
 pub(crate) struct Look<'a> {
     pub sweep: &'a Sweep,
     pub storage: &'a dyn Storage,
     pub pruner: Option<&'a dyn Pruner>,
     pub slots: &'a mut Slots,
+    pub digest: &'a RefCell<Digest>,
 }
 
 impl Look<'_> {
@@ -222,8 +225,11 @@ impl Look<'_> {
                         i += 1;
                         continue;
                     }
-                    let reruns = reruns_for(study, r.number, outcome::RERUN_ALLOCATOR);
-                    let crowded_before = reruns_for(study, r.number, outcome::RERUN_CROWDED) > 0;
+                    let mut digest = self.digest.borrow_mut();
+                    let reruns = digest.reruns_for(study, r.number, outcome::RERUN_ALLOCATOR);
+                    let crowded_before =
+                        digest.reruns_for(study, r.number, outcome::RERUN_CROWDED) > 0;
+                    drop(digest);
                     if let Some(why) = self.finish(r, status, reruns, crowded_before, &busy)? {
                         disk_full = Some(why);
                     }
@@ -247,7 +253,7 @@ impl Look<'_> {
         self.storage.report(r.id, &new)?;
         r.reported.extend(new);
         if let (None, Some(p)) = (&r.ending, self.pruner) {
-            let others: Vec<Trial> = study
+            let others: Vec<Arc<Trial>> = study
                 .trials
                 .iter()
                 .filter(|t| t.number != r.number)

@@ -28,8 +28,8 @@ impl Truth {
     }
 
     /// The study named `name`, for a reader that loads once (`--report`,
-    /// `--status`): from a journal its trials are moved out of the replay,
-    /// not copied (`Journal::into_study`).
+    /// `--status`): a journal's replay is not kept for a next load
+    /// (`Journal::into_study`).
     pub fn load_once(self, name: &str) -> anyhow::Result<Option<Study>> {
         match self {
             Truth::Journal(j) => j.into_study(name),

@@ -143,7 +143,7 @@ fn curve_json(c: &BTreeMap<u64, f64>) -> serde_json::Value {
 struct Case {
     pruner: PercentilePruner,
     direction: Direction,
-    study: Vec<Trial>,
+    study: Vec<std::sync::Arc<Trial>>,
     judge: Vec<BTreeMap<u64, f64>>,
     label: String,
 }
@@ -174,7 +174,7 @@ fn percentile_pruner_decides_as_optuna() {
                     cases.push(Case {
                         pruner: pruner.clone(),
                         direction,
-                        study,
+                        study: study.into_iter().map(std::sync::Arc::new).collect(),
                         judge: judge.clone(),
                         label: format!(
                             "{} {direction:?} trial {k} vs {when}",

@@ -210,7 +210,12 @@ fn tpe_matches_optuna() {
         })
         .collect();
     // Newest first, to check the split does not depend on the input's order.
-    let reversed: Vec<Trial> = trials.iter().rev().cloned().collect();
+    let reversed: Vec<std::sync::Arc<Trial>> = trials
+        .iter()
+        .rev()
+        .cloned()
+        .map(std::sync::Arc::new)
+        .collect();
     for s in r["splits"].as_array().unwrap() {
         let direction = match s["direction"].as_str().unwrap() {
             "minimize" => Direction::Minimize,

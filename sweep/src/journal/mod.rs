@@ -88,7 +88,7 @@ use std::collections::BTreeMap;
 use std::fs::OpenOptions;
 use std::hash::{BuildHasher, Hasher};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Optuna's default grace period before a lock is taken as stale.
@@ -118,7 +118,7 @@ pub struct Study {
     pub name: String,
     pub direction: Direction,
     /// In number order: `trials[n].number == n`.
-    pub trials: Vec<Trial>,
+    pub trials: Vec<Arc<Trial>>,
     /// `trial_ids[n]` is the id of `trials[n]`.
     pub trial_ids: Vec<TrialId>,
     pub user_attrs: BTreeMap<String, Value>,
@@ -239,15 +239,15 @@ impl Journal {
     }
 
     /// The study named `name`, as `load` gives it, for a reader that loads
-    /// once (`--report`, `--status`): its trials are moved out of the
-    /// replay, not copied, so a large study is held once.
+    /// once (`--report`, `--status`): the replay is not kept for a next
+    /// load, so the study's trials are held once, by the study.
     pub fn into_study(self, name: &str) -> Result<Option<Study>> {
         let state = self.read_once()?;
         let Some(id) = state.study_id(name) else {
             return Ok(None);
         };
         let path = self.path.display().to_string();
-        state.into_study(id).with_context(|| path).map(Some)
+        state.study(id).with_context(|| path).map(Some)
     }
 
     /// The names of the journal's live studies, in order of creation.

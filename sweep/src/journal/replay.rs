@@ -13,6 +13,7 @@ use serde_json::Value;
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
+use std::sync::Arc;
 
 /// What replaying the journal knows: Optuna's `JournalStorageReplayResult`.
 #[derive(Debug, Default)]
@@ -43,9 +44,26 @@ pub(super) struct StudyState {
 #[derive(Debug)]
 pub(super) struct TrialEntry {
     pub(super) study_id: u64,
-    /// `value` unset: the values are kept apart (multi-objective).
-    pub(super) trial: Trial,
+    /// Its `value` is the single value, if `values` has one.
+    pub(super) trial: Arc<Trial>,
+    /// All its values (more than one: multi-objective, refused on load).
     pub(super) values: Option<Vec<f64>>,
+}
+
+impl TrialEntry {
+    /// The trial to change: copied first only if a study loaded before
+    /// still holds it.
+    fn trial_mut(&mut self) -> &mut Trial {
+        Arc::make_mut(&mut self.trial)
+    }
+
+    fn set_values(&mut self, values: Option<Vec<f64>>) {
+        self.trial_mut().value = match values.as_deref() {
+            Some([v]) => Some(*v),
+            _ => None,
+        };
+        self.values = values;
+    }
 }
 
 impl Replay {
@@ -86,37 +104,10 @@ impl Replay {
             .find_map(|t| self.trials[*t as usize].trial.distributions.get(name))
     }
 
+    /// The study `id`: its trials shared with the replay, not copied (a
+    /// load costs a pointer a trial; the replay copies a trial only if it
+    /// changes while a study read before still holds it).
     pub(super) fn study(&self, id: StudyId) -> Result<Study> {
-        self.assemble(id, &mut |t| {
-            let e = &self.trials[t as usize];
-            (e.trial.clone(), e.values.clone())
-        })
-    }
-
-    /// The study `id`, its trials moved out of the replay (which is spent):
-    /// a reader that loads once (`--report`, `--status`) holds them once.
-    pub(super) fn into_study(self, id: StudyId) -> Result<Study> {
-        let mut entries: Vec<Option<TrialEntry>> = Vec::new();
-        let replay = Replay {
-            trials: Vec::new(),
-            ..self
-        };
-        entries.extend(self.trials.into_iter().map(Some));
-        replay.assemble(id, &mut |t| {
-            let e = entries[t as usize]
-                .take()
-                .expect("a trial is in one study once");
-            (e.trial, e.values)
-        })
-    }
-
-    /// The study `id` with each trial as `trial_of` gives it (its record and
-    /// its values).
-    fn assemble(
-        &self,
-        id: StudyId,
-        trial_of: &mut dyn FnMut(u64) -> (Trial, Option<Vec<f64>>),
-    ) -> Result<Study> {
         let s = &self.studies[&id.0];
         let direction = match s.directions.as_slice() {
             [1] => Direction::Minimize,
@@ -131,20 +122,16 @@ impl Replay {
         let ids = self.study_trials.get(&id.0).map_or(&[][..], |v| v);
         let mut trials = Vec::with_capacity(ids.len());
         for t in ids {
-            let (mut trial, values) = trial_of(*t);
-            trial.value = match values.as_deref() {
-                None => None,
-                Some([v]) => Some(*v),
-                Some(v) => {
-                    return Err(bad_input!(
-                        "trial {} of study {:?} has {} values: a sweep is single-objective",
-                        trial.number,
-                        s.name,
-                        v.len()
-                    ))
-                }
-            };
-            trials.push(trial);
+            let e = &self.trials[*t as usize];
+            if let Some(v) = e.values.as_ref().filter(|v| v.len() > 1) {
+                return Err(bad_input!(
+                    "trial {} of study {:?} has {} values: a sweep is single-objective",
+                    e.trial.number,
+                    s.name,
+                    v.len()
+                ));
+            }
+            trials.push(Arc::clone(&e.trial));
         }
         Ok(Study {
             id,
@@ -196,7 +183,7 @@ impl Replay {
                     let step = uint(r, "step")?;
                     let value = float(&value(field(r, "intermediate_value")?)?)
                         .ok_or("intermediate_value is not a number")?;
-                    t.trial.intermediate.insert(step, value);
+                    t.trial_mut().intermediate.insert(step, value);
                 }
             }
             SET_TRIAL_USER_ATTR | SET_TRIAL_SYSTEM_ATTR => {
@@ -204,9 +191,9 @@ impl Replay {
                 if let Some(t) = self.updatable(r)? {
                     let (k, v) = one_attr(r, if user { "user_attr" } else { "system_attr" })?;
                     let attrs = if user {
-                        &mut t.trial.user_attrs
+                        &mut t.trial_mut().user_attrs
                     } else {
-                        &mut t.trial.system_attrs
+                        &mut t.trial_mut().system_attrs
                     };
                     attrs.insert(k, v);
                 }
@@ -253,15 +240,16 @@ impl Replay {
         if state == TrialState::Running && t.trial.state == TrialState::Running {
             return Ok(()); // Another worker already runs it.
         }
+        let trial = t.trial_mut();
         if state == TrialState::Running {
-            t.trial.datetime_start = Some(naive_utc(&string(r, "datetime_start")?));
+            trial.datetime_start = Some(naive_utc(&string(r, "datetime_start")?));
         }
         if state.is_finished() {
-            t.trial.datetime_complete = Some(naive_utc(&string(r, "datetime_complete")?));
+            trial.datetime_complete = Some(naive_utc(&string(r, "datetime_complete")?));
         }
-        t.trial.state = state;
+        trial.state = state;
         if let Some(v) = values(&value(field(r, "values")?)?)? {
-            t.values = Some(v);
+            t.set_values(Some(v));
         }
         Ok(())
     }
@@ -283,7 +271,7 @@ impl Replay {
                 .ok()
                 .and_then(|i| self.trials.get_mut(i))
             {
-                t.trial.discarded = true;
+                t.trial_mut().discarded = true;
             }
         }
         Ok(())
@@ -310,7 +298,7 @@ impl Replay {
         trials.push(id);
         self.trials.push(TrialEntry {
             study_id,
-            trial: Trial {
+            trial: Arc::new(Trial {
                 number,
                 state,
                 params,
@@ -322,9 +310,10 @@ impl Replay {
                 datetime_start,
                 datetime_complete,
                 discarded: false,
-            },
-            values,
+            }),
+            values: None,
         });
+        self.trials[id as usize].set_values(values);
         self.last_created = Some(id);
         Ok(())
     }
@@ -379,7 +368,7 @@ impl Replay {
             }
         }
         let id = uint(r, "trial_id")? as usize;
-        let t = &mut self.trials[id].trial;
+        let t = self.trials[id].trial_mut();
         t.params.insert(name.clone(), value);
         t.distributions.insert(name, dist);
         Ok(())

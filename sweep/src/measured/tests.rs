@@ -31,9 +31,10 @@ fn the_number_at_once_follows_the_trials_per_hour_measured() {
 
 use crate::trial::{Trial, TrialState};
 use serde_json::Value;
+use std::sync::Arc;
 
-fn trial(number: u64, state: TrialState, attrs: &[(&str, f64)]) -> Trial {
-    Trial {
+fn trial(number: u64, state: TrialState, attrs: &[(&str, f64)]) -> Arc<Trial> {
+    Arc::new(Trial {
         number,
         state,
         params: BTreeMap::new(),
@@ -48,7 +49,7 @@ fn trial(number: u64, state: TrialState, attrs: &[(&str, f64)]) -> Trial {
         datetime_start: None,
         datetime_complete: None,
         discarded: false,
-    }
+    })
 }
 
 /// A study whose first trial ended: 2000 MiB of host PSS (300 MiB
@@ -186,7 +187,7 @@ fn on_a_gpu_the_first_trial_runs_alone_until_it_ends() {
     assert_eq!(first.slots.len(), 1);
     let mut s = Slots::new(first.slots, false);
     let mut study = ended(600.0);
-    study.trials[0].state = TrialState::Running;
+    Arc::make_mut(&mut study.trials[0]).state = TrialState::Running;
     let now = [Now {
         slot: 0,
         host_mib: Some(2000.0),

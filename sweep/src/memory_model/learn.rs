@@ -5,6 +5,7 @@
 use super::MemoryModel;
 use crate::trial::{ParamValue, Trial, TrialState};
 use serde_json::{Map, Value};
+use std::sync::Arc;
 
 /// Which memory a model learns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -148,7 +149,7 @@ impl Learner {
     /// order. The pass starts at the first trial not yet seen finished, so
     /// a turn costs the trials still running and the new ones, not the
     /// study's length; what each adds to the sums is counted once.
-    pub fn update(&mut self, trials: &[Trial]) {
+    pub fn update(&mut self, trials: &[Arc<Trial>]) {
         for t in trials.iter().skip(self.settled) {
             if !t.state.is_finished() || self.seen.contains(&t.number) {
                 continue;

@@ -351,19 +351,19 @@ mod learn {
         // The first still running while later ones ended (out of order):
         // it is learned once it ends.
         trials[0].state = TrialState::Running;
-        l.update(&trials);
+        l.update(&crate::trial::shared(&trials));
         trials[0].state = TrialState::Complete;
-        l.update(&trials);
+        l.update(&crate::trial::shared(&trials));
         let all = l.predict(&values_of(&trials[0].params), Resource::Host);
         assert_eq!(all.map(|p| p.trials), Some(3), "{all:?}");
         let mut l = Learner::default();
         trials[2].state = TrialState::Running;
         let point = values_of(&trials[0].params);
-        l.update(&trials);
-        l.update(&trials);
+        l.update(&crate::trial::shared(&trials));
+        l.update(&crate::trial::shared(&trials));
         assert_eq!(l.predict(&point, Resource::Host), None, "2 measured");
         trials[2].state = TrialState::Complete;
-        l.update(&trials);
+        l.update(&crate::trial::shared(&trials));
         let p = l.predict(&point, Resource::Host).unwrap();
         assert_eq!(p.trials, 3, "each once: {p:?}");
         assert!((p.at.peak_mib / 200.0 - 1.0).abs() < 0.01, "{p:?}");

@@ -234,7 +234,7 @@ mod tests {
             name: "s".into(),
             direction,
             trial_ids: Vec::new(),
-            trials,
+            trials: trials.into_iter().map(std::sync::Arc::new).collect(),
             user_attrs: BTreeMap::new(),
             system_attrs: BTreeMap::new(),
             shared: false,

@@ -15,6 +15,7 @@ use common::bad_input;
 use postgres::GenericClient;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 /// The UTC timestamps as Optuna's journal writes them (naive, ISO 8601).
 const ISO: &str = r#"'YYYY-MM-DD"T"HH24:MI:SS.US'"#;
@@ -27,8 +28,9 @@ pub type Cache = HashMap<i32, Known>;
 pub struct Known {
     /// The study's trial ids in number order.
     ids: Vec<i32>,
-    /// Its finished trials (they never change).
-    finished: HashMap<i32, Trial>,
+    /// Its finished trials (they never change), shared with every study
+    /// read since: a read copies pointers, not trials.
+    finished: HashMap<i32, Arc<Trial>>,
     direction: Option<Direction>,
 }
 
@@ -121,9 +123,9 @@ fn load_known(c: &mut impl GenericClient, id: i32, name: &str, cache: &mut Cache
         };
         let t = details.trial(tid, n as u64, state(r.get(2))?, r.get(3), r.get(4))?;
         if t.state.is_finished() {
-            known.finished.insert(tid, t);
+            known.finished.insert(tid, Arc::new(t));
         } else {
-            fresh.insert(tid, t);
+            fresh.insert(tid, Arc::new(t));
         }
     }
     let trials = known

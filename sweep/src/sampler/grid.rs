@@ -10,6 +10,7 @@ use super::{float_step_high, int_step_high, Sampler, SearchSpace};
 use crate::trial::{Direction, Distribution, ParamValue, Trial};
 use anyhow::{bail, Context, Result};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// Grids above this many points are refused: a typo (step 1e-9) rather
 /// than a sweep anyone means to run.
@@ -81,7 +82,7 @@ impl Sampler for GridSampler {
     fn sample(
         &self,
         space: &SearchSpace,
-        _trials: &[Trial],
+        _trials: &[Arc<Trial>],
         _direction: Direction,
         number: u64,
     ) -> Result<BTreeMap<String, ParamValue>> {

@@ -27,6 +27,7 @@ pub use tpe::{
 use crate::trial::{Choice, Direction, Distribution, ParamValue, Trial};
 use anyhow::{bail, Result};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// What a sampler searches: the parameters it draws, in a fixed order (the
 /// grid's order follows it), and the values every trial gets as they are.
@@ -58,7 +59,7 @@ pub trait Sampler {
     fn sample(
         &self,
         space: &SearchSpace,
-        trials: &[Trial],
+        trials: &[Arc<Trial>],
         direction: Direction,
         number: u64,
     ) -> Result<BTreeMap<String, ParamValue>>;

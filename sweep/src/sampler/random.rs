@@ -8,6 +8,7 @@ use super::{float_step_high, int_step_high, single_value, Sampler, SearchSpace};
 use crate::trial::{Direction, Distribution, ParamValue, Trial};
 use anyhow::Result;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// Trial `n`'s parameters depend only on (seed, n): unlike Optuna's
 /// RandomSampler (one generator consumed in trial order), a resumed or
@@ -36,7 +37,7 @@ impl Sampler for RandomSampler {
     fn sample(
         &self,
         space: &SearchSpace,
-        _trials: &[Trial],
+        _trials: &[Arc<Trial>],
         _direction: Direction,
         number: u64,
     ) -> Result<BTreeMap<String, ParamValue>> {

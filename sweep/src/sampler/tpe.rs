@@ -32,6 +32,7 @@ use crate::trial::{Direction, Distribution, ParamValue, Trial, TrialState};
 use anyhow::Result;
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// Optuna's `default_gamma`: the best 10% are "below", at most 25.
 pub fn default_gamma(n: usize) -> usize {
@@ -138,14 +139,14 @@ impl TpeSampler {
         &self,
         name: &str,
         d: &Distribution,
-        trials: &[Trial],
+        trials: &[Arc<Trial>],
         direction: Direction,
         number: u64,
     ) -> ParamValue {
         if let Some(v) = single_value(d) {
             return v;
         }
-        let finished: Vec<&Trial> = trials.iter().filter(|t| usable(t)).collect();
+        let finished: Vec<&Trial> = trials.iter().filter(|t| usable(t)).map(|t| &**t).collect();
         if finished.len() < self.n_startup_trials {
             return RandomSampler::new(self.seed).sample_param(name, d, number);
         }
@@ -172,7 +173,7 @@ impl TpeSampler {
     pub fn sample_joint(
         &self,
         space: &SearchSpace,
-        trials: &[Trial],
+        trials: &[Arc<Trial>],
         direction: Direction,
         number: u64,
     ) -> BTreeMap<String, ParamValue> {
@@ -244,7 +245,7 @@ impl Sampler for TpeSampler {
     fn sample(
         &self,
         space: &SearchSpace,
-        trials: &[Trial],
+        trials: &[Arc<Trial>],
         direction: Direction,
         number: u64,
     ) -> Result<BTreeMap<String, ParamValue>> {
@@ -340,12 +341,17 @@ pub fn infeasible(t: &Trial) -> bool {
 /// liar: a running trial counts as worse than any finished one), both halves
 /// in trial-number order.
 pub fn split_with_liar(
-    trials: &[Trial],
+    trials: &[Arc<Trial>],
     direction: Direction,
     n_below: usize,
 ) -> (Vec<&Trial>, Vec<&Trial>) {
     let (below, mut above) = split_trials(trials, direction, n_below);
-    above.extend(trials.iter().filter(|t| t.state == TrialState::Running));
+    above.extend(
+        trials
+            .iter()
+            .filter(|t| t.state == TrialState::Running)
+            .map(|t| &**t),
+    );
     above.sort_by_key(|t| t.number);
     (below, above)
 }
@@ -356,13 +362,14 @@ pub fn split_with_liar(
 /// in trial-number order. Ties keep trial-number order (Python's sort is
 /// stable); a NaN value ranks last.
 pub fn split_trials(
-    trials: &[Trial],
+    trials: &[Arc<Trial>],
     direction: Direction,
     n_below: usize,
 ) -> (Vec<&Trial>, Vec<&Trial>) {
     let mut by_number: Vec<&Trial> = trials
         .iter()
         .filter(|t| usable(t) && !infeasible(t))
+        .map(|t| &**t)
         .collect();
     by_number.sort_by_key(|t| t.number);
     let (mut complete, mut pruned): (Vec<&Trial>, Vec<&Trial>) = by_number
@@ -402,7 +409,7 @@ pub fn split_trials(
     below.extend_from_slice(&pruned[..n_pruned]);
     let mut above: Vec<&Trial> = complete[n_complete..].to_vec();
     above.extend_from_slice(&pruned[n_pruned..]);
-    above.extend(trials.iter().filter(|t| infeasible(t)));
+    above.extend(trials.iter().filter(|t| infeasible(t)).map(|t| &**t));
     below.sort_by_key(|t| t.number);
     above.sort_by_key(|t| t.number);
     (below, above)

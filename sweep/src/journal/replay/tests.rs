@@ -195,7 +195,7 @@ fn a_discard_changes_nothing_but_the_flag() {
     let mut flagged = replay_text(RUSTUNA).unwrap();
     for s in &mut flagged {
         for t in &mut s.trials {
-            t.discarded = false;
+            std::sync::Arc::make_mut(t).discarded = false;
         }
     }
     assert_eq!(flagged, replay_text(&without).unwrap());

@@ -1,7 +1,7 @@
 //! The TPE sampler: its split, its startup, and what each variant draws.
 
 use super::*;
-use crate::trial::Choice;
+use crate::trial::{shared, Choice};
 
 fn trial(number: u64, state: TrialState, value: Option<f64>, x: f64) -> Trial {
     Trial {
@@ -48,7 +48,7 @@ fn random_until_ten_finished_trials() {
         .collect();
     trials.push(trial(9, TrialState::Fail, None, 0.0));
     trials.push(trial(10, TrialState::Running, None, 0.0));
-    let at = |ts: &[Trial]| tpe.sample_param("x", &d, ts, Direction::Minimize, 11);
+    let at = |ts: &[Trial]| tpe.sample_param("x", &d, &shared(ts), Direction::Minimize, 11);
     assert_eq!(at(&trials), random.sample_param("x", &d, 11));
     trials.push(trial(11, TrialState::Pruned, None, 1.0));
     assert_ne!(at(&trials), random.sample_param("x", &d, 11));
@@ -80,7 +80,11 @@ fn a_ten_trial_bayes_sweep_is_tpe_after_its_third_trial() {
         crate::sampler::build(Method::Bayes(TpeVariant::Multivariate), &space, 3, 10).unwrap();
     let random = RandomSampler::new(3);
     let trials: Vec<Trial> = bowl().into_iter().take(3).collect();
-    let draw = |ts: &[Trial]| built.sample(&space, ts, Direction::Minimize, 3).unwrap();
+    let draw = |ts: &[Trial]| {
+        built
+            .sample(&space, &shared(ts), Direction::Minimize, 3)
+            .unwrap()
+    };
     // Two finished: still the random start-up.
     assert_eq!(
         draw(&trials[..2])["x"],
@@ -91,7 +95,7 @@ fn a_ten_trial_bayes_sweep_is_tpe_after_its_third_trial() {
     let optuna_default = TpeSampler::new(3, TpeVariant::Multivariate);
     assert_eq!(
         optuna_default
-            .sample(&space, &trials, Direction::Minimize, 3)
+            .sample(&space, &shared(&trials), Direction::Minimize, 3)
             .unwrap()["x"],
         random.sample_param("x", &x_dist(), 3)
     );
@@ -113,15 +117,19 @@ fn split_ranks_complete_then_pruned_by_progress() {
     trials[3].intermediate = [(0, 0.2), (1, 0.4)].into();
     trials[4].intermediate = [(0, 0.0)].into();
     let numbers = |v: Vec<&Trial>| v.iter().map(|t| t.number).collect::<Vec<_>>();
-    let (b, a) = split_trials(&trials, Direction::Minimize, 2);
+    let st = shared(&trials);
+    let (b, a) = split_trials(&st, Direction::Minimize, 2);
     assert_eq!((numbers(b), numbers(a)), (vec![1, 7], vec![0, 2, 3, 4]));
     // Past the complete ones: the furthest pruned, the better value first.
-    let (b, a) = split_trials(&trials, Direction::Minimize, 4);
+    let st = shared(&trials);
+    let (b, a) = split_trials(&st, Direction::Minimize, 4);
     assert_eq!((numbers(b), numbers(a)), (vec![0, 1, 3, 7], vec![2, 4]));
-    let (b, a) = split_trials(&trials, Direction::Maximize, 5);
+    let st = shared(&trials);
+    let (b, a) = split_trials(&st, Direction::Maximize, 5);
     assert_eq!((numbers(b), numbers(a)), (vec![0, 1, 2, 3, 7], vec![4]));
     // Failed and running trials are on neither side.
-    let (b, a) = split_trials(&trials, Direction::Maximize, 100);
+    let st = shared(&trials);
+    let (b, a) = split_trials(&st, Direction::Maximize, 100);
     assert_eq!((b.len(), a.len()), (6, 0));
 }
 
@@ -142,10 +150,13 @@ fn deterministic_and_drawn_towards_the_good_region() {
         let tpe = TpeSampler::new(0, variant);
         let mut near = 0;
         for n in 40..90 {
-            let p = tpe.sample(&space, &trials, Direction::Minimize, n).unwrap();
+            let p = tpe
+                .sample(&space, &shared(&trials), Direction::Minimize, n)
+                .unwrap();
             assert_eq!(
                 p,
-                tpe.sample(&space, &trials, Direction::Minimize, n).unwrap()
+                tpe.sample(&space, &shared(&trials), Direction::Minimize, n)
+                    .unwrap()
             );
             let ParamValue::Float(x) = p["x"] else {
                 panic!("{p:?}")
@@ -199,7 +210,7 @@ fn categorical_and_int_values_come_back_typed() {
         .collect();
     for variant in [TpeVariant::Multivariate, TpeVariant::Univariate] {
         let p = TpeSampler::new(1, variant)
-            .sample(&space, &trials, Direction::Minimize, 12)
+            .sample(&space, &shared(&trials), Direction::Minimize, 12)
             .unwrap();
         assert!(matches!(&p["c"], ParamValue::Choice(Choice::Str(_))));
         let ParamValue::Int(k) = p["k"] else {
@@ -282,7 +293,9 @@ fn multivariate_draws_stay_in_bounds_of_every_kind() {
     let tpe = TpeSampler::new(5, TpeVariant::Multivariate);
     let mut trials: Vec<Trial> = Vec::new();
     for n in 0..60 {
-        let p = tpe.sample(&space, &trials, Direction::Minimize, n).unwrap();
+        let p = tpe
+            .sample(&space, &shared(&trials), Direction::Minimize, n)
+            .unwrap();
         let f = |k: &str| match &p[k] {
             ParamValue::Float(v) => *v,
             other => panic!("{k}: {other:?}"),
@@ -345,7 +358,7 @@ fn multivariate_keeps_what_was_good_together() {
         (40..100)
             .filter(|&n| {
                 let (x, y) = xy(&tpe
-                    .sample(&xy_space(), &trials, Direction::Minimize, n)
+                    .sample(&xy_space(), &shared(&trials), Direction::Minimize, n)
                     .unwrap());
                 x * y > 0.0
             })
@@ -379,14 +392,14 @@ fn constant_liar_steers_away_from_running_trials() {
         let tpe = TpeSampler::new(2, variant);
         let mut trials = bowl();
         let first = tpe
-            .sample(&space, &trials, Direction::Minimize, 30)
+            .sample(&space, &shared(&trials), Direction::Minimize, 30)
             .unwrap();
         // Another worker runs exactly that point: trial 30 is drawn again
         // (same number, same candidates).
         let (x, y) = xy(&first);
         trials.push(at_xy(31, TrialState::Running, None, x, y));
         let again = tpe
-            .sample(&space, &trials, Direction::Minimize, 30)
+            .sample(&space, &shared(&trials), Direction::Minimize, 30)
             .unwrap();
         match variant {
             TpeVariant::Multivariate => assert_ne!(again, first, "the liar left the running point"),
@@ -405,7 +418,9 @@ fn parallel_draws_spread_with_the_liar() {
         let mut trials = bowl();
         let mut points = Vec::new();
         for n in 30..38 {
-            let (x, y) = xy(&tpe.sample(&space, &trials, Direction::Minimize, n).unwrap());
+            let (x, y) = xy(&tpe
+                .sample(&space, &shared(&trials), Direction::Minimize, n)
+                .unwrap());
             trials.push(at_xy(n, TrialState::Running, None, x, y));
             points.push((x, y));
         }
@@ -437,17 +452,18 @@ fn running_trials_neither_end_the_startup_nor_count_in_gamma() {
         trials.push(at_xy(n, TrialState::Running, None, 0.0, 0.0));
     }
     let p = tpe
-        .sample(&space, &trials, Direction::Minimize, 14)
+        .sample(&space, &shared(&trials), Direction::Minimize, 14)
         .unwrap();
     assert_eq!(p["x"], random.sample_param("x", &x_dist(), 14));
     assert_eq!(p["y"], random.sample_param("y", &x_dist(), 14));
     // One more finished: TPE, its below set the best gamma(10) = 1.
     trials.push(at_xy(14, TrialState::Complete, Some(0.0), 3.0, -2.0));
-    let (below, above) = split_with_liar(&trials, Direction::Minimize, default_gamma(10));
+    let st = shared(&trials);
+    let (below, above) = split_with_liar(&st, Direction::Minimize, default_gamma(10));
     assert_eq!(below.iter().map(|t| t.number).collect::<Vec<_>>(), vec![14]);
     assert_eq!(above.len(), 9 + 5 - 1 + 1);
     assert_ne!(
-        tpe.sample(&space, &trials, Direction::Minimize, 15)
+        tpe.sample(&space, &shared(&trials), Direction::Minimize, 15)
             .unwrap()["x"],
         random.sample_param("x", &x_dist(), 15)
     );
@@ -461,7 +477,7 @@ fn an_optuna_workers_running_draw_is_a_lie_too() {
     let tpe = TpeSampler::new(2, TpeVariant::Multivariate);
     let mut with_params = bowl();
     with_params.push(at_xy(30, TrialState::Running, None, 3.1, -2.2));
-    let mut shared = bowl();
+    let mut racing = bowl();
     let mut t = at_xy(30, TrialState::Running, None, 0.0, 0.0);
     t.params.clear();
     t.system_attrs.insert(
@@ -472,9 +488,12 @@ fn an_optuna_workers_running_draw_is_a_lie_too() {
         "tpe:relative_params:1".into(),
         serde_json::json!("\"y\": -2.2}"),
     );
-    shared.push(t.clone());
-    let got = |ts: &[Trial]| tpe.sample(&space, ts, Direction::Minimize, 31).unwrap();
-    assert_eq!(got(&shared), got(&with_params));
+    racing.push(t.clone());
+    let got = |ts: &[Trial]| {
+        tpe.sample(&space, &shared(ts), Direction::Minimize, 31)
+            .unwrap()
+    };
+    assert_eq!(got(&racing), got(&with_params));
     // A torn chunk (workers racing) reads as no draw, as in Optuna.
     t.system_attrs.remove("tpe:relative_params:1");
     let mut torn = bowl();
@@ -502,7 +521,8 @@ fn out_of_memory_trials_are_above_and_count_as_observations() {
     trials.push(trial(6, TrialState::Fail, None, 8.0));
     // A point the memory model refused is one too.
     trials.push(failed_as(7, 9.5, "predicted-out-of-memory"));
-    let (below, above) = split_trials(&trials, Direction::Minimize, 10);
+    let st = shared(&trials);
+    let (below, above) = split_trials(&st, Direction::Minimize, 10);
     let numbers = |ts: &[&Trial]| ts.iter().map(|t| t.number).collect::<Vec<_>>();
     assert_eq!(
         numbers(&below),
@@ -533,7 +553,7 @@ fn the_search_moves_away_from_where_memory_ran_out() {
         let tpe = TpeSampler::new(7, variant);
         let over = (100..400)
             .filter(
-                |&n| match tpe.sample_param("x", &d, trials, Direction::Minimize, n) {
+                |&n| match tpe.sample_param("x", &d, &shared(trials), Direction::Minimize, n) {
                     ParamValue::Float(x) => x >= 6.0,
                     _ => false,
                 },
@@ -558,12 +578,12 @@ fn the_search_moves_away_from_where_memory_ran_out() {
     let tpe = TpeSampler::new(7, TpeVariant::Multivariate);
     let over = |trials: &[Trial]| {
         (100..400)
-            .filter(
-                |&n| match tpe.sample_joint(&space, trials, Direction::Minimize, n)["x"] {
+            .filter(|&n| {
+                match tpe.sample_joint(&space, &shared(trials), Direction::Minimize, n)["x"] {
                     ParamValue::Float(x) => x >= 6.0,
                     _ => false,
-                },
-            )
+                }
+            })
             .count()
     };
     let (a, b) = (over(&blind), over(&fitted));

@@ -1,0 +1,153 @@
+#!/usr/bin/env python3
+"""The driver's own CPU per trial as the study grows (issue 44): a program
+sweep of instant trials (or of trials that print one line a second for
+--seconds) resumed on top of a study of N finished trials that
+bench/gen_study.py wrote, for each N of --sizes, side by side in one run.
+The driver's CPU is its own (utime + stime in /proc/PID/stat, sampled
+until it exits), not its trials', per trial in the steady state (after the
+first tenth of the new trials); its CPU up to then (the start, which
+replays the whole journal once) is reported apart, with its wall time per
+trial and its peak RSS (VmHWM).
+
+  sweep_scale.py [--train target/release/train] [--sizes 1000,20000]
+                 [--new 200] [--parallel 4] [--seconds 0] [--rounds 3]
+
+Results: bench/results/sweep_scale.{csv,md}.
+"""
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+from benchlib import command_line, load_note, stamp, write_results
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TICK = os.sysconf("SC_CLK_TCK")
+
+TRIAL = """import json, sys, time
+args = dict(a[2:].split("=", 1) for a in sys.argv[1:] if a.startswith("--") and "=" in a)
+lr, seconds = float(args["lr"]), int(args.get("seconds", 0))
+for s in range(1, seconds + 1):
+    time.sleep(1)
+    print(json.dumps({"epoch": s, "val_loss": lr * 10 + 1.0 / s}), flush=True)
+print(json.dumps({"epoch": seconds + 1, "val_loss": lr * 10}), flush=True)
+"""
+
+SPACE = """program: trial.py
+method: %s
+metric: {name: val_loss, goal: minimize}
+parameters:
+  lr: {distribution: log_uniform_values, min: 1.0e-5, max: 0.1}
+  batch_size: {distribution: int_uniform, min: 1, max: 64}
+  width: {values: [64, 128, 256, 512, 1024]}
+  seconds: {value: %d}
+"""
+
+
+def own_cpu(pid):
+    """(own CPU seconds, peak RSS MiB) of a live process, or None."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        with open(f"/proc/{pid}/status") as f:
+            hwm = next(int(l.split()[1]) for l in f if l.startswith("VmHWM:"))
+    except (OSError, StopIteration):
+        return None
+    return (int(fields[11]) + int(fields[12])) / TICK, hwm / 1024.0
+
+
+def created(journal):
+    with open(journal, "rb") as f:
+        return sum(1 for line in f if line.startswith(b'{"op_code":4,'))
+
+
+def one_run(a, size, d):
+    """Resumes a sweep of `size` generated trials with --new more: (driver
+    CPU s, wall s, peak RSS MiB, trials run)."""
+    with open(os.path.join(d, "trial.py"), "w") as f:
+        f.write(TRIAL)
+    with open(os.path.join(d, "space.yaml"), "w") as f:
+        f.write(SPACE % (a.method, a.seconds))
+    base = [a.train, "sweep", "--interpreter", a.python, "--parallel", str(a.parallel)]
+    subprocess.run(base + ["--space", "space.yaml", "--out", "s", "--trials", "1"], cwd=d, check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with open(os.path.join(d, "s", "sweep.yaml")) as f:
+        name = next(l.split(":", 1)[1].strip().strip("'\"") for l in f if l.startswith("study_name:"))
+    settings = os.path.join(d, "s", "sweep.yaml")
+    with open(settings) as f:
+        text = f.read().replace("\ntrials: 1\n", f"\ntrials: {size + a.new}\n")
+    with open(settings, "w") as f:
+        f.write(text)
+    journal = os.path.join(d, "s", "journal.log")
+    subprocess.run([a.python, os.path.join(HERE, "gen_study.py"), "--trials", str(size), "--out", journal,
+                    "--name", name, "--interrupted", "0"], check=True, stderr=subprocess.DEVNULL)
+    t0 = time.monotonic()
+    p = subprocess.Popen(base + ["--resume", "s"], cwd=d,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    # The steady state: from the first tenth of the new trials on (the
+    # start, which replays the whole journal once, is reported apart).
+    trials_dir = os.path.join(d, "s", "trials")
+    warm = max(1, a.new // 10)
+    last, at_warm = (0.0, 0.0), None
+    while p.poll() is None:
+        last = own_cpu(p.pid) or last
+        if at_warm is None and len(os.listdir(trials_dir)) > warm + 1:
+            at_warm = (last[0], time.monotonic(), len(os.listdir(trials_dir)))
+        time.sleep(0.02)
+    wall = time.monotonic() - t0
+    if p.returncode != 0:
+        sys.exit(f"sweep_scale: the resumed sweep exited {p.returncode}:\n{p.stderr.read().decode()[-2000:]}")
+    ran = created(journal) - size
+    if at_warm is None:
+        sys.exit("sweep_scale: the sweep ended before its first tenth of trials was seen")
+    # Trial folders: the first sweep's one trial, then one per new trial.
+    steady = ran + 1 - at_warm[2]
+    return (last[0] - at_warm[0]) / steady, (time.monotonic() - at_warm[1]) / steady, last[1], ran, at_warm[0]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--train", default="target/release/train")
+    ap.add_argument("--python", default=sys.executable)
+    ap.add_argument("--sizes", default="1000,20000")
+    ap.add_argument("--new", type=int, default=200, help="trials run on top of each study")
+    ap.add_argument("--parallel", type=int, default=4)
+    ap.add_argument("--seconds", type=int, default=0, help="each trial's length (a line a second)")
+    ap.add_argument("--method", default="random")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--out", default=os.path.join(HERE, "results"))
+    a = ap.parse_args()
+    a.train = os.path.abspath(a.train)
+    sizes = [int(s) for s in a.sizes.split(",")]
+    runs = {n: [] for n in sizes}
+    for _ in range(a.rounds):
+        for n in sizes:  # Sizes alternate within a round: load drifts hit all.
+            with tempfile.TemporaryDirectory() as d:
+                runs[n].append(one_run(a, n, d))
+    rows = []
+    for n in sizes:
+        cpu, wall, rss, ran, start = (statistics.median(r[i] for r in runs[n]) for i in range(5))
+        rows.append({"study_trials": n, "method": a.method, "parallel": a.parallel, "trial_seconds": a.seconds,
+                     "trials_run": int(ran), "driver_cpu_ms_per_trial": round(cpu * 1000, 1),
+                     "wall_ms_per_trial": round(wall * 1000, 1), "driver_peak_rss_mib": round(rss),
+                     "start_cpu_s": round(start, 2)})
+    first = rows[0]
+    text = [f"# The driver's own CPU per trial as the study grows\n",
+            f"{stamp()}; `{command_line()}`; {load_note()}; medians of {a.rounds} rounds.\n",
+            "| study trials | method | at once | trial s | trials run | driver CPU ms/trial | wall ms/trial | driver peak RSS MiB | start CPU s |",
+            "|---|---|---|---|---|---|---|---|---|"]
+    text += [f"| {r['study_trials']} | {r['method']} | {r['parallel']} | {r['trial_seconds']} | {r['trials_run']} | "
+             f"{r['driver_cpu_ms_per_trial']} | {r['wall_ms_per_trial']} | {r['driver_peak_rss_mib']} | {r['start_cpu_s']} |"
+             for r in rows]
+    text.append("")
+    text += [f"- At {r['study_trials']} trials: {r['driver_cpu_ms_per_trial'] / first['driver_cpu_ms_per_trial']:.2f}x "
+             f"the driver's CPU per trial at {first['study_trials']}." for r in rows[1:]]
+    write_results(a.out, "sweep_scale", rows, "\n".join(text) + "\n")
+
+
+if __name__ == "__main__":
+    main()
