@@ -355,13 +355,13 @@ fn start(program: &str, args: &[String], spec: &Spec) -> anyhow::Result<(u32, Fi
     for (k, v) in &spec.env {
         cmd.env(k, v);
     }
-    group::first_for_the_oom_killer(&mut cmd);
     let mut child = cmd.spawn().map_err(|e| {
         common::bad_input!(
             "cannot start {program:?}: {e} (the command is {:?})",
             spec.argv
         )
     })?;
+    group::first_for_the_oom_killer(child.id());
     let out = child.stdout.take().context("the command's stdout")?;
     let err = child.stderr.take().context("the command's stderr")?;
     Ok((

@@ -53,21 +53,17 @@ pub fn end(pgid: u32, grace: Duration) {
 /// then records why, rather than the supervisor and every trial with it.
 pub const OOM_SCORE_ADJ: &[u8] = b"500";
 
-/// Makes `cmd`'s process the OOM killer's first choice over ours (any
-/// process may raise its own score; lowering needs privileges).
-pub fn first_for_the_oom_killer(cmd: &mut Command) {
-    // SAFETY: between fork and exec only async-signal-safe calls: open,
-    // write and close on a constant path, no allocation.
-    unsafe {
-        cmd.pre_exec(|| {
-            let fd = libc::open(c"/proc/self/oom_score_adj".as_ptr(), libc::O_WRONLY);
-            if fd >= 0 {
-                libc::write(fd, OOM_SCORE_ADJ.as_ptr().cast(), OOM_SCORE_ADJ.len());
-                libc::close(fd);
-            }
-            Ok(())
-        });
-    }
+/// Makes the process `pid` (our child, just started) the OOM killer's
+/// first choice over ours (any process may raise a score; lowering needs
+/// privileges). Written from outside rather than by a hook between fork
+/// and exec, so that the command starts by posix_spawn (vfork), not fork:
+/// a fork write-protects every page of this process, each then faulted in
+/// again, which made starting a trial cost in proportion to the study a
+/// sweep's driver holds. The command's own children inherit the score,
+/// but for one it forks in the microseconds between its exec and this
+/// write.
+pub fn first_for_the_oom_killer(pid: u32) {
+    let _ = std::fs::write(format!("/proc/{pid}/oom_score_adj"), OOM_SCORE_ADJ);
 }
 
 /// The keeper of process group `pgid` (see the module's comment). Dropping

@@ -83,6 +83,21 @@ fn main() -> Result<()> {
     };
     // TPE's start-up scaled to the trials, as a sweep of n trials has it.
     let sampler = build(method, &space, seed, n)?;
+    // TPE_ABOVE_WINDOW=N (0: none) for bench/tpe_window.py; the default is
+    // the sampler's.
+    let sampler: Box<dyn sweep::sampler::Sampler> = match std::env::var("TPE_ABOVE_WINDOW") {
+        Ok(w) => {
+            let variant = match method {
+                Method::Bayes(v) => v,
+                _ => anyhow::bail!("TPE_ABOVE_WINDOW is for a TPE method"),
+            };
+            let mut tpe = sweep::sampler::TpeSampler::new(seed, variant);
+            tpe.n_startup_trials = sweep::sampler::startup_for(n);
+            tpe.above_window = Some(w.parse()?).filter(|w: &usize| *w > 0);
+            Box::new(tpe)
+        }
+        Err(_) => sampler,
+    };
 
     let stdin = std::io::stdin();
     let mut lines = stdin.lock().lines();
