@@ -17,7 +17,7 @@ use anyhow::{bail, Context, Result};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::io::{BufRead, Write};
-use sweep::sampler::{build, Method, SearchSpace, TpeVariant};
+use sweep::sampler::{build, Method, Sampler, SearchSpace, TpeVariant};
 use sweep::trial::{Choice, Direction, Distribution, ParamValue, Trial, TrialState};
 
 fn distribution(p: &Value) -> Result<Distribution> {
@@ -82,22 +82,7 @@ fn main() -> Result<()> {
         fixed: BTreeMap::new(),
     };
     // TPE's start-up scaled to the trials, as a sweep of n trials has it.
-    let sampler = build(method, &space, seed, n)?;
-    // TPE_ABOVE_WINDOW=N (0: none) for bench/tpe_window.py; the default is
-    // the sampler's.
-    let sampler: Box<dyn sweep::sampler::Sampler> = match std::env::var("TPE_ABOVE_WINDOW") {
-        Ok(w) => {
-            let variant = match method {
-                Method::Bayes(v) => v,
-                _ => anyhow::bail!("TPE_ABOVE_WINDOW is for a TPE method"),
-            };
-            let mut tpe = sweep::sampler::TpeSampler::new(seed, variant);
-            tpe.n_startup_trials = sweep::sampler::startup_for(n);
-            tpe.above_window = Some(w.parse()?).filter(|w: &usize| *w > 0);
-            Box::new(tpe)
-        }
-        Err(_) => sampler,
-    };
+    let sampler = sampler(method, &space, seed, n)?;
 
     let stdin = std::io::stdin();
     let mut lines = stdin.lock().lines();
@@ -140,4 +125,20 @@ fn main() -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The method's sampler as a sweep of n trials builds it; with
+/// TPE_ABOVE_WINDOW=N (0: none) a TPE weighing that many of its worse side
+/// (bench/tpe_window.py).
+fn sampler(method: Method, space: &SearchSpace, seed: u64, n: u64) -> Result<Box<dyn Sampler>> {
+    let Ok(w) = std::env::var("TPE_ABOVE_WINDOW") else {
+        return build(method, space, seed, n);
+    };
+    let Method::Bayes(variant) = method else {
+        anyhow::bail!("TPE_ABOVE_WINDOW is for a TPE method");
+    };
+    let mut tpe = sweep::sampler::TpeSampler::new(seed, variant);
+    tpe.n_startup_trials = sweep::sampler::startup_for(n);
+    tpe.above_window = Some(w.parse()?).filter(|w: &usize| *w > 0);
+    Ok(Box::new(tpe))
 }
