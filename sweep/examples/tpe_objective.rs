@@ -100,7 +100,7 @@ fn main() -> Result<()> {
             trials.push(std::sync::Arc::new(Trial {
                 number,
                 state: TrialState::Running,
-                distributions: space.params.iter().cloned().collect(),
+                distributions: std::sync::Arc::new(space.params.iter().cloned().collect()),
                 params,
                 value: None,
                 intermediate: BTreeMap::new(),

@@ -167,7 +167,7 @@ mod tests {
             number,
             state: TrialState::Fail,
             params: BTreeMap::new(),
-            distributions: BTreeMap::new(),
+            distributions: Default::default(),
             value: None,
             intermediate: BTreeMap::new(),
             user_attrs,

@@ -378,7 +378,7 @@ mod tests {
             number,
             state,
             params: BTreeMap::new(),
-            distributions: BTreeMap::new(),
+            distributions: Default::default(),
             value: (state == TrialState::Complete).then(|| values.last().copied().unwrap_or(0.0)),
             intermediate: curve(values),
             user_attrs: BTreeMap::new(),

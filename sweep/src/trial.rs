@@ -4,6 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// A categorical choice (Optuna's CategoricalChoiceType: None, bool, int,
 /// float, str).
@@ -200,7 +201,9 @@ pub struct Trial {
     pub number: u64,
     pub state: TrialState,
     pub params: BTreeMap<String, ParamValue>,
-    pub distributions: BTreeMap<String, Distribution>,
+    /// Shared by the trials that have the same ones (a sweep's all do):
+    /// the replay hands out one map per text it read, not one per trial.
+    pub distributions: Arc<BTreeMap<String, Distribution>>,
     /// The objective; None unless COMPLETE (single objective).
     pub value: Option<f64>,
     /// The metric per epoch (Optuna's intermediate values, step -> value).

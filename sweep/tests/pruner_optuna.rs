@@ -118,7 +118,7 @@ fn recorded() -> Vec<Trial> {
             number,
             state,
             params: BTreeMap::new(),
-            distributions: BTreeMap::new(),
+            distributions: Default::default(),
             value,
             intermediate,
             user_attrs: BTreeMap::new(),

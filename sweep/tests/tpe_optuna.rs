@@ -194,7 +194,7 @@ fn tpe_matches_optuna() {
                 _ => TrialState::Running,
             },
             params: BTreeMap::new(),
-            distributions: BTreeMap::new(),
+            distributions: Default::default(),
             value: t["value"].as_f64(),
             intermediate: t["intermediate"]
                 .as_array()

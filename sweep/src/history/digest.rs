@@ -222,7 +222,7 @@ mod tests {
             number: n,
             state,
             params: BTreeMap::new(),
-            distributions: BTreeMap::new(),
+            distributions: Default::default(),
             value: (state == TrialState::Complete).then_some(n as f64),
             intermediate: BTreeMap::new(),
             user_attrs: serde_json::from_value(attrs).unwrap(),

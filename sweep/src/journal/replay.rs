@@ -31,6 +31,9 @@ pub(super) struct Replay {
     /// in every trial, and parsing each every time was a seventh of the
     /// replay.
     parsed: HashMap<String, Distribution>,
+    /// A CREATE_TRIAL's whole distributions by their JSON text: the trials
+    /// that have the same share one map.
+    maps: HashMap<String, Arc<BTreeMap<String, Distribution>>>,
 }
 
 #[derive(Debug)]
@@ -319,7 +322,11 @@ impl Replay {
     }
 
     /// A CREATE_TRIAL's distributions, each a JSON string.
-    fn distributions(&mut self, r: &Fields) -> Result<BTreeMap<String, Distribution>, String> {
+    fn distributions(&mut self, r: &Fields) -> Result<Arc<BTreeMap<String, Distribution>>, String> {
+        let text = r.get("distributions").map(RawValue::get);
+        if let Some(shared) = text.and_then(|t| self.maps.get(t)) {
+            return Ok(Arc::clone(shared));
+        }
         let mut distributions = BTreeMap::new();
         for (k, v) in object(r, "distributions")?.into_iter().flatten() {
             let json = v
@@ -330,7 +337,11 @@ impl Replay {
                 .map_err(|e| format!("distributions.{k}: {e}"))?;
             distributions.insert(k, dist);
         }
-        Ok(distributions)
+        let shared = Arc::new(distributions);
+        if let Some(t) = text.filter(|_| self.maps.len() < 1024) {
+            self.maps.insert(t.to_owned(), Arc::clone(&shared));
+        }
+        Ok(shared)
     }
 
     /// `json_to_distribution`, remembered (up to a bound: a journal with
@@ -370,7 +381,7 @@ impl Replay {
         let id = uint(r, "trial_id")? as usize;
         let t = self.trials[id].trial_mut();
         t.params.insert(name.clone(), value);
-        t.distributions.insert(name, dist);
+        Arc::make_mut(&mut t.distributions).insert(name, dist);
         Ok(())
     }
 }

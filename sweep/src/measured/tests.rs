@@ -38,7 +38,7 @@ fn trial(number: u64, state: TrialState, attrs: &[(&str, f64)]) -> Arc<Trial> {
         number,
         state,
         params: BTreeMap::new(),
-        distributions: BTreeMap::new(),
+        distributions: Default::default(),
         value: None,
         intermediate: BTreeMap::new(),
         user_attrs: attrs

@@ -240,7 +240,7 @@ mod learn {
                     ParamValue::Choice(Choice::Str("adam".into())),
                 ),
             ]),
-            distributions: BTreeMap::new(),
+            distributions: Default::default(),
             value: None,
             intermediate: BTreeMap::new(),
             user_attrs: attrs.as_object().unwrap().clone().into_iter().collect(),

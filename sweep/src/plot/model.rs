@@ -206,7 +206,7 @@ mod tests {
             number,
             state,
             params: BTreeMap::new(),
-            distributions: BTreeMap::new(),
+            distributions: Default::default(),
             value,
             intermediate: BTreeMap::new(),
             user_attrs: BTreeMap::new(),

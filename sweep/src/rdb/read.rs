@@ -9,7 +9,7 @@
 
 use crate::journal::codec::{json_to_distribution, parse_json, readable, to_external};
 use crate::journal::{Study, StudyId, TrialId};
-use crate::trial::{Direction, Trial, TrialState};
+use crate::trial::{Direction, Distribution, Trial, TrialState};
 use anyhow::{anyhow, Result};
 use common::bad_input;
 use postgres::GenericClient;
@@ -193,6 +193,9 @@ struct Details {
     intermediate: HashMap<i32, BTreeMap<u64, f64>>,
     user: HashMap<i32, BTreeMap<String, Value>>,
     system: HashMap<i32, BTreeMap<String, Value>>,
+    /// The last trial's distributions, handed to the next trial that has
+    /// the same (a sweep's trials all do): one map, not one a trial.
+    last_distributions: Arc<BTreeMap<String, Distribution>>,
 }
 
 impl Details {
@@ -269,11 +272,14 @@ impl Details {
                 values.len()
             ));
         }
+        if *self.last_distributions != distributions {
+            self.last_distributions = Arc::new(distributions);
+        }
         Ok(Trial {
             number,
             state,
             params,
-            distributions,
+            distributions: Arc::clone(&self.last_distributions),
             value: values.first().map(|(_, v, t)| typed(*v, t.clone())),
             intermediate: self.intermediate.remove(&tid).unwrap_or_default(),
             user_attrs: self.user.remove(&tid).unwrap_or_default(),

@@ -8,7 +8,7 @@ fn trial(number: u64, state: TrialState, value: Option<f64>, x: f64) -> Trial {
         number,
         state,
         params: [("x".to_string(), ParamValue::Float(x))].into(),
-        distributions: BTreeMap::new(),
+        distributions: Default::default(),
         value,
         intermediate: BTreeMap::new(),
         user_attrs: BTreeMap::new(),
