@@ -70,3 +70,84 @@ fn a_generated_study_reads_the_same_written_by_us_and_by_optuna() {
         assert_eq!(t.as_array().unwrap().len(), 1500);
     }
 }
+
+const TRIAL: &str = r#"import json, sys
+args = dict(a[2:].split("=", 1) for a in sys.argv[1:] if a.startswith("--") and "=" in a)
+print(json.dumps({"epoch": 1, "val_loss": float(args["lr"]) * 10}), flush=True)
+"#;
+
+const SPACE: &str = "program: trial.py
+method: bayes
+metric: {name: val_loss, goal: minimize}
+parameters:
+  lr: {distribution: log_uniform_values, min: 1.0e-5, max: 0.1}
+  batch_size: {distribution: int_uniform, min: 1, max: 64}
+  width: {values: [64, 128, 256, 512, 1024]}
+";
+
+/// A sweep resumed on top of 20,000 finished trials (issue 44's scale):
+/// it reads the study, draws by TPE past its start-up (the worse side
+/// capped), runs its new trials and ends; `--status` and `--report` read
+/// all of them. What each step costs at this scale is bench/sweep_scale.py's
+/// and bench/report_scale.py's (timings are not tested).
+#[test]
+fn a_sweep_resumed_on_20000_trials_runs_its_new_ones() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    std::fs::write(d.join("trial.py"), TRIAL).unwrap();
+    std::fs::write(d.join("space.yaml"), SPACE).unwrap();
+    let sweep = |extra: &[&str]| {
+        ucmd("train")
+            .current_dir(d)
+            .args(["sweep", "--interpreter"])
+            .arg(python())
+            .args(["--parallel", "2"])
+            .args(extra)
+            .run()
+    };
+    sweep(&["--space", "space.yaml", "--out", "s", "--trials", "1"]).code_is(0);
+    let journal = d.join("s/journal.log");
+    let run = Command::new(python())
+        .arg(repo_path("bench/gen_study.py"))
+        .args(["--trials", "20000", "--interrupted", "0", "--out"])
+        .arg(&journal)
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let settings = d.join("s/sweep.yaml");
+    let text = std::fs::read_to_string(&settings).unwrap();
+    assert!(text.contains("\ntrials: 1\n"), "{text}");
+    std::fs::write(
+        &settings,
+        text.replace("\ntrials: 1\n", "\ntrials: 20004\n"),
+    )
+    .unwrap();
+    let resumed = sweep(&["--resume", "s"]);
+    resumed.code_is(0);
+    let report = ucmd("train")
+        .args(["sweep", "--report"])
+        .arg(d.join("s"))
+        .args(["--format", "json"])
+        .run();
+    report.code_is(0);
+    let r: Value = report.stdout_json();
+    let trials = r["trials"].as_array().unwrap();
+    assert_eq!(trials.len(), 20004, "{}", resumed.stderr_str());
+    for t in &trials[20000..] {
+        assert_eq!(t["state"], "COMPLETE", "{t}");
+    }
+    let status = ucmd("train")
+        .args(["sweep", "--status"])
+        .arg(d.join("s"))
+        .run();
+    status.code_is(0);
+    assert!(
+        status.stdout_str().contains("20004 trials"),
+        "{}",
+        status.stdout_str()
+    );
+}
