@@ -25,7 +25,7 @@ use crate::memory_model::Learner;
 use crate::outcome::Ending;
 use crate::owner::Owner;
 use crate::placement;
-use crate::pruner::{PercentilePruner, Pruner};
+use crate::pruner::{Kept, PercentilePruner, Pruner};
 use crate::rdb::Database;
 use crate::sampler::{self, Sampler};
 use crate::slots::Slots;
@@ -147,6 +147,7 @@ pub fn run(args: &Args, train: &Path, libtorch: bool, stop: &Interrupter) -> any
         threads_said: Cell::new(None),
         memory: RefCell::new(Learner::default()),
         digest: RefCell::new(Digest::default()),
+        kept: RefCell::new(Kept::default()),
         gpus,
         disk_full: None,
         stop,
@@ -420,6 +421,8 @@ struct Driver<'a> {
     memory: RefCell<Learner>,
     /// The study's history, folded in as trials finish.
     digest: RefCell<Digest>,
+    /// What the pruner keeps of the finished trials.
+    kept: RefCell<Kept>,
     /// The GPUs as last read, with what our trials hold there.
     gpus: Vec<placement::Gpu>,
     /// Set when a trial failed while the sweep's filesystem was full: the
@@ -456,6 +459,7 @@ impl Driver<'_> {
                 pruner: self.pruner,
                 slots: &mut self.slots,
                 digest: &self.digest,
+                kept: &self.kept,
             };
             let running = self.trials.len();
             if let Some(why) = look.watch(&mut self.trials, &study)? {

@@ -11,7 +11,7 @@ use crate::journal::{Study, TrialId};
 use crate::layout::full_disk;
 use crate::memory_model::RAN_OUT_LEGS;
 use crate::outcome::{self, Ended, Ending, ProgramEnd};
-use crate::pruner::{Decision, Pruner};
+use crate::pruner::{Decision, Kept, Pruner};
 use crate::slots::Slots;
 use crate::storage::Storage;
 use crate::trial::Trial;
@@ -193,6 +193,8 @@ pub(crate) struct Look<'a> {
     pub pruner: Option<&'a dyn Pruner>,
     pub slots: &'a mut Slots,
     pub digest: &'a RefCell<Digest>,
+    /// What the pruner keeps of the finished trials between looks.
+    pub kept: &'a RefCell<Kept>,
 }
 
 impl Look<'_> {
@@ -259,7 +261,8 @@ impl Look<'_> {
                 .filter(|t| t.number != r.number)
                 .cloned()
                 .collect();
-            if let Decision::Prune(why) = p.decide(&r.reported, &others, metric.goal) {
+            let kept = &mut self.kept.borrow_mut();
+            if let Decision::Prune(why) = p.decide_kept(&r.reported, &others, kept, metric.goal) {
                 common::say!("train sweep: trial {} pruned: {why}", r.number);
                 r.stop(Ending::Pruned(why));
             }
