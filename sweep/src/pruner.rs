@@ -44,19 +44,22 @@ pub trait Pruner {
         direction: Direction,
     ) -> Decision;
 
-    /// `decide`, with `kept` holding what the pruner keeps of the finished
-    /// trials between calls (updated here from `others`, a study's trials in
-    /// number order): the same answer, at the cost of what is new. By
-    /// default `decide`, which looks at every trial.
+    /// `decide` for trial `me` of a study whose trials (in number order)
+    /// are `trials`, with `kept` holding what the pruner keeps of the
+    /// finished ones between calls (updated here): the same answer, at the
+    /// cost of what is new. By default `decide` on the others, which looks
+    /// at every trial.
     fn decide_kept(
         &self,
         curve: &BTreeMap<u64, f64>,
-        others: &[Arc<Trial>],
+        trials: &[Arc<Trial>],
+        me: u64,
         kept: &mut Kept,
         direction: Direction,
     ) -> Decision {
         let _ = kept;
-        self.decide(curve, others, direction)
+        let others: Vec<Arc<Trial>> = trials.iter().filter(|t| t.number != me).cloned().collect();
+        self.decide(curve, &others, direction)
     }
 }
 
@@ -141,17 +144,21 @@ impl Pruner for PercentilePruner {
         others: &[Arc<Trial>],
         direction: Direction,
     ) -> Decision {
-        self.decide_kept(curve, others, &mut Kept::default(), direction)
+        let mut kept = Kept::default();
+        kept.update(others);
+        self.judge(curve, &kept, direction)
     }
 
+    /// Trial `me` is running, so never among the COMPLETE ones it counts.
     fn decide_kept(
         &self,
         curve: &BTreeMap<u64, f64>,
-        others: &[Arc<Trial>],
+        trials: &[Arc<Trial>],
+        _me: u64,
         kept: &mut Kept,
         direction: Direction,
     ) -> Decision {
-        kept.update(others);
+        kept.update(trials);
         self.judge(curve, kept, direction)
     }
 }

@@ -14,7 +14,6 @@ use crate::outcome::{self, Ended, Ending, ProgramEnd};
 use crate::pruner::{Decision, Kept, Pruner};
 use crate::slots::Slots;
 use crate::storage::Storage;
-use crate::trial::Trial;
 use common::wire::failure::Class;
 use common::wire::program::{ProgramLeg, ProgramStatus, ProgramSummary};
 use common::wire::run_dir::{self, TrialDir};
@@ -26,7 +25,6 @@ use std::collections::BTreeMap;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::ExitStatus;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 use supervise::child::Child;
 use supervise::verdict::Stop;
@@ -255,14 +253,9 @@ impl Look<'_> {
         self.storage.report(r.id, &new)?;
         r.reported.extend(new);
         if let (None, Some(p)) = (&r.ending, self.pruner) {
-            let others: Vec<Arc<Trial>> = study
-                .trials
-                .iter()
-                .filter(|t| t.number != r.number)
-                .cloned()
-                .collect();
             let kept = &mut self.kept.borrow_mut();
-            if let Decision::Prune(why) = p.decide_kept(&r.reported, &others, kept, metric.goal) {
+            let decision = p.decide_kept(&r.reported, &study.trials, r.number, kept, metric.goal);
+            if let Decision::Prune(why) = decision {
                 common::say!("train sweep: trial {} pruned: {why}", r.number);
                 r.stop(Ending::Pruned(why));
             }
