@@ -12,7 +12,8 @@ trial and its peak RSS (VmHWM).
   sweep_scale.py [--train target/release/train] [--sizes 1000,20000]
                  [--new 200] [--parallel 4] [--seconds 0] [--rounds 3]
 
-Results: bench/results/sweep_scale.{csv,md}.
+Results: bench/results/sweep_scale.{csv,md} (sweep_scale_METHOD.* for
+another --method).
 """
 
 import argparse
@@ -106,7 +107,8 @@ def one_run(a, size, d):
         sys.exit("sweep_scale: the sweep ended before its first tenth of trials was seen")
     # Trial folders: the first sweep's one trial, then one per new trial.
     steady = ran + 1 - at_warm[2]
-    return (last[0] - at_warm[0]) / steady, (time.monotonic() - at_warm[1]) / steady, last[1], ran, at_warm[0]
+    return ((last[0] - at_warm[0]) / steady, (time.monotonic() - at_warm[1]) / steady, last[1], ran, at_warm[0],
+            last[0] / ran)
 
 
 def main():
@@ -130,23 +132,24 @@ def main():
                 runs[n].append(one_run(a, n, d))
     rows = []
     for n in sizes:
-        cpu, wall, rss, ran, start = (statistics.median(r[i] for r in runs[n]) for i in range(5))
+        cpu, wall, rss, ran, start, whole = (statistics.median(r[i] for r in runs[n]) for i in range(6))
         rows.append({"study_trials": n, "method": a.method, "parallel": a.parallel, "trial_seconds": a.seconds,
                      "trials_run": int(ran), "driver_cpu_ms_per_trial": round(cpu * 1000, 1),
                      "wall_ms_per_trial": round(wall * 1000, 1), "driver_peak_rss_mib": round(rss),
-                     "start_cpu_s": round(start, 2)})
+                     "start_cpu_s": round(start, 2), "whole_run_cpu_ms_per_trial": round(whole * 1000, 1)})
     first = rows[0]
     text = [f"# The driver's own CPU per trial as the study grows\n",
             f"{stamp()}; `{command_line()}`; {load_note()}; medians of {a.rounds} rounds.\n",
-            "| study trials | method | at once | trial s | trials run | driver CPU ms/trial | wall ms/trial | driver peak RSS MiB | start CPU s |",
-            "|---|---|---|---|---|---|---|---|---|"]
+            "| study trials | method | at once | trial s | trials run | driver CPU ms/trial | wall ms/trial | driver peak RSS MiB | start CPU s | whole run CPU ms/trial |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
     text += [f"| {r['study_trials']} | {r['method']} | {r['parallel']} | {r['trial_seconds']} | {r['trials_run']} | "
-             f"{r['driver_cpu_ms_per_trial']} | {r['wall_ms_per_trial']} | {r['driver_peak_rss_mib']} | {r['start_cpu_s']} |"
+             f"{r['driver_cpu_ms_per_trial']} | {r['wall_ms_per_trial']} | {r['driver_peak_rss_mib']} | {r['start_cpu_s']} | {r['whole_run_cpu_ms_per_trial']} |"
              for r in rows]
     text.append("")
     text += [f"- At {r['study_trials']} trials: {r['driver_cpu_ms_per_trial'] / first['driver_cpu_ms_per_trial']:.2f}x "
              f"the driver's CPU per trial at {first['study_trials']}." for r in rows[1:]]
-    write_results(a.out, "sweep_scale", rows, "\n".join(text) + "\n")
+    name = "sweep_scale" if a.method == "random" else f"sweep_scale_{a.method}"
+    write_results(a.out, name, rows, "\n".join(text) + "\n")
 
 
 if __name__ == "__main__":

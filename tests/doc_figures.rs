@@ -246,3 +246,34 @@ fn the_large_study_figures_are_the_last_runs() {
         );
     }
 }
+
+#[test]
+fn the_driver_scale_and_tpe_window_figures_are_the_last_runs() {
+    let text = bench_readme();
+    for r in rows_of("bench/results/sweep_scale.csv") {
+        let n: u64 = r["study_trials"].parse().unwrap();
+        let shown = match n {
+            1000.. => format!("{},{:03}", n / 1000, n % 1000),
+            _ => n.to_string(),
+        };
+        let figure = format!(
+            "| {shown} | {} | {} | {} ",
+            r["driver_cpu_ms_per_trial"], r["start_cpu_s"], r["whole_run_cpu_ms_per_trial"]
+        );
+        assert!(
+            text.contains(&figure) && text.contains(&format!("| {} ", r["driver_peak_rss_mib"])),
+            "bench/README.md does not quote \"{figure}\" from bench/results/sweep_scale.csv: update it or re-run bench/sweep_scale.py"
+        );
+    }
+    // The window's table is the results file's, row for row.
+    let md = read("bench/results/tpe_window.md");
+    for row in md
+        .lines()
+        .filter(|l| l.starts_with("| ") && !l.starts_with("| objective"))
+    {
+        assert!(
+            text.contains(row),
+            "bench/README.md does not quote \"{row}\" from bench/results/tpe_window.md: update it or re-run bench/tpe_window.py"
+        );
+    }
+}
