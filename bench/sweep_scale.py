@@ -13,7 +13,7 @@ trial and its peak RSS (VmHWM).
                  [--new 200] [--parallel 4] [--seconds 0] [--rounds 3]
 
 Results: bench/results/sweep_scale.{csv,md} (sweep_scale_METHOD.* for
-another --method).
+another --method, sweep_scale[_METHOD]_lines.* with --seconds).
 """
 
 import argparse
@@ -148,7 +148,7 @@ def main():
     text.append("")
     text += [f"- At {r['study_trials']} trials: {r['driver_cpu_ms_per_trial'] / first['driver_cpu_ms_per_trial']:.2f}x "
              f"the driver's CPU per trial at {first['study_trials']}." for r in rows[1:]]
-    name = "sweep_scale" if a.method == "random" else f"sweep_scale_{a.method}"
+    name = "sweep_scale" + ("" if a.method == "random" else f"_{a.method}") + ("_lines" if a.seconds else "")
     write_results(a.out, name, rows, "\n".join(text) + "\n")
 
 

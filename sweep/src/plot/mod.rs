@@ -54,9 +54,22 @@ impl ValueFormatter<f64> for Axis {
 
 const WIDTH: u32 = 1000;
 const VALUES_HEIGHT: u32 = 420;
-/// The y labels' room, the same on both panels so that their trials line
-/// up (the strip's labels are class names).
+/// The y labels' least room, the same on both panels so that their trials
+/// line up (the strip's labels are class names and counts: a longer one
+/// widens both, `y_labels`).
 const Y_LABELS: u32 = 160;
+
+/// The y labels' room for this plot: the strip's longest label (about 6.5
+/// px a character at its 13 px), at least `Y_LABELS`.
+fn y_labels(plot: &ObjectivePlot) -> u32 {
+    let longest = plot
+        .rows
+        .iter()
+        .map(|r| format!("{} ({})", r.name, r.trials.len()).chars().count())
+        .max()
+        .unwrap_or(0);
+    (longest as u32 * 13 / 2 + 16).max(Y_LABELS)
+}
 const COMPLETE: RGBColor = RGBColor(31, 119, 180);
 const PRUNED: RGBColor = RGBColor(255, 127, 14);
 const BEST: RGBColor = RGBColor(214, 39, 40);
@@ -129,7 +142,7 @@ fn values(area: &Area, plot: &ObjectivePlot, metric: &str, x_labels: bool) -> an
         .margin(12)
         .x_label_area_size(if x_labels { 40 } else { 24 })
         // Alone, the values' labels need less room.
-        .y_label_area_size(if x_labels { 80 } else { Y_LABELS })
+        .y_label_area_size(if x_labels { 80 } else { y_labels(plot) })
         .build_cartesian_2d(x_axis(plot), (lo - pad)..(hi + headroom))
         .map_err(err)?;
     let mut mesh = chart.configure_mesh();
@@ -243,7 +256,7 @@ fn failures(area: &Area, plot: &ObjectivePlot) -> anyhow::Result<()> {
         .margin(12)
         .margin_top(4)
         .x_label_area_size(36)
-        .y_label_area_size(Y_LABELS)
+        .y_label_area_size(y_labels(plot))
         .build_cartesian_2d(x_axis(plot), y)
         .map_err(err)?;
     let label = |v: &f64| {
