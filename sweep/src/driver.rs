@@ -16,7 +16,7 @@
 
 use crate::cli::Args;
 use crate::context::Sweep;
-use crate::history::{drawn, fails_at_start, interrupted_roots, too_many_failures, Digest};
+use crate::history::{fails_at_start, too_many_failures, Digest};
 use crate::journal::Journal;
 use crate::launch::{Cores, Starter};
 use crate::layout::{read_settings, space_of};
@@ -321,7 +321,9 @@ fn submit(
     options: &Options,
 ) -> anyhow::Result<u8> {
     let study = sweep.study(storage)?;
-    let left = cap.saturating_sub(drawn(&study)) + interrupted_roots(&study).len() as u64;
+    let mut history = Digest::of(&study);
+    let left =
+        cap.saturating_sub(history.drawn(&study)) + history.interrupted_roots(&study).len() as u64;
     if left == 0 {
         common::say!(
             "train sweep: nothing left to run in {}: {} trials, none interrupted; no job submitted",

@@ -1,6 +1,8 @@
-//! Questions the driver asks of the study as the journal holds it: how many
-//! trials the sampler has drawn, which were interrupted in every run, a
-//! trial's recorded failure class. Pure.
+//! Questions the driver asks of the study as the journal holds it: a
+//! trial's recorded failure class, whether it is ours, a re-run's root, a
+//! run of failures; the study-wide counts (how many trials the sampler has
+//! drawn, which were interrupted in every run) come from a `Digest`
+//! (digest.rs), folded a finished trial at a time. Pure.
 
 use crate::journal::Study;
 use crate::trial::{Trial, TrialState};
@@ -21,12 +23,6 @@ pub fn attr_str<'a>(t: &'a Trial, key: &str) -> Option<&'a str> {
 /// sweep's to count, settle or run again.
 pub fn ours(study: &Study, t: &Trial) -> bool {
     !study.shared || t.system_attrs.contains_key(crate::rdb::CLAIM_ATTR)
-}
-
-/// Trials drawn by the sampler (not re-runs of interrupted ones): the grid
-/// index and the random stream of the next new trial.
-pub fn drawn(study: &Study) -> u64 {
-    Digest::of(study).drawn(study)
 }
 
 /// The trial a re-run runs again (its root's number), if it is one.
@@ -50,31 +46,14 @@ pub fn refused(t: &Trial) -> bool {
     t.state == TrialState::Fail && error_class(t) == Some(Class::PredictedOutOfMemory)
 }
 
-/// The first numbers of trials whose every run was interrupted or marked
-/// to run again (a trial and its re-runs share that root); a re-run RUNNING
-/// or finished otherwise takes its root off the list.
-pub fn interrupted_roots(study: &Study) -> Vec<u64> {
-    Digest::of(study).interrupted_roots(study)
-}
-
 /// The `rerun` reason of the latest run of `root` (itself or a re-run).
 pub fn rerun_reason(study: &Study, root: u64) -> Option<&str> {
     study
         .trials
         .iter()
         .rev()
-        .find(|t| {
-            t.number == root
-                || t.user_attrs.get("retried_from").and_then(Value::as_u64) == Some(root)
-        })
+        .find(|t| t.number == root || retried_from(t) == Some(root))
         .and_then(|t| attr_str(t, "rerun"))
-}
-
-/// How many runs of `number`'s trial (its root and the root's re-runs)
-/// were marked to run again for `why` (a `rerun` prefix): what bounds a
-/// re-run that the same cause could ask for forever.
-pub fn reruns_for(study: &Study, number: u64, why: &str) -> usize {
-    Digest::of(study).reruns_for(study, number, why)
 }
 
 /// A trial's recorded failure class, when it is one of `Class`'s (a config

@@ -113,7 +113,7 @@ fn row(t: &Trial) -> Row {
         },
         peak_gpu_mib: num("peak_gpu_mib"),
         error_message: text("error_message"),
-        retried_from: t.user_attrs.get("retried_from").and_then(Value::as_u64),
+        retried_from: crate::history::retried_from(t),
         discarded: t.discarded,
         attempts: t.user_attrs.get("attempts").and_then(Value::as_u64),
         knobs: t

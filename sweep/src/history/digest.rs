@@ -82,7 +82,8 @@ impl Digest {
         &study.trials[self.settled.min(study.trials.len())..]
     }
 
-    /// `history::drawn`.
+    /// Trials drawn by the sampler (not re-runs of interrupted ones): the
+    /// grid index and the random stream of the next new trial.
     pub fn drawn(&mut self, study: &Study) -> u64 {
         self.update(study);
         let tail = self.tail(study).iter();
@@ -92,7 +93,9 @@ impl Digest {
                 .count() as u64
     }
 
-    /// `history::interrupted_roots`.
+    /// The first numbers of trials whose every run was interrupted or
+    /// marked to run again (a trial and its re-runs share that root); a
+    /// re-run RUNNING or finished otherwise takes its root off the list.
     pub fn interrupted_roots(&mut self, study: &Study) -> Vec<u64> {
         self.update(study);
         let mut out = self.interrupted.clone();
@@ -111,7 +114,9 @@ impl Digest {
         out.into_iter().collect()
     }
 
-    /// `history::reruns_for`.
+    /// How many runs of `number`'s trial (its root and the root's re-runs)
+    /// were marked to run again for `why` (a `rerun` prefix): what bounds a
+    /// re-run that the same cause could ask for forever.
     pub fn reruns_for(&mut self, study: &Study, number: u64, why: &str) -> usize {
         self.update(study);
         let Some(root) = by_number(study, number).map(root) else {

@@ -50,7 +50,8 @@ impl Cache {
     /// the next, as only the file's last line may be torn.
     fn extend_from(&mut self, file: &mut File, path: &Path) -> Result<Vec<u8>> {
         const BLOCK: u64 = 1 << 20;
-        let mut carry = Vec::with_capacity(BLOCK as usize + 4096);
+        // Grown as read: the driver reads a few new lines at most turns.
+        let mut carry = Vec::new();
         loop {
             let n = file
                 .take(BLOCK)
