@@ -247,6 +247,11 @@ reliability-kill-sweep: build
 reliability-soak: build
     python scripts/reliability/soak.py --train "{{ release }}/train" --out runs/reliability/soak --trials 1000 --parallel 2
 
+# Reliability at scale, recorded: 20,000 instant trials run by 8 workers on one journal, 40 of them SIGKILLed along the way, then resumed and checked in Optuna (about 15 minutes on 2 cores)
+[group('test')]
+reliability-scale: build
+    python scripts/reliability/scale_soak.py --train "{{ release }}/train" --out runs/reliability/scale --trials 20000 --workers 8 --kills 40
+
 # Reliability, recorded: a program sweep (examples/own_script/main.py) whose driver is SIGKILLed 20 times and resumed, and a 300-trial program soak with real faults (OOM under a limit, NaN, label, SIGKILL, hang); then both again with the trials forked from a preload server
 [group('test')]
 reliability-program: build

@@ -1,12 +1,15 @@
 //! objective.png: each trial at its number (complete ones at their value,
 //! pruned ones at their last report), the best so far as a step line, and
 //! under them a strip with a row per failure class marking the trials that
-//! failed. What is drawn is [`model::ObjectivePlot`]; this file only draws.
+//! failed. What is drawn is [`model::ObjectivePlot`] (and, for a large
+//! sweep, its [`density::Density`]); this file only draws.
 
+pub mod density;
 pub mod model;
 
 use crate::journal::Study;
 use crate::trial::Direction;
+use density::{shade, Density};
 use model::{class_index, ObjectivePlot, Point};
 use plotters::coord::ranged1d::{KeyPointHint, NoDefaultFormatting, Ranged, ValueFormatter};
 use plotters::coord::types::RangedCoordf64;
@@ -100,6 +103,7 @@ pub fn objective(path: &Path, study: &Study, metric: &str) -> anyhow::Result<()>
     if plot.trials == 0 {
         return Ok(());
     }
+    let dense = Density::of(&plot);
     let strip = if plot.rows.is_empty() {
         0
     } else {
@@ -116,9 +120,9 @@ pub fn objective(path: &Path, study: &Study, metric: &str) -> anyhow::Result<()>
             .titled(&format!("{metric} per trial ({goal})"), ("sans-serif", 20))
             .map_err(err)?;
         let (top, bottom) = root.split_vertically(VALUES_HEIGHT - 24);
-        values(&top, &plot, metric, strip == 0)?;
+        values(&top, &plot, dense.as_ref(), metric, strip == 0)?;
         if strip > 0 {
-            failures(&bottom, &plot)?;
+            failures(&bottom, &plot, dense.as_ref())?;
         }
         root.present().map_err(err)?;
         Ok(())
@@ -132,8 +136,15 @@ fn x_axis(plot: &ObjectivePlot) -> Axis {
     }
 }
 
-/// The upper panel: values, best so far, the best trial named.
-fn values(area: &Area, plot: &ObjectivePlot, metric: &str, x_labels: bool) -> anyhow::Result<()> {
+/// The upper panel: values (a point a trial, or shaded cells of a large
+/// sweep), best so far, the best trial named.
+fn values(
+    area: &Area,
+    plot: &ObjectivePlot,
+    dense: Option<&Density>,
+    metric: &str,
+    x_labels: bool,
+) -> anyhow::Result<()> {
     let (lo, hi) = plot.values.unwrap_or((0.0, 1.0));
     let pad = ((hi - lo) * 0.08).max(hi.abs() * 0.01).max(1e-9);
     // Room above the highest value for the legend.
@@ -166,34 +177,17 @@ fn values(area: &Area, plot: &ObjectivePlot, metric: &str, x_labels: bool) -> an
             )))
             .map_err(err)?;
     }
-    let n = |v: &[Point]| v.len();
     chart
         .draw_series(LineSeries::new(plot.best.clone(), BEST.stroke_width(2)))
         .map_err(err)?
         .label("best so far")
         .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], BEST.stroke_width(2)));
-    chart
-        .draw_series(
-            plot.complete
-                .iter()
-                .map(|p| Circle::new((p.trial as f64, p.value), 4, COMPLETE.filled())),
-        )
-        .map_err(err)?
-        .label(format!("complete ({})", n(&plot.complete)))
-        .legend(|(x, y)| Circle::new((x + 9, y), 4, COMPLETE.filled()));
-    if !plot.pruned.is_empty() {
-        chart
-            .draw_series(
-                plot.pruned
-                    .iter()
-                    .map(|p| Circle::new((p.trial as f64, p.value), 4, PRUNED.stroke_width(2))),
-            )
-            .map_err(err)?
-            .label(format!("pruned, at its last report ({})", n(&plot.pruned)))
-            .legend(|(x, y)| Circle::new((x + 9, y), 4, PRUNED.stroke_width(2)));
+    match dense {
+        Some(d) => cells(&mut chart, plot, d)?,
+        None => points(&mut chart, plot)?,
     }
     if let Some(b) = plot.best_trial {
-        name_best(&mut chart, b)?;
+        name_best(&mut chart, b, plot.trials)?;
     }
     chart
         .configure_series_labels()
@@ -206,18 +200,88 @@ fn values(area: &Area, plot: &ObjectivePlot, metric: &str, x_labels: bool) -> an
     Ok(())
 }
 
-/// The best trial ringed and named with its value.
-fn name_best(chart: &mut Chart, b: Point) -> anyhow::Result<()> {
+/// A circle a trial: complete filled, pruned ringed.
+fn points(chart: &mut Chart, plot: &ObjectivePlot) -> anyhow::Result<()> {
+    chart
+        .draw_series(
+            plot.complete
+                .iter()
+                .map(|p| Circle::new((p.trial as f64, p.value), 4, COMPLETE.filled())),
+        )
+        .map_err(err)?
+        .label(format!("complete ({})", plot.complete.len()))
+        .legend(|(x, y)| Circle::new((x + 9, y), 4, COMPLETE.filled()));
+    if !plot.pruned.is_empty() {
+        chart
+            .draw_series(
+                plot.pruned
+                    .iter()
+                    .map(|p| Circle::new((p.trial as f64, p.value), 4, PRUNED.stroke_width(2))),
+            )
+            .map_err(err)?
+            .label(format!(
+                "pruned, at its last report ({})",
+                plot.pruned.len()
+            ))
+            .legend(|(x, y)| Circle::new((x + 9, y), 4, PRUNED.stroke_width(2)));
+    }
+    Ok(())
+}
+
+/// A large sweep's values: each cell of the grid shaded by how many
+/// complete trials (blue) or pruned ones (orange, under them) fell in it.
+fn cells(chart: &mut Chart, plot: &ObjectivePlot, d: &Density) -> anyhow::Result<()> {
+    let range = plot.values.unwrap_or((0.0, 1.0));
+    // Pruned under complete: where both gather, the complete trials' shade shows.
+    for (grid, colour, what, n) in [
+        (
+            &d.pruned,
+            PRUNED,
+            "pruned, at its last report",
+            plot.pruned.len(),
+        ),
+        (&d.complete, COMPLETE, "complete", plot.complete.len()),
+    ] {
+        if n == 0 {
+            continue;
+        }
+        let max = grid.iter().copied().max().unwrap_or(0);
+        let rects = grid
+            .iter()
+            .enumerate()
+            .filter(|(_, &c)| c > 0)
+            .map(|(i, &c)| {
+                let (x0, x1) = d.columns(plot.trials, i / d.y_bins);
+                let (y0, y1) = d.values(range, i % d.y_bins);
+                Rectangle::new([(x0, y0), (x1, y1)], colour.mix(shade(c, max)).filled())
+            });
+        chart
+            .draw_series(rects)
+            .map_err(err)?
+            .label(format!("{what} ({n}), shaded by trials a cell"))
+            .legend(move |(x, y)| {
+                Rectangle::new([(x + 3, y - 5), (x + 15, y + 5)], colour.filled())
+            });
+    }
+    Ok(())
+}
+
+/// The best trial ringed and named with its value (the name to its left
+/// in the last quarter of the axis, where it would run off the picture).
+fn name_best(chart: &mut Chart, b: Point, trials: u64) -> anyhow::Result<()> {
     let at = (b.trial as f64, b.value);
+    let name = format!("best: trial {}, {}", b.trial, short(b.value));
+    // About 7.5 px a character at 14 px.
+    let x = if b.trial * 4 > trials * 3 {
+        -(name.chars().count() as i32 * 15 / 2) - 10
+    } else {
+        10
+    };
     chart
         .draw_series(std::iter::once(
             EmptyElement::at(at)
                 + Circle::new((0, 0), 8, BEST.stroke_width(2))
-                + Text::new(
-                    format!("best: trial {}, {}", b.trial, short(b.value)),
-                    (10, -20),
-                    ("sans-serif", 14).into_font().color(&BEST),
-                ),
+                + Text::new(name, (x, -20), ("sans-serif", 14).into_font().color(&BEST)),
         ))
         .map_err(err)?;
     Ok(())
@@ -234,8 +298,9 @@ fn short(v: f64) -> String {
 }
 
 /// The lower strip: a row per failure class (and the pruned without a
-/// value), a cross at each of its trials.
-fn failures(area: &Area, plot: &ObjectivePlot) -> anyhow::Result<()> {
+/// value), a cross at each of its trials (in a large sweep, each column
+/// of trials shaded by how many of them the row holds).
+fn failures(area: &Area, plot: &ObjectivePlot, dense: Option<&Density>) -> anyhow::Result<()> {
     let rows = plot.rows.len();
     let names: Vec<String> = plot
         .rows
@@ -247,12 +312,19 @@ fn failures(area: &Area, plot: &ObjectivePlot) -> anyhow::Result<()> {
     } else {
         "failed trials, by class"
     };
+    let caption = match dense {
+        Some(d) => format!(
+            "{caption}; shaded by trials a column of {}",
+            plot.trials.div_ceil(d.x_bins as u64)
+        ),
+        None => caption.to_string(),
+    };
     let y = Axis {
         range: (0.0..rows as f64).into(),
         ticks: (0..rows).map(|i| i as f64 + 0.5).collect(),
     };
     let mut chart = ChartBuilder::on(area)
-        .caption(caption, ("sans-serif", 15))
+        .caption(&caption, ("sans-serif", 15))
         .margin(12)
         .margin_top(4)
         .x_label_area_size(36)
@@ -273,16 +345,35 @@ fn failures(area: &Area, plot: &ObjectivePlot) -> anyhow::Result<()> {
         .y_label_formatter(&label)
         .draw()
         .map_err(err)?;
+    let max = dense.map_or(0, |d| d.rows.iter().flatten().copied().max().unwrap_or(0));
     for (i, row) in plot.rows.iter().enumerate() {
         let colour = CLASSES[class_index(&row.name).min(CLASSES.len() - 1)];
         let y = rows as f64 - i as f64 - 0.5;
-        chart
-            .draw_series(
-                row.trials
+        match dense {
+            Some(d) => {
+                let bars = d.rows[i]
                     .iter()
-                    .map(|&t| Cross::new((t as f64, y), 6, colour.stroke_width(3))),
-            )
-            .map_err(err)?;
+                    .enumerate()
+                    .filter(|(_, &c)| c > 0)
+                    .map(|(x, &c)| {
+                        let (x0, x1) = d.columns(plot.trials, x);
+                        Rectangle::new(
+                            [(x0, y - 0.3), (x1, y + 0.3)],
+                            colour.mix(shade(c, max)).filled(),
+                        )
+                    });
+                chart.draw_series(bars).map_err(err)?;
+            }
+            None => {
+                chart
+                    .draw_series(
+                        row.trials
+                            .iter()
+                            .map(|&t| Cross::new((t as f64, y), 6, colour.stroke_width(3))),
+                    )
+                    .map_err(err)?;
+            }
+        }
     }
     Ok(())
 }
