@@ -220,7 +220,7 @@ test-slurm: setup
     cargo test --workspace --no-run --quiet
     TRAIN="{{ justfile_directory() }}/target/debug/train" bash scripts/slurm/sweep-test.sh
 
-# Reliability, short (part of `just test`; needs root for its tmpfs mounts): 6 SIGKILLs of train (half aimed at atomic writes) and resumes, 3 SIGKILLs of a sweep's driver, a 30-trial soak with faults, disk full and read-only output, 3 SIGKILLs of a program sweep's driver and a 12-trial program soak, with `just test`'s debug build. Results: runs/reliability/short/
+# Reliability, short (part of `just test`; needs root for its tmpfs mounts): 6 SIGKILLs of train (half aimed at atomic writes) and resumes, 3 SIGKILLs of a sweep's driver, a 30-trial soak with faults, disk full and read-only output, 3 SIGKILLs of a program sweep's driver, a 12-trial program soak, and 300 instant trials by 4 workers on one journal with 5 worker SIGKILLs, with `just test`'s debug build. Results: runs/reliability/short/
 [group('test')]
 reliability-short: setup
     cargo test --workspace --no-run --quiet
@@ -230,6 +230,7 @@ reliability-short: setup
     python scripts/reliability/disk.py --train target/debug/train --out runs/reliability/short/disk --epochs-full 2 --skip-without-mount
     python scripts/reliability/program_sweep.py --mode kill --train target/debug/train --out runs/reliability/short/program --kills 3 --seed 1
     python scripts/reliability/program_sweep.py --mode soak --train target/debug/train --out runs/reliability/short/program --trials 12
+    python scripts/reliability/scale_soak.py --train target/debug/train --out runs/reliability/short/scale --trials 300 --workers 4 --kills 5
 
 # Reliability, recorded (RELIABILITY.md): 100 SIGKILLs of train at random moments and 50 aimed at atomic writes, resumed, each run bit-identical to an uninterrupted one
 [group('test')]
