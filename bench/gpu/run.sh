@@ -285,7 +285,7 @@ step oom-recovery 0 "$bin/train" --config configs/gpu_oom.yaml --out "$out/oom-r
 for p in off fp16 bf16; do
     step "train-vs-pytorch-gpu-$p" 0 "$py" bench/train_vs_pytorch.py --train "$bin/train" \
         --config configs/colab_full_stable.yaml --device cuda --precision $p --compile \
-        --rounds $rounds --steps $steps_n --tag "-gpu-$p" --out "$out"
+        --rounds $rounds --steps $steps_n --tag="-gpu-$p" --out "$out"
 done
 # The four-variant study of seed 001's crash (only with --only): exit 1 (no
 # variant reproduced it) is a result too.
