@@ -87,8 +87,11 @@ def one_run(a, size, d):
     subprocess.run([a.python, os.path.join(HERE, "gen_study.py"), "--trials", str(size), "--out", journal,
                     "--name", name, "--interrupted", "0"], check=True, stderr=subprocess.DEVNULL)
     t0 = time.monotonic()
+    # Its messages to a file: a pipe read only at the end fills (64 KiB,
+    # about 150 trials' lines) and blocks the driver in its next write.
+    err = open(os.path.join(d, "driver.err"), "w+b")
     p = subprocess.Popen(base + ["--resume", "s"], cwd=d,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                         stdout=subprocess.DEVNULL, stderr=err)
     # The steady state: from the first tenth of the new trials on (the
     # start, which replays the whole journal once, is reported apart).
     trials_dir = os.path.join(d, "s", "trials")
@@ -101,7 +104,9 @@ def one_run(a, size, d):
         time.sleep(0.02)
     wall = time.monotonic() - t0
     if p.returncode != 0:
-        sys.exit(f"sweep_scale: the resumed sweep exited {p.returncode}:\n{p.stderr.read().decode()[-2000:]}")
+        err.seek(0)
+        sys.exit(f"sweep_scale: the resumed sweep exited {p.returncode}:\n{err.read().decode()[-2000:]}")
+    err.close()
     ran = created(journal) - size
     if at_warm is None:
         sys.exit("sweep_scale: the sweep ended before its first tenth of trials was seen")

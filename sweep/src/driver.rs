@@ -469,21 +469,22 @@ impl Driver<'_> {
             }
             // With the ends just recorded (read again only when a trial
             // ended), before another trial starts: whether the sweep fails,
-            // and how many run at once from now on.
-            let fresh;
-            let now = match self.trials.len() < running {
-                true => {
-                    fresh = self.sweep.study(self.storage)?;
-                    &fresh
-                }
-                false => &study,
+            // and how many run at once from now on. Each study is let go
+            // before the next load (one held makes a load copy the trials).
+            let ended = self.trials.len() < running;
+            let now = if ended {
+                drop(study);
+                self.sweep.study(self.storage)?
+            } else {
+                study
             };
             if stopping.is_none() {
-                stopping = self.failing(now).map(|why| (common::exit::FOUND, why));
+                stopping = self.failing(&now).map(|why| (common::exit::FOUND, why));
             }
             if self.measuring {
-                self.replan(now, self.trials.len() < running);
+                self.replan(&now, ended);
             }
+            drop(now);
             let exhausted = stopping.is_none() && self.disk_full.is_none() && self.launch(cap)?;
             // A database's last worker stays while another's trials run:
             // one whose heartbeat stops is failed and run again here.

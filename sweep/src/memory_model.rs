@@ -84,7 +84,7 @@ pub enum Scale {
 }
 
 /// A trial's row: (term index, value), the intercept left out.
-type Row = Vec<(usize, f64)>;
+pub(crate) type Row = Vec<(usize, f64)>;
 
 /// The sums a fit is solved from, and the censored points beside them.
 #[derive(Debug, Default, Clone)]
@@ -217,8 +217,9 @@ impl MemoryModel {
         })
     }
 
-    /// A point's row by the model's terms, new terms registered.
-    fn row(&mut self, params: &Map<String, Value>) -> Row {
+    /// A point's row by the model's terms, new terms registered (the
+    /// terms are only ever added to, so a row stays valid for later fits).
+    pub(crate) fn row(&mut self, params: &Map<String, Value>) -> Row {
         if self.xtx.is_empty() {
             // The intercept's row and column, before any term's.
             self.xtx.push(vec![0.0]);
@@ -316,8 +317,12 @@ impl Fit {
     /// confidence: the difference of their ln peaks, less two standard
     /// errors of that difference, is not below 0 (the same point: yes).
     pub fn at_least(&self, a: &Map<String, Value>, b: &Map<String, Value>) -> bool {
-        let (xa, xb) = (self.full(a), self.full(b));
-        let diff: Vec<f64> = xa.iter().zip(&xb).map(|(p, q)| p - q).collect();
+        self.at_least_rows(&self.full(a), &self.full(b))
+    }
+
+    /// `at_least` of two full rows (`full`, `dense`).
+    pub(crate) fn at_least_rows(&self, xa: &[f64], xb: &[f64]) -> bool {
+        let diff: Vec<f64> = xa.iter().zip(xb).map(|(p, q)| p - q).collect();
         let d = dot(&self.coef, &diff);
         let var: f64 = (0..diff.len())
             .map(|i| diff[i] * dot(&self.inverse[i], &diff))
@@ -325,9 +330,25 @@ impl Fit {
         d - INTERVAL_SDS * self.sd.max(SD_FLOOR) * var.max(0.0).sqrt() >= -1e-9
     }
 
+    /// A model's row as this fit's full row (a term added since counts 0).
+    pub(crate) fn dense(&self, row: &Row) -> Vec<f64> {
+        let mut full = vec![0.0; self.coef.len()];
+        full[0] = 1.0;
+        let dim = full.len();
+        for &(i, x) in row.iter().filter(|(i, _)| *i < dim) {
+            full[i] = x;
+        }
+        full
+    }
+
+    /// The ln of the peak a full row is predicted to need.
+    pub(crate) fn ln_peak(&self, full: &[f64]) -> f64 {
+        dot(&self.coef, full)
+    }
+
     /// A point's full row by the fit's terms (intercept first); a term the
     /// fit has not seen counts 0.
-    fn full(&self, params: &Map<String, Value>) -> Vec<f64> {
+    pub(crate) fn full(&self, params: &Map<String, Value>) -> Vec<f64> {
         let mut full = vec![0.0; self.coef.len()];
         full[0] = 1.0;
         for (name, value) in params {
@@ -341,7 +362,7 @@ impl Fit {
         full
     }
 
-    fn predict_row(&self, row: &Row) -> f64 {
+    pub(crate) fn predict_row(&self, row: &Row) -> f64 {
         self.coef[0]
             + row
                 .iter()

@@ -20,7 +20,7 @@ pub(crate) fn recover(sweep: &Sweep, storage: &dyn Storage) -> anyhow::Result<()
     let running: Vec<_> = study
         .trials
         .iter()
-        .zip(&study.trial_ids)
+        .zip(study.trial_ids.iter())
         .filter(|(t, _)| t.state == TrialState::Running && crate::history::ours(&study, t))
         .collect();
     let in_slurm = running

@@ -168,7 +168,7 @@ fn trials_words(trials: u64, reruns: u64) -> String {
 
 fn counts(study: &Study) -> BTreeMap<String, u64> {
     let mut c = BTreeMap::new();
-    for t in &study.trials {
+    for t in study.trials.iter() {
         *c.entry(t.state.as_str().to_string()).or_default() += 1;
     }
     c

@@ -73,11 +73,11 @@ impl Cache {
 impl Journal {
     /// The journal replayed, without the lock (a line being written is a
     /// torn tail, ignored).
-    pub(super) fn read<R>(&self, f: impl FnOnce(&Replay) -> Result<R>) -> Result<R> {
+    pub(super) fn read<R>(&self, f: impl FnOnce(&mut Replay) -> Result<R>) -> Result<R> {
         let mut file = File::open(&self.path)
             .with_context(|| format!("opening the journal {}", self.path.display()))?;
-        let (cache, _) = self.replay(&mut file)?;
-        let out = f(&cache.state);
+        let (mut cache, _) = self.replay(&mut file)?;
+        let out = f(&mut cache.state);
         self.keep(cache);
         out
     }
@@ -120,8 +120,8 @@ impl Journal {
     /// with them applied to `result`.
     pub(super) fn append<R>(
         &self,
-        decide: impl FnOnce(&Replay) -> Result<Option<String>>,
-        result: impl FnOnce(&Replay) -> Result<R>,
+        decide: impl FnOnce(&mut Replay) -> Result<Option<String>>,
+        result: impl FnOnce(&mut Replay) -> Result<R>,
     ) -> Result<R> {
         let lock = SymlinkLock::acquire(&self.lock_path, &self.lock_target, self.grace)?;
         let out = self.append_locked(decide, result);
@@ -138,8 +138,8 @@ impl Journal {
 
     fn append_locked<R>(
         &self,
-        decide: impl FnOnce(&Replay) -> Result<Option<String>>,
-        result: impl FnOnce(&Replay) -> Result<R>,
+        decide: impl FnOnce(&mut Replay) -> Result<Option<String>>,
+        result: impl FnOnce(&mut Replay) -> Result<R>,
     ) -> Result<R> {
         let shown = self.path.display();
         let mut file = OpenOptions::new()
@@ -151,8 +151,8 @@ impl Journal {
         if !torn.is_empty() {
             self.cut(&file, &torn, cache.offset)?;
         }
-        let Some(line) = decide(&cache.state)? else {
-            let out = result(&cache.state);
+        let Some(line) = decide(&mut cache.state)? else {
+            let out = result(&mut cache.state);
             self.keep(cache);
             return out;
         };
@@ -193,7 +193,7 @@ impl Journal {
                 bail!("{shown}: a torn line before our record at byte {start}");
             }
         }
-        let out = result(&cache.state);
+        let out = result(&mut cache.state);
         self.keep(cache);
         out
     }

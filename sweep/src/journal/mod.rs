@@ -117,10 +117,12 @@ pub struct Study {
     pub id: StudyId,
     pub name: String,
     pub direction: Direction,
-    /// In number order: `trials[n].number == n`.
-    pub trials: Vec<Arc<Trial>>,
+    /// In number order: `trials[n].number == n`. Shared with the storage's
+    /// copy (a load hands out the list, not a copy of it; the storage
+    /// changes its own in place when no loaded study still holds it).
+    pub trials: Arc<Vec<Arc<Trial>>>,
     /// `trial_ids[n]` is the id of `trials[n]`.
-    pub trial_ids: Vec<TrialId>,
+    pub trial_ids: Arc<Vec<TrialId>>,
     pub user_attrs: BTreeMap<String, Value>,
     pub system_attrs: BTreeMap<String, Value>,
     /// A database study other clients may add trials to: only the trials
@@ -242,7 +244,7 @@ impl Journal {
     /// once (`--report`, `--status`): the replay is not kept for a next
     /// load, so the study's trials are held once, by the study.
     pub fn into_study(self, name: &str) -> Result<Option<Study>> {
-        let state = self.read_once()?;
+        let mut state = self.read_once()?;
         let Some(id) = state.study_id(name) else {
             return Ok(None);
         };
@@ -596,14 +598,12 @@ impl Journal {
 pub fn replay(bytes: &[u8], path: &Path) -> Result<Vec<Study>> {
     let mut cache = Cache::default();
     cache.extend(bytes, path, true)?;
-    cache
-        .state
-        .studies
-        .keys()
+    let ids: Vec<u64> = cache.state.studies.keys().copied().collect();
+    ids.into_iter()
         .map(|id| {
             cache
                 .state
-                .study(StudyId(*id))
+                .study(StudyId(id))
                 .with_context(|| path.display().to_string())
         })
         .collect()

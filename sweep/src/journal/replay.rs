@@ -13,7 +13,7 @@ use serde_json::Value;
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 /// What replaying the journal knows: Optuna's `JournalStorageReplayResult`.
 #[derive(Debug, Default)]
@@ -34,6 +34,38 @@ pub(super) struct Replay {
     /// A CREATE_TRIAL's whole distributions by their JSON text: the trials
     /// that have the same share one map.
     maps: HashMap<String, Arc<BTreeMap<String, Distribution>>>,
+    /// Per study id, its trials as the last load handed them out. A load
+    /// at 50,000 trials cost a pointer a trial, several times a turn of the
+    /// driver; now it brings this list up to date with what `changed`
+    /// names and hands out the list itself.
+    snapshots: HashMap<u64, Snapshot>,
+    /// Trials of a study with a snapshot created or updated since the
+    /// snapshots were brought up to date (ids, in the order the records
+    /// came; a reader that loads once keeps none).
+    changed: Vec<u64>,
+}
+
+/// What a snapshot holds in the place of a trial being changed.
+static VACANT: LazyLock<Arc<Trial>> = LazyLock::new(|| {
+    Arc::new(Trial {
+        number: 0,
+        state: TrialState::Waiting,
+        params: BTreeMap::new(),
+        distributions: Arc::default(),
+        value: None,
+        intermediate: BTreeMap::new(),
+        user_attrs: BTreeMap::new(),
+        system_attrs: BTreeMap::new(),
+        datetime_start: None,
+        datetime_complete: None,
+        discarded: false,
+    })
+});
+
+#[derive(Debug, Default)]
+struct Snapshot {
+    trials: Arc<Vec<Arc<Trial>>>,
+    ids: Arc<Vec<TrialId>>,
 }
 
 #[derive(Debug)]
@@ -108,9 +140,9 @@ impl Replay {
     }
 
     /// The study `id`: its trials shared with the replay, not copied (a
-    /// load costs a pointer a trial; the replay copies a trial only if it
-    /// changes while a study read before still holds it).
-    pub(super) fn study(&self, id: StudyId) -> Result<Study> {
+    /// load costs what changed since the last one; the replay copies a
+    /// trial only if it changes while a study loaded before still holds it).
+    pub(super) fn study(&mut self, id: StudyId) -> Result<Study> {
         let s = &self.studies[&id.0];
         let direction = match s.directions.as_slice() {
             [1] => Direction::Minimize,
@@ -122,40 +154,92 @@ impl Replay {
                 ))
             }
         };
-        let ids = self.study_trials.get(&id.0).map_or(&[][..], |v| v);
-        let mut trials = Vec::with_capacity(ids.len());
-        for t in ids {
-            let e = &self.trials[*t as usize];
-            if let Some(v) = e.values.as_ref().filter(|v| v.len() > 1) {
-                return Err(bad_input!(
-                    "trial {} of study {:?} has {} values: a sweep is single-objective",
-                    e.trial.number,
-                    s.name,
-                    v.len()
-                ));
-            }
-            trials.push(Arc::clone(&e.trial));
+        self.refresh();
+        if !self.snapshots.contains_key(&id.0) {
+            let snapshot = self.snapshot(id.0)?;
+            self.snapshots.insert(id.0, snapshot);
         }
+        let (s, snap) = (&self.studies[&id.0], &self.snapshots[&id.0]);
         Ok(Study {
             id,
             name: s.name.clone(),
             direction,
-            trials,
-            trial_ids: ids.iter().map(|t| TrialId(*t)).collect(),
+            trials: Arc::clone(&snap.trials),
+            trial_ids: Arc::clone(&snap.ids),
             user_attrs: s.user_attrs.clone(),
             system_attrs: s.system_attrs.clone(),
             shared: false,
         })
     }
 
+    /// The study's trials gathered afresh, refused if one has several values.
+    fn snapshot(&self, id: u64) -> Result<Snapshot> {
+        let name = &self.studies[&id].name;
+        let ids = self.study_trials.get(&id).map_or(&[][..], |v| v);
+        let mut trials = Vec::with_capacity(ids.len());
+        for t in ids {
+            let e = &self.trials[*t as usize];
+            if let Some(v) = e.values.as_ref().filter(|v| v.len() > 1) {
+                return Err(bad_input!(
+                    "trial {} of study {name:?} has {} values: a sweep is single-objective",
+                    e.trial.number,
+                    v.len()
+                ));
+            }
+            trials.push(Arc::clone(&e.trial));
+        }
+        Ok(Snapshot {
+            trials: Arc::new(trials),
+            ids: Arc::new(ids.iter().map(|t| TrialId(*t)).collect()),
+        })
+    }
+
+    /// The snapshots brought up to date with the trials changed since. A
+    /// snapshot is dropped (gathered afresh at its next load) where a trial
+    /// does not fit its end, or has several values (so that the load
+    /// refuses it, as every load before did).
+    fn refresh(&mut self) {
+        for t in std::mem::take(&mut self.changed) {
+            let e = &self.trials[t as usize];
+            let Some(snap) = self.snapshots.get_mut(&e.study_id) else {
+                continue;
+            };
+            let n = e.trial.number as usize;
+            let trials = Arc::make_mut(&mut snap.trials);
+            if e.values.as_ref().is_some_and(|v| v.len() > 1) || n > trials.len() {
+                self.snapshots.remove(&e.study_id);
+            } else if n == trials.len() {
+                trials.push(Arc::clone(&e.trial));
+                Arc::make_mut(&mut snap.ids).push(TrialId(t));
+            } else {
+                trials[n] = Arc::clone(&e.trial);
+            }
+        }
+    }
+
     /// The trial `id` if it exists and has not finished (else the record is
     /// ignored, as Optuna ignores other workers' stale updates).
+    /// The trial is named changed, and where no loaded study holds the
+    /// snapshot it is in, the snapshot's hold on it is let go until the
+    /// next load, so that changing it copies nothing.
     fn updatable(&mut self, record: &Fields) -> Result<Option<&mut TrialEntry>, String> {
         let id = uint(record, "trial_id")?;
-        Ok(self
+        let Some(t) = self
             .trials
             .get_mut(id as usize)
-            .filter(|t| !t.trial.state.is_finished()))
+            .filter(|t| !t.trial.state.is_finished())
+        else {
+            return Ok(None);
+        };
+        if let Some(snap) = self.snapshots.get_mut(&t.study_id) {
+            self.changed.push(id);
+            if let Some(slot) = Arc::get_mut(&mut snap.trials)
+                .and_then(|list| list.get_mut(t.trial.number as usize))
+            {
+                *slot = Arc::clone(&VACANT);
+            }
+        }
+        Ok(Some(t))
     }
 
     pub(super) fn apply(&mut self, r: &Fields) -> Result<(), String> {
@@ -163,7 +247,9 @@ impl Replay {
         match u8::try_from(op).unwrap_or(u8::MAX) {
             CREATE_STUDY => self.create_study(r)?,
             DELETE_STUDY => {
-                self.studies.remove(&uint(r, "study_id")?);
+                let id = uint(r, "study_id")?;
+                self.studies.remove(&id);
+                self.snapshots.remove(&id);
             }
             SET_STUDY_USER_ATTR | SET_STUDY_SYSTEM_ATTR => {
                 let user = op == SET_STUDY_USER_ATTR as u64;
@@ -317,6 +403,9 @@ impl Replay {
             values: None,
         });
         self.trials[id as usize].set_values(values);
+        if self.snapshots.contains_key(&study_id) {
+            self.changed.push(id);
+        }
         self.last_created = Some(id);
         Ok(())
     }

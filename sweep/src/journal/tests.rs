@@ -78,7 +78,7 @@ fn claims_by_racing_writers_never_take_an_index_twice() {
     all.sort_unstable();
     assert_eq!(all, (0..40).collect::<Vec<_>>());
     let s = j.load("s").unwrap().unwrap();
-    for t in &s.trials {
+    for t in s.trials.iter() {
         assert_eq!(t.user_attrs["index"], Value::from(t.number));
         assert_eq!(t.state, TrialState::Running);
     }
@@ -217,4 +217,61 @@ fn worker_ids_look_like_optunas() {
     assert_ne!(a, b);
     assert_eq!(a.len(), 36);
     assert_eq!(&a[14..15], "4");
+}
+
+/// A load hands out the study's list of trials kept since the last load,
+/// brought up to date with what changed: each load equals a fresh replay
+/// of the file, a study held from before keeps what it saw, and where
+/// none is held nothing unchanged is copied.
+#[test]
+fn loads_share_what_did_not_change_and_equal_a_fresh_replay() {
+    let (dir, j) = journal_with(&[]);
+    let path = dir.path().join("journal.log");
+    let study = j.create_study("s", Direction::Minimize).unwrap();
+    let other = j.create_study("o", Direction::Maximize).unwrap();
+    // Another worker's writes, seen by `j` only when it reads the file.
+    let w = Journal::open(&path).unwrap();
+    let fresh = || Journal::open(&path).unwrap().load("s").unwrap().unwrap();
+    let mut held = Vec::new();
+    for i in 0..40u64 {
+        let writer = if i % 3 == 0 { &w } else { &j };
+        let t = writer.create_running_trial(study, &record(1e-3)).unwrap();
+        writer.create_running_trial(other, &record(1e-3)).unwrap();
+        writer.set_intermediate(t.id, 1, i as f64).unwrap();
+        if i % 2 == 0 {
+            writer
+                .finish_trial(t.id, Outcome::Complete(i as f64))
+                .unwrap();
+        }
+        let before = j.load("s").unwrap().unwrap();
+        let again = j.load("s").unwrap().unwrap();
+        // Nothing changed between the two: the same list, not a copy.
+        assert!(Arc::ptr_eq(&before.trials, &again.trials));
+        assert_eq!(before, fresh());
+        if i % 5 == 0 {
+            held.push(before.clone());
+        }
+        drop((before, again));
+        // Each held study still shows the trial it ended on as it was then.
+        for h in &held {
+            let last = h.trials.last().unwrap();
+            assert_eq!(last.intermediate[&1], last.number as f64);
+            assert!(h.trials.iter().all(|t| t.state != TrialState::Waiting));
+        }
+    }
+    let first = j.load("s").unwrap().unwrap();
+    let kept: Vec<Arc<Trial>> = first.trials.iter().cloned().collect();
+    drop(first);
+    held.clear();
+    // An update to trial 1 (running) with no older study held: the other
+    // trials are the same allocations as before, not copies.
+    let t1 = j.load("s").unwrap().unwrap().trial_ids[1];
+    j.set_user_attr(t1, "k", &serde_json::json!(1)).unwrap();
+    let after = j.load("s").unwrap().unwrap();
+    assert_eq!(after, fresh());
+    assert_eq!(after.trials[1].user_attrs["k"], 1);
+    for (n, t) in after.trials.iter().enumerate().filter(|(n, _)| *n != 1) {
+        assert!(Arc::ptr_eq(t, &kept[n]), "trial {n} was copied");
+    }
+    assert_eq!(j.load("o").unwrap().unwrap().trials.len(), 40);
 }

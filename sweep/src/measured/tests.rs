@@ -59,8 +59,8 @@ fn ended(gpu: f64) -> Study {
         id: crate::journal::StudyId(0),
         name: "s".into(),
         direction: crate::trial::Direction::Minimize,
-        trial_ids: Vec::new(),
-        trials: vec![trial(
+        trial_ids: Arc::default(),
+        trials: Arc::new(vec![trial(
             0,
             TrialState::Complete,
             &[
@@ -69,7 +69,7 @@ fn ended(gpu: f64) -> Study {
                 ("cpu_cores", 1.0),
                 ("peak_gpu_mib", gpu),
             ],
-        )],
+        )]),
         user_attrs: BTreeMap::new(),
         system_attrs: BTreeMap::new(),
         shared: false,
@@ -146,10 +146,10 @@ fn packed_by_predicted_peaks_the_cpu_slots_follow_the_smallest_trial() {
     let small = [("peak_host_pss_mib", 200.0), ("peak_host_anon_mib", 150.0)];
     let big = [("peak_host_pss_mib", 800.0), ("peak_host_anon_mib", 700.0)];
     let mut study = ended(0.0);
-    study.trials = vec![
+    study.trials = Arc::new(vec![
         trial(0, TrialState::Complete, &small),
         trial(1, TrialState::Complete, &big),
-    ];
+    ]);
     let open = |packing| {
         let s = Slots::new(placement::cpu_slots(1, 16), false);
         revised(s, &study, 1000.0, None, packing).open()
@@ -163,7 +163,7 @@ fn packed_by_predicted_peaks_the_gpu_slots_follow_the_smallest_trial() {
     // the largest, 8000 / (4000 x 1.15) = 1 at a time; packed, as many
     // as the smallest allows (6), each start checked by `admits`.
     let mut study = ended(1000.0);
-    study.trials.push(trial(
+    Arc::make_mut(&mut study.trials).push(trial(
         1,
         TrialState::Complete,
         &[("peak_host_pss_mib", 2000.0), ("peak_gpu_mib", 4000.0)],
@@ -187,7 +187,7 @@ fn on_a_gpu_the_first_trial_runs_alone_until_it_ends() {
     assert_eq!(first.slots.len(), 1);
     let mut s = Slots::new(first.slots, false);
     let mut study = ended(600.0);
-    Arc::make_mut(&mut study.trials[0]).state = TrialState::Running;
+    Arc::make_mut(&mut Arc::make_mut(&mut study.trials)[0]).state = TrialState::Running;
     let now = [Now {
         slot: 0,
         host_mib: Some(2000.0),

@@ -2,7 +2,7 @@
 //! (its parameters, with the values auto-fix gave them over them) and its
 //! peak, measured, or after an out-of-memory a lower bound.
 
-use super::MemoryModel;
+use super::{MemoryModel, Row};
 use crate::trial::{ParamValue, Trial, TrialState};
 use serde_json::{Map, Value};
 use std::sync::Arc;
@@ -112,8 +112,14 @@ pub struct Learner {
     gpu: MemoryModel,
     seen: std::collections::HashSet<u64>,
     fits: [Option<super::Fit>; 2],
-    /// Each resource's trials that ran out of memory: number, values.
-    ran_out: [Vec<(u64, Map<String, Value>)>; 2],
+    /// Each resource's trials that ran out of memory: number, and the
+    /// values they ran with as the model's row (read once: at 50,000
+    /// trials, reading every such trial's values at each question was a
+    /// quarter of the driver's time).
+    ran_out: [Vec<(u64, Row)>; 2],
+    /// Per resource, `ran_out` by the current fit's ln need, lowest first
+    /// (ln need, index into `ran_out`); dropped with the fit.
+    ranked: [Option<Vec<(f64, usize)>>; 2],
     /// Trials before this index are all seen finished.
     settled: usize,
 }
@@ -159,16 +165,17 @@ impl Learner {
                 (Resource::Host, &mut self.host),
                 (Resource::Gpu, &mut self.gpu),
             ] {
+                let slot = slot_of(resource);
                 if model.observe(t, resource) {
-                    self.fits[slot_of(resource)] = None;
+                    (self.fits[slot], self.ranked[slot]) = (None, None);
                     if let Lesson::Above(_) = lesson(t, resource) {
-                        self.ran_out[slot_of(resource)].push((t.number, ran_with(t)));
+                        self.ran_out[slot].push((t.number, model.row(&ran_with(t))));
                     }
                 }
                 for (values, peak) in ran_out_legs(t, resource) {
                     if model.add_censored(&values, peak) {
-                        self.fits[slot_of(resource)] = None;
-                        self.ran_out[slot_of(resource)].push((t.number, values));
+                        (self.fits[slot], self.ranked[slot]) = (None, None);
+                        self.ran_out[slot].push((t.number, model.row(&values)));
                     }
                 }
             }
@@ -185,33 +192,51 @@ impl Learner {
     /// point `values` needs at least as much as (the smallest such); None
     /// before a prediction can be made, or when there is none.
     pub fn ran_out(&mut self, values: &Map<String, Value>, resource: Resource) -> Option<RanOut> {
-        self.least_need(resource, |fit, out| fit.at_least(values, out))
+        let slot = slot_of(resource);
+        self.ranked(resource)?;
+        let (ranked, fit) = (self.ranked[slot].as_ref()?, self.fits[slot].as_ref()?);
+        let xa = fit.full(values);
+        let ya = fit.ln_peak(&xa);
+        // `at_least` needs a's ln need above b's: past a's own, none can
+        // be; the first that is, is the one that needs least.
+        ranked
+            .iter()
+            .take_while(|(y, _)| *y <= ya + 1e-9)
+            .find(|(_, k)| fit.at_least_rows(&xa, &fit.dense(&self.ran_out[slot][*k].1)))
+            .map(|&(y, k)| RanOut {
+                number: self.ran_out[slot][k].0,
+                need_mib: y.exp(),
+            })
     }
 
     /// The trial that ran out of memory of `resource` whose point the fit
     /// says needs least (its need: a bound above the limit it ran under);
     /// None before a prediction can be made, or when none ran out.
     pub fn least_ran_out(&mut self, resource: Resource) -> Option<RanOut> {
-        self.least_need(resource, |_, _| true)
+        let slot = slot_of(resource);
+        let &(y, k) = self.ranked(resource)?.first()?;
+        Some(RanOut {
+            number: self.ran_out[slot][k].0,
+            need_mib: y.exp(),
+        })
     }
 
-    /// Of the points that ran out of memory of `resource` and that `keep`
-    /// takes, the one the fit says needs least.
-    fn least_need(
-        &mut self,
-        resource: Resource,
-        keep: impl Fn(&super::Fit, &Map<String, Value>) -> bool,
-    ) -> Option<RanOut> {
+    /// `ranked` of `resource`, made for the current fit if it was not.
+    fn ranked(&mut self, resource: Resource) -> Option<&[(f64, usize)]> {
+        let slot = slot_of(resource);
         self.fit(resource)?;
-        let fit = self.fits[slot_of(resource)].as_ref()?;
-        self.ran_out[slot_of(resource)]
-            .iter()
-            .filter(|(_, out)| keep(fit, out))
-            .map(|(number, out)| RanOut {
-                number: *number,
-                need_mib: fit.predict(out).peak_mib,
-            })
-            .min_by(|a, b| a.need_mib.total_cmp(&b.need_mib))
+        if self.ranked[slot].is_none() {
+            let fit = self.fits[slot].as_ref()?;
+            let mut ranked: Vec<(f64, usize)> = self.ran_out[slot]
+                .iter()
+                .enumerate()
+                .map(|(k, (_, row))| (fit.predict_row(row), k))
+                .collect();
+            // Stable: of equal needs, the earlier trial first, as before.
+            ranked.sort_by(|a, b| a.0.total_cmp(&b.0));
+            self.ranked[slot] = Some(ranked);
+        }
+        self.ranked[slot].as_deref()
     }
 
     /// The fit of `resource`, solved again only after a trial taught it

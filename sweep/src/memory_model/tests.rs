@@ -376,4 +376,66 @@ mod learn {
         );
         assert_eq!(p.attrs()[0], ("predicted_peak_mib", json!(200.0)));
     }
+
+    /// `ran_out` answers what looking at every trial that ran out of
+    /// memory answers (the smallest need among those the point needs at
+    /// least as much as), from the list ranked once a fit.
+    #[test]
+    fn the_ranked_out_of_memory_points_answer_as_all_of_them_would() {
+        let mut trials = Vec::new();
+        for i in 0..300u64 {
+            let b = 1 + (i * 37 % 64) as i64;
+            let peak = 50.0 * b as f64 * (1.0 + 0.05 * ((i * 13 % 7) as f64 - 3.0) / 3.0);
+            // The larger batches sometimes run out, the smaller never.
+            let oom = i % 4 == 0 && b >= 20;
+            let attrs = match oom {
+                true => json!({ "peak_host_pss_mib": peak * 0.8, "error_class": "out-of-memory" }),
+                false => json!({ "peak_host_pss_mib": peak }),
+            };
+            let state = if oom {
+                TrialState::Fail
+            } else {
+                TrialState::Complete
+            };
+            let mut t = trial(state, b, attrs);
+            t.number = i;
+            trials.push(t);
+        }
+        let mut l = Learner::default();
+        l.update(&crate::trial::shared(&trials));
+        let fit = l.fit(Resource::Host).unwrap().clone();
+        let outs: Vec<(u64, Map<String, Value>)> = trials
+            .iter()
+            .filter(|t| t.state == TrialState::Fail)
+            .map(|t| (t.number, values_of(&t.params)))
+            .collect();
+        let mut found = 0;
+        for b in 1..=64i64 {
+            let mut point = values_of(&trials[1].params);
+            point.insert("batch_size".into(), json!(b));
+            let every = outs
+                .iter()
+                .filter(|(_, out)| fit.at_least(&point, out))
+                .map(|(number, out)| (*number, fit.predict(out).peak_mib))
+                .min_by(|a, b| a.1.total_cmp(&b.1));
+            let ranked = l.ran_out(&point, Resource::Host);
+            assert_eq!(ranked.map(|r| r.number), every.map(|e| e.0), "batch {b}");
+            if let (Some(r), Some(e)) = (ranked, every) {
+                assert!((r.need_mib / e.1 - 1.0).abs() < 1e-9);
+                found += 1;
+            }
+        }
+        assert!(
+            found > 10 && found < 64,
+            "{found} points needed at least an out-of-memory one"
+        );
+        let least = outs
+            .iter()
+            .map(|(n, out)| (*n, fit.predict(out).peak_mib))
+            .min_by(|a, b| a.1.total_cmp(&b.1));
+        assert_eq!(
+            l.least_ran_out(Resource::Host).map(|r| r.number),
+            least.map(|e| e.0)
+        );
+    }
 }

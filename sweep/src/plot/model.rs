@@ -73,7 +73,7 @@ impl ObjectivePlot {
         let mut pruned = Vec::new();
         let mut failed: Vec<(String, u64)> = Vec::new();
         let mut pruned_bare = Vec::new();
-        for t in &study.trials {
+        for t in study.trials.iter() {
             match t.state {
                 TrialState::Complete => match t.value.filter(|v| v.is_finite()) {
                     Some(value) => complete.push(Point {
@@ -233,8 +233,8 @@ mod tests {
             id: StudyId(0),
             name: "s".into(),
             direction,
-            trial_ids: Vec::new(),
-            trials: trials.into_iter().map(std::sync::Arc::new).collect(),
+            trial_ids: Default::default(),
+            trials: std::sync::Arc::new(trials.into_iter().map(std::sync::Arc::new).collect()),
             user_attrs: BTreeMap::new(),
             system_attrs: BTreeMap::new(),
             shared: false,

@@ -138,13 +138,13 @@ fn load_known(c: &mut impl GenericClient, id: i32, name: &str, cache: &mut Cache
                 .ok_or_else(|| anyhow!("study {name:?}: trial id {t} is gone from the database")),
         })
         .collect::<Result<Vec<_>>>()?;
-    let trial_ids = known.ids.iter().map(|t| TrialId(*t as u64)).collect();
+    let trial_ids: Vec<TrialId> = known.ids.iter().map(|t| TrialId(*t as u64)).collect();
     Ok(Study {
         id: StudyId(id as u64),
         name: name.to_string(),
         direction,
-        trials,
-        trial_ids,
+        trials: Arc::new(trials),
+        trial_ids: Arc::new(trial_ids),
         user_attrs: attrs(c, "study_user_attributes", "study_id", id)?,
         system_attrs: attrs(c, "study_system_attributes", "study_id", id)?,
         shared: true,

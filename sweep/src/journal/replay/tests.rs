@@ -116,7 +116,7 @@ fn study_names_are_reused_only_after_a_delete() {
     ]);
     let s = j.load("s").unwrap().unwrap();
     assert_eq!((s.id, s.direction), (StudyId(1), Direction::Maximize));
-    assert_eq!(s.trial_ids, [TrialId(1)]);
+    assert_eq!(*s.trial_ids, [TrialId(1)]);
     assert_eq!(s.trials[0].number, 0);
     assert_eq!(j.study_names().unwrap(), ["s"]);
     assert_eq!(
@@ -149,7 +149,7 @@ fn a_journal_rustuna_wrote_replays_with_its_discards_flagged() {
     assert!(studies[0].trials[0].discarded, "a trial of another study");
     let s = &studies[1];
     assert_eq!(s.direction, Direction::Minimize);
-    assert_eq!(s.trial_ids, [1, 2, 3, 4, 5].map(TrialId));
+    assert_eq!(*s.trial_ids, [1, 2, 3, 4, 5].map(TrialId));
     use TrialState::*;
     let seen: Vec<_> = s.trials.iter().map(|t| (t.state, t.discarded)).collect();
     assert_eq!(
@@ -194,7 +194,7 @@ fn a_discard_changes_nothing_but_the_flag() {
     assert_eq!(without.lines().count() + 1, RUSTUNA.lines().count());
     let mut flagged = replay_text(RUSTUNA).unwrap();
     for s in &mut flagged {
-        for t in &mut s.trials {
+        for t in std::sync::Arc::make_mut(&mut s.trials) {
             std::sync::Arc::make_mut(t).discarded = false;
         }
     }
