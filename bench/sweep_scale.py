@@ -7,7 +7,8 @@ The driver's CPU is its own (utime + stime in /proc/PID/stat, sampled
 until it exits), not its trials', per trial in the steady state (after the
 first tenth of the new trials); its CPU up to then (the start, which
 replays the whole journal once) is reported apart, with its wall time per
-trial and its peak RSS (VmHWM).
+trial, its peak RSS (VmHWM) and the seconds from its start to its first
+new trial's folder (what a worker joining the study waits).
 
   sweep_scale.py [--train target/release/train] [--sizes 1000,20000]
                  [--new 200] [--parallel 4] [--seconds 0] [--rounds 3]
@@ -96,9 +97,13 @@ def one_run(a, size, d):
     # start, which replays the whole journal once, is reported apart).
     trials_dir = os.path.join(d, "s", "trials")
     warm = max(1, a.new // 10)
-    last, at_warm = (0.0, 0.0), None
+    last, at_warm, first = (0.0, 0.0), None, None
     while p.poll() is None:
         last = own_cpu(p.pid) or last
+        # A joining worker's wait: from its start to its first trial's
+        # folder (the one trial of the first sweep's is there already).
+        if first is None and len(os.listdir(trials_dir)) > 1:
+            first = time.monotonic() - t0
         if at_warm is None and len(os.listdir(trials_dir)) > warm + 1:
             at_warm = (last[0], time.monotonic(), len(os.listdir(trials_dir)))
         time.sleep(0.02)
@@ -113,7 +118,7 @@ def one_run(a, size, d):
     # Trial folders: the first sweep's one trial, then one per new trial.
     steady = ran + 1 - at_warm[2]
     return ((last[0] - at_warm[0]) / steady, (time.monotonic() - at_warm[1]) / steady, last[1], ran, at_warm[0],
-            last[0] / ran)
+            last[0] / ran, first)
 
 
 def main():
@@ -137,18 +142,19 @@ def main():
                 runs[n].append(one_run(a, n, d))
     rows = []
     for n in sizes:
-        cpu, wall, rss, ran, start, whole = (statistics.median(r[i] for r in runs[n]) for i in range(6))
+        cpu, wall, rss, ran, start, whole, first = (statistics.median(r[i] for r in runs[n]) for i in range(7))
         rows.append({"study_trials": n, "method": a.method, "parallel": a.parallel, "trial_seconds": a.seconds,
                      "trials_run": int(ran), "driver_cpu_ms_per_trial": round(cpu * 1000, 1),
                      "wall_ms_per_trial": round(wall * 1000, 1), "driver_peak_rss_mib": round(rss),
-                     "start_cpu_s": round(start, 2), "whole_run_cpu_ms_per_trial": round(whole * 1000, 1)})
+                     "start_cpu_s": round(start, 2), "whole_run_cpu_ms_per_trial": round(whole * 1000, 1),
+                     "first_trial_s": round(first, 2)})
     first = rows[0]
     text = [f"# The driver's own CPU per trial as the study grows\n",
             f"{stamp()}; `{command_line()}`; {load_note()}; medians of {a.rounds} rounds.\n",
-            "| study trials | method | at once | trial s | trials run | driver CPU ms/trial | wall ms/trial | driver peak RSS MiB | start CPU s | whole run CPU ms/trial |",
-            "|---|---|---|---|---|---|---|---|---|---|"]
+            "| study trials | method | at once | trial s | trials run | driver CPU ms/trial | wall ms/trial | driver peak RSS MiB | start CPU s | whole run CPU ms/trial | first trial s |",
+            "|---|---|---|---|---|---|---|---|---|---|---|"]
     text += [f"| {r['study_trials']} | {r['method']} | {r['parallel']} | {r['trial_seconds']} | {r['trials_run']} | "
-             f"{r['driver_cpu_ms_per_trial']} | {r['wall_ms_per_trial']} | {r['driver_peak_rss_mib']} | {r['start_cpu_s']} | {r['whole_run_cpu_ms_per_trial']} |"
+             f"{r['driver_cpu_ms_per_trial']} | {r['wall_ms_per_trial']} | {r['driver_peak_rss_mib']} | {r['start_cpu_s']} | {r['whole_run_cpu_ms_per_trial']} | {r['first_trial_s']} |"
              for r in rows]
     text.append("")
     text += [f"- At {r['study_trials']} trials: {r['driver_cpu_ms_per_trial'] / first['driver_cpu_ms_per_trial']:.2f}x "
