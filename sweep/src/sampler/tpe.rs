@@ -30,9 +30,10 @@ use super::rng::{Rng, Stream};
 use super::{single_value, to_external, to_internal, Sampler, SearchSpace};
 use crate::trial::{Direction, Distribution, ParamValue, Trial, TrialState};
 use anyhow::Result;
-use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::sync::Arc;
+
+mod split;
 
 /// Optuna's `default_gamma`: the best 10% are "below", at most 25.
 pub fn default_gamma(n: usize) -> usize {
@@ -146,15 +147,6 @@ impl TpeSampler {
         }
     }
 
-    /// The worse side as weighed: its latest `above_window` trials (it is
-    /// in number order).
-    fn windowed<'t>(&self, mut above: Vec<&'t Trial>) -> Vec<&'t Trial> {
-        if let Some(w) = self.above_window.filter(|w| above.len() > *w) {
-            above.drain(..above.len() - w);
-        }
-        above
-    }
-
     /// One parameter of trial `number` by the univariate TPE (Optuna's
     /// `sample_independent` without the constant liar).
     pub fn sample_param(
@@ -168,12 +160,14 @@ impl TpeSampler {
         if let Some(v) = single_value(d) {
             return v;
         }
-        let finished: Vec<&Trial> = trials.iter().filter(|t| usable(t)).map(|t| &**t).collect();
-        if finished.len() < self.n_startup_trials {
+        let kinds = split::classify(trials);
+        let finished = split::finished(&kinds);
+        if finished < self.n_startup_trials {
             return RandomSampler::new(self.seed).sample_param(name, d, number);
         }
-        let (below, above) = split_trials(trials, direction, default_gamma(finished.len()));
-        let above = self.windowed(above);
+        let gamma = default_gamma(finished);
+        let (below, above) =
+            split::split(trials, &kinds, direction, gamma, false, self.above_window);
         let observations = |ts: &[&Trial]| -> Vec<f64> {
             ts.iter()
                 .filter_map(|t| t.params.get(name).and_then(|v| to_internal(d, v)))
@@ -210,7 +204,8 @@ impl TpeSampler {
                 None => joint.push((name, d)),
             }
         }
-        let finished = trials.iter().filter(|t| usable(t)).count();
+        let kinds = split::classify(trials);
+        let finished = split::finished(&kinds);
         if finished < self.n_startup_trials {
             let random = RandomSampler::new(self.seed);
             for (name, d) in joint {
@@ -221,8 +216,9 @@ impl TpeSampler {
         if joint.is_empty() {
             return out;
         }
-        let (below, above) = split_with_liar(trials, direction, default_gamma(finished));
-        let above = self.windowed(above);
+        let gamma = default_gamma(finished);
+        let (below, above) =
+            split::split(trials, &kinds, direction, gamma, true, self.above_window);
         let l = self.joint_estimator(&joint, &below);
         let g = self.joint_estimator(&joint, &above);
         let mut rng = Rng::new(self.seed, Stream::TpeJoint, number, "");
@@ -369,87 +365,34 @@ pub fn split_with_liar(
     direction: Direction,
     n_below: usize,
 ) -> (Vec<&Trial>, Vec<&Trial>) {
-    let (below, mut above) = split_trials(trials, direction, n_below);
-    above.extend(
-        trials
-            .iter()
-            .filter(|t| t.state == TrialState::Running)
-            .map(|t| &**t),
-    );
-    above.sort_by_key(|t| t.number);
-    (below, above)
+    split::split(
+        trials,
+        &split::classify(trials),
+        direction,
+        n_below,
+        true,
+        None,
+    )
 }
 
 /// Optuna's `_split_trials` for one objective: the `n_below` best COMPLETE
 /// trials by value, then, if fewer, PRUNED ones ranked by how far they got
-/// (last step, higher first) and then their value at that step; both halves
-/// in trial-number order. Ties keep trial-number order (Python's sort is
-/// stable); a NaN value ranks last.
+/// (last step, higher first) and then their value at that step; the trials
+/// that ran out of memory always above; both halves in trial-number order
+/// (split.rs).
 pub fn split_trials(
     trials: &[Arc<Trial>],
     direction: Direction,
     n_below: usize,
 ) -> (Vec<&Trial>, Vec<&Trial>) {
-    let mut by_number: Vec<&Trial> = trials
-        .iter()
-        .filter(|t| usable(t) && !infeasible(t))
-        .map(|t| &**t)
-        .collect();
-    by_number.sort_by_key(|t| t.number);
-    let (complete, mut pruned): (Vec<&Trial>, Vec<&Trial>) = by_number
-        .into_iter()
-        .partition(|t| t.state == TrialState::Complete);
-
-    let sign = match direction {
-        Direction::Minimize => 1.0,
-        Direction::Maximize => -1.0,
-    };
-    let nan_last = |a: f64, b: f64| match (a.is_nan(), b.is_nan()) {
-        (false, false) => a.partial_cmp(&b).unwrap_or(Ordering::Equal),
-        (a_nan, b_nan) => a_nan.cmp(&b_nan),
-    };
-    // The best n_below by value (ties by number: the stable sort's
-    // order) picked without sorting the study: a draw costs O(n), and the
-    // rest stay in number order for the worse side.
-    let by_value = |a: &&Trial, b: &&Trial| {
-        nan_last(
-            sign * a.value.unwrap_or(f64::NAN),
-            sign * b.value.unwrap_or(f64::NAN),
-        )
-        .then(a.number.cmp(&b.number))
-    };
-    let n_complete = n_below.min(complete.len());
-    let mut ranked = complete.clone();
-    if n_complete > 0 && n_complete < ranked.len() {
-        ranked.select_nth_unstable_by(n_complete - 1, by_value);
-    }
-    let chosen: std::collections::HashSet<u64> =
-        ranked[..n_complete].iter().map(|t| t.number).collect();
-    let n_pruned = (n_below - n_complete).min(pruned.len());
-    if n_pruned > 0 {
-        let pruned_score = |t: &Trial| -> (i128, f64) {
-            match t.intermediate.iter().next_back() {
-                Some((&step, &v)) if v.is_nan() => (-i128::from(step), f64::INFINITY),
-                Some((&step, &v)) => (-i128::from(step), sign * v),
-                None => (1, 0.0),
-            }
-        };
-        pruned.sort_by(|a, b| {
-            let (sa, va) = pruned_score(a);
-            let (sb, vb) = pruned_score(b);
-            sa.cmp(&sb).then_with(|| nan_last(va, vb))
-        });
-    }
-    let (mut below, mut above): (Vec<&Trial>, Vec<&Trial>) = complete
-        .into_iter()
-        .partition(|t| chosen.contains(&t.number));
-    below.extend_from_slice(&pruned[..n_pruned]);
-    above.extend_from_slice(&pruned[n_pruned..]);
-    above.extend(trials.iter().filter(|t| infeasible(t)).map(|t| &**t));
-    // Runs already in number order: merged, not sorted again.
-    below.sort_by_key(|t| t.number);
-    above.sort_by_key(|t| t.number);
-    (below, above)
+    split::split(
+        trials,
+        &split::classify(trials),
+        direction,
+        n_below,
+        false,
+        None,
+    )
 }
 
 #[cfg(test)]
