@@ -131,6 +131,9 @@ pub struct TpeSampler {
     pub parzen: ParzenParams,
     /// `ABOVE_WINDOW` (None: every trial, as Optuna).
     pub above_window: Option<usize>,
+    /// The study's finished trials as classed by earlier draws (shared by
+    /// clones; checked against the trials of each draw).
+    kinds: Arc<std::sync::Mutex<split::Kinds>>,
 }
 
 impl TpeSampler {
@@ -144,6 +147,7 @@ impl TpeSampler {
             n_ei_candidates: 24,
             parzen: ParzenParams::default(),
             above_window: Some(ABOVE_WINDOW),
+            kinds: Arc::default(),
         }
     }
 
@@ -160,7 +164,11 @@ impl TpeSampler {
         if let Some(v) = single_value(d) {
             return v;
         }
-        let kinds = split::classify(trials);
+        let kinds = self
+            .kinds
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .of(trials);
         let finished = split::finished(&kinds);
         if finished < self.n_startup_trials {
             return RandomSampler::new(self.seed).sample_param(name, d, number);
@@ -204,7 +212,11 @@ impl TpeSampler {
                 None => joint.push((name, d)),
             }
         }
-        let kinds = split::classify(trials);
+        let kinds = self
+            .kinds
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .of(trials);
         let finished = split::finished(&kinds);
         if finished < self.n_startup_trials {
             let random = RandomSampler::new(self.seed);

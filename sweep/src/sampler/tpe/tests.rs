@@ -726,3 +726,38 @@ fn the_one_pass_split_equals_sorting_every_trial() {
         );
     }
 }
+
+/// The kinds kept between draws answer as classing afresh: as the study
+/// grows, as a running trial ends (a new allocation in its place), and
+/// when another study is handed to the same sampler.
+#[test]
+fn kept_kinds_answer_as_classing_afresh() {
+    let mut kinds = split::Kinds::default();
+    let mut trials: Vec<Arc<Trial>> = Vec::new();
+    for i in 0..60u64 {
+        let t = match i % 5 {
+            0 => trial(i, TrialState::Running, None, 0.0),
+            1 => out_of_memory(i, 1.0),
+            2 => failed_as(i, 1.0, "killed"),
+            _ => trial(i, TrialState::Complete, Some(i as f64), 1.0),
+        };
+        trials.push(Arc::new(t));
+        // Every 7th step, the earliest running trial ends.
+        if i % 7 == 0 {
+            if let Some(r) = trials.iter().position(|t| t.state == TrialState::Running) {
+                let mut done = (*trials[r]).clone();
+                done.state = TrialState::Complete;
+                done.value = Some(-1.0);
+                trials[r] = Arc::new(done);
+            }
+        }
+        assert_eq!(
+            kinds.of(&trials),
+            split::classify(&trials),
+            "after trial {i}"
+        );
+    }
+    let other: Vec<Arc<Trial>> = shared(&bowl());
+    assert_eq!(kinds.of(&other), split::classify(&other));
+    assert_eq!(kinds.of(&trials), split::classify(&trials));
+}
