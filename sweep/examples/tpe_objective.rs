@@ -102,13 +102,7 @@ fn main() -> Result<()> {
                 state: TrialState::Running,
                 distributions: std::sync::Arc::new(space.params.iter().cloned().collect()),
                 params,
-                value: None,
-                intermediate: BTreeMap::new(),
-                user_attrs: BTreeMap::new(),
-                system_attrs: BTreeMap::new(),
-                datetime_start: None,
-                datetime_complete: None,
-                discarded: false,
+                ..Trial::default()
             }));
             number += 1;
         }

@@ -149,12 +149,13 @@ impl ParamValue {
 }
 
 /// Optuna's TrialState, with its numbers (the journal stores them).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum TrialState {
     Running = 0,
     Complete = 1,
     Pruned = 2,
     Fail = 3,
+    #[default]
     Waiting = 4,
 }
 
@@ -194,8 +195,9 @@ impl Direction {
     }
 }
 
-/// One trial as the journal's replay knows it (Optuna's FrozenTrial).
-#[derive(Clone, Debug, PartialEq)]
+/// One trial as the journal's replay knows it (Optuna's FrozenTrial); the
+/// default is an empty WAITING trial 0.
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Trial {
     /// Its number in the study, from 0, in the order trials were created.
     pub number: u64,

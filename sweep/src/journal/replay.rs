@@ -46,21 +46,7 @@ pub(super) struct Replay {
 }
 
 /// What a snapshot holds in the place of a trial being changed.
-static VACANT: LazyLock<Arc<Trial>> = LazyLock::new(|| {
-    Arc::new(Trial {
-        number: 0,
-        state: TrialState::Waiting,
-        params: BTreeMap::new(),
-        distributions: Arc::default(),
-        value: None,
-        intermediate: BTreeMap::new(),
-        user_attrs: BTreeMap::new(),
-        system_attrs: BTreeMap::new(),
-        datetime_start: None,
-        datetime_complete: None,
-        discarded: false,
-    })
-});
+static VACANT: LazyLock<Arc<Trial>> = LazyLock::new(Arc::default);
 
 #[derive(Debug, Default)]
 struct Snapshot {
@@ -205,10 +191,12 @@ impl Replay {
                 continue;
             };
             let n = e.trial.number as usize;
-            let trials = Arc::make_mut(&mut snap.trials);
-            if e.values.as_ref().is_some_and(|v| v.len() > 1) || n > trials.len() {
+            if e.values.as_ref().is_some_and(|v| v.len() > 1) || n > snap.trials.len() {
                 self.snapshots.remove(&e.study_id);
-            } else if n == trials.len() {
+                continue;
+            }
+            let trials = Arc::make_mut(&mut snap.trials);
+            if n == trials.len() {
                 trials.push(Arc::clone(&e.trial));
                 Arc::make_mut(&mut snap.ids).push(TrialId(t));
             } else {

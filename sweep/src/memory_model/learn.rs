@@ -203,22 +203,23 @@ impl Learner {
             .iter()
             .take_while(|(y, _)| *y <= ya + 1e-9)
             .find(|(_, k)| fit.at_least_rows(&xa, &fit.dense(&self.ran_out[slot][*k].1)))
-            .map(|&(y, k)| RanOut {
-                number: self.ran_out[slot][k].0,
-                need_mib: y.exp(),
-            })
+            .map(|&ranked| self.ran_out_at(slot, ranked))
     }
 
     /// The trial that ran out of memory of `resource` whose point the fit
     /// says needs least (its need: a bound above the limit it ran under);
     /// None before a prediction can be made, or when none ran out.
     pub fn least_ran_out(&mut self, resource: Resource) -> Option<RanOut> {
-        let slot = slot_of(resource);
-        let &(y, k) = self.ranked(resource)?.first()?;
-        Some(RanOut {
+        let &first = self.ranked(resource)?.first()?;
+        Some(self.ran_out_at(slot_of(resource), first))
+    }
+
+    /// A `ranked` entry (ln need, index into `ran_out`) as a `RanOut`.
+    fn ran_out_at(&self, slot: usize, (ln_need, k): (f64, usize)) -> RanOut {
+        RanOut {
             number: self.ran_out[slot][k].0,
-            need_mib: y.exp(),
-        })
+            need_mib: ln_need.exp(),
+        }
     }
 
     /// `ranked` of `resource`, made for the current fit if it was not.

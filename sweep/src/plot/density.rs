@@ -19,9 +19,7 @@ pub const Y_BINS: usize = 60;
 /// The counts behind a dense objective.png.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Density {
-    pub x_bins: usize,
-    pub y_bins: usize,
-    /// Complete trials per cell, `x * y_bins + y` (y from the lowest value).
+    /// Complete trials per cell, `x * Y_BINS + y` (y from the lowest value).
     pub complete: Vec<u32>,
     /// Pruned trials (at their last report) per cell.
     pub pruned: Vec<u32>,
@@ -38,21 +36,20 @@ impl Density {
         if plot.trials < DENSE_FROM {
             return None;
         }
-        let (x_bins, y_bins) = (X_BINS, Y_BINS);
         let column =
-            |t: u64| ((t as u128 * x_bins as u128 / plot.trials as u128) as usize).min(x_bins - 1);
+            |t: u64| ((t as u128 * X_BINS as u128 / plot.trials as u128) as usize).min(X_BINS - 1);
         let (lo, hi) = plot.values.unwrap_or((0.0, 1.0));
         let row = |v: f64| {
             if hi > lo {
-                (((v - lo) / (hi - lo) * y_bins as f64) as usize).min(y_bins - 1)
+                (((v - lo) / (hi - lo) * Y_BINS as f64) as usize).min(Y_BINS - 1)
             } else {
                 0
             }
         };
         let grid = |points: &[Point]| {
-            let mut cells = vec![0u32; x_bins * y_bins];
+            let mut cells = vec![0u32; X_BINS * Y_BINS];
             for p in points {
-                cells[column(p.trial) * y_bins + row(p.value)] += 1;
+                cells[column(p.trial) * Y_BINS + row(p.value)] += 1;
             }
             cells
         };
@@ -60,7 +57,7 @@ impl Density {
             .rows
             .iter()
             .map(|r| {
-                let mut bins = vec![0u32; x_bins];
+                let mut bins = vec![0u32; X_BINS];
                 for &t in &r.trials {
                     bins[column(t)] += 1;
                 }
@@ -68,8 +65,6 @@ impl Density {
             })
             .collect();
         Some(Density {
-            x_bins,
-            y_bins,
             complete: grid(&plot.complete),
             pruned: grid(&plot.pruned),
             rows,
@@ -79,15 +74,14 @@ impl Density {
     /// The trial-number span of column `x`, as the x axis places it
     /// (a trial `t` is drawn over t - 0.5 .. t + 0.5).
     pub fn columns(&self, trials: u64, x: usize) -> (f64, f64) {
-        let edge =
-            |x: usize| (x as u128 * trials as u128).div_ceil(self.x_bins as u128) as f64 - 0.5;
+        let edge = |x: usize| (x as u128 * trials as u128).div_ceil(X_BINS as u128) as f64 - 0.5;
         (edge(x), edge(x + 1))
     }
 
     /// The value span of row `y` over the values' range.
     pub fn values(&self, (lo, hi): (f64, f64), y: usize) -> (f64, f64) {
         if hi > lo {
-            let h = (hi - lo) / self.y_bins as f64;
+            let h = (hi - lo) / Y_BINS as f64;
             (lo + y as f64 * h, lo + (y + 1) as f64 * h)
         } else {
             (lo - 0.5, hi + 0.5)

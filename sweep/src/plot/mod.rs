@@ -251,8 +251,8 @@ fn cells(chart: &mut Chart, plot: &ObjectivePlot, d: &Density) -> anyhow::Result
             .enumerate()
             .filter(|(_, &c)| c > 0)
             .map(|(i, &c)| {
-                let (x0, x1) = d.columns(plot.trials, i / d.y_bins);
-                let (y0, y1) = d.values(range, i % d.y_bins);
+                let (x0, x1) = d.columns(plot.trials, i / density::Y_BINS);
+                let (y0, y1) = d.values(range, i % density::Y_BINS);
                 Rectangle::new([(x0, y0), (x1, y1)], colour.mix(shade(c, max)).filled())
             });
         chart
@@ -313,9 +313,9 @@ fn failures(area: &Area, plot: &ObjectivePlot, dense: Option<&Density>) -> anyho
         "failed trials, by class"
     };
     let caption = match dense {
-        Some(d) => format!(
+        Some(_) => format!(
             "{caption}; shaded by trials a column of {}",
-            plot.trials.div_ceil(d.x_bins as u64)
+            plot.trials.div_ceil(density::X_BINS as u64)
         ),
         None => caption.to_string(),
     };

@@ -205,15 +205,8 @@ mod tests {
         Trial {
             number,
             state,
-            params: BTreeMap::new(),
-            distributions: Default::default(),
             value,
-            intermediate: BTreeMap::new(),
-            user_attrs: BTreeMap::new(),
-            system_attrs: BTreeMap::new(),
-            datetime_start: None,
-            datetime_complete: None,
-            discarded: false,
+            ..Trial::default()
         }
     }
 

@@ -151,6 +151,18 @@ impl TpeSampler {
         }
     }
 
+    /// Each trial's kind and number (the finished ones as kept from earlier
+    /// draws), and how many TPE learns from.
+    fn observed(&self, trials: &[Arc<Trial>]) -> (Vec<(split::Kind, u64)>, usize) {
+        let kinds = self
+            .kinds
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .of(trials);
+        let finished = split::finished(&kinds);
+        (kinds, finished)
+    }
+
     /// One parameter of trial `number` by the univariate TPE (Optuna's
     /// `sample_independent` without the constant liar).
     pub fn sample_param(
@@ -164,12 +176,7 @@ impl TpeSampler {
         if let Some(v) = single_value(d) {
             return v;
         }
-        let kinds = self
-            .kinds
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .of(trials);
-        let finished = split::finished(&kinds);
+        let (kinds, finished) = self.observed(trials);
         if finished < self.n_startup_trials {
             return RandomSampler::new(self.seed).sample_param(name, d, number);
         }
@@ -212,12 +219,7 @@ impl TpeSampler {
                 None => joint.push((name, d)),
             }
         }
-        let kinds = self
-            .kinds
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .of(trials);
-        let finished = split::finished(&kinds);
+        let (kinds, finished) = self.observed(trials);
         if finished < self.n_startup_trials {
             let random = RandomSampler::new(self.seed);
             for (name, d) in joint {

@@ -191,3 +191,6 @@ fn best(
     }
     chosen
 }
+
+#[cfg(test)]
+mod tests;
