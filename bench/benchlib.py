@@ -128,6 +128,35 @@ def program_sweep(train, python, program, space, flags):
         return json.loads(out.stdout), wall
 
 
+def generated_sweep(train, python, d, space, trial, trials, flags=(), total=None, interrupted=0.0):
+    """A sweep directory (d/s) whose journal holds a study of `trials`
+    finished trials that bench/gen_study.py wrote, under the name `train
+    sweep` gave it: the sweep is started with one trial of `trial` (a
+    Python program, written as d/trial.py) over `space` (its space.yaml's
+    text) and `flags`, then its journal replaced; `total` (if given)
+    becomes the sweep's trial count, so that a resume runs the rest;
+    `interrupted` is the share of generated trials left interrupted.
+    Returns the journal's path."""
+    with open(os.path.join(d, "trial.py"), "w") as f:
+        f.write(trial)
+    with open(os.path.join(d, "space.yaml"), "w") as f:
+        f.write(space)
+    subprocess.run([train, "sweep", "--interpreter", python, *flags, "--space", "space.yaml", "--out", "s",
+                    "--trials", "1"], cwd=d, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    settings = os.path.join(d, "s", "sweep.yaml")
+    with open(settings) as f:
+        text = f.read()
+    name = next(l.split(":", 1)[1].strip().strip("'\"") for l in text.splitlines() if l.startswith("study_name:"))
+    if total is not None:
+        with open(settings, "w") as f:
+            f.write(text.replace("\ntrials: 1\n", f"\ntrials: {total}\n"))
+    journal = os.path.join(d, "s", "journal.log")
+    here = os.path.dirname(os.path.abspath(__file__))
+    subprocess.run([python, os.path.join(here, "gen_study.py"), "--trials", str(trials), "--out", journal,
+                    "--name", name, "--interrupted", str(interrupted)], check=True, stderr=subprocess.DEVNULL)
+    return journal
+
+
 def write_results(out, name, rows, text):
     """`rows` as out/NAME.csv and `text` as out/NAME.md; `text` printed."""
     import csv

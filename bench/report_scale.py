@@ -24,7 +24,7 @@ import subprocess
 import sys
 import tempfile
 
-from benchlib import command_line, load_note, measured, stamp, write_results
+from benchlib import command_line, generated_sweep, load_note, measured, stamp, write_results
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -52,16 +52,8 @@ def plotted(a, train, d):
     """The whole --report of a sweep directory on a generated study."""
     s = os.path.join(d, "plot")
     os.makedirs(s)
-    with open(os.path.join(s, "space.yaml"), "w") as f:
-        f.write(SPACE)
-    with open(os.path.join(s, "trial.py"), "w") as f:
-        f.write('print(\'{"val_loss": 1.0}\')\n')
-    subprocess.run([train, "sweep", "--space", "space.yaml", "--out", "s", "--trials", "1",
-                    "--interpreter", a.python], cwd=s, check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    journal = os.path.join(s, "s", "journal.log")
-    subprocess.run([a.python, os.path.join(HERE, "gen_study.py"), "--trials", str(a.plot_trials), "--out",
-                    journal, "--name", "s"], check=True)
+    journal = generated_sweep(train, a.python, s, SPACE, 'print(\'{"val_loss": 1.0}\')\n', a.plot_trials,
+                              interrupted=0.02)
     runs = [measured([train, "sweep", "--report", os.path.join(s, "s"), "--format", "json"])
             for _ in range(a.rounds)]
     if not os.path.exists(os.path.join(s, "s", "objective.png")):

@@ -25,7 +25,7 @@ import sys
 import tempfile
 import time
 
-from benchlib import command_line, load_note, stamp, write_results
+from benchlib import command_line, generated_sweep, load_note, stamp, write_results
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TICK = os.sysconf("SC_CLK_TCK")
@@ -70,23 +70,10 @@ def created(journal):
 def one_run(a, size, d):
     """Resumes a sweep of `size` generated trials with --new more: (driver
     CPU s, wall s, peak RSS MiB, trials run)."""
-    with open(os.path.join(d, "trial.py"), "w") as f:
-        f.write(TRIAL)
-    with open(os.path.join(d, "space.yaml"), "w") as f:
-        f.write(SPACE % (a.method, a.seconds))
-    base = [a.train, "sweep", "--interpreter", a.python, "--parallel", str(a.parallel)]
-    subprocess.run(base + ["--space", "space.yaml", "--out", "s", "--trials", "1"], cwd=d, check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    with open(os.path.join(d, "s", "sweep.yaml")) as f:
-        name = next(l.split(":", 1)[1].strip().strip("'\"") for l in f if l.startswith("study_name:"))
-    settings = os.path.join(d, "s", "sweep.yaml")
-    with open(settings) as f:
-        text = f.read().replace("\ntrials: 1\n", f"\ntrials: {size + a.new}\n")
-    with open(settings, "w") as f:
-        f.write(text)
-    journal = os.path.join(d, "s", "journal.log")
-    subprocess.run([a.python, os.path.join(HERE, "gen_study.py"), "--trials", str(size), "--out", journal,
-                    "--name", name, "--interrupted", "0"], check=True, stderr=subprocess.DEVNULL)
+    parallel = ["--parallel", str(a.parallel)]
+    journal = generated_sweep(a.train, a.python, d, SPACE % (a.method, a.seconds), TRIAL, size, parallel,
+                              total=size + a.new)
+    base = [a.train, "sweep", "--interpreter", a.python] + parallel
     t0 = time.monotonic()
     # Its messages to a file: a pipe read only at the end fills (64 KiB,
     # about 150 trials' lines) and blocks the driver in its next write.
