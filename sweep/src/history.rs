@@ -135,7 +135,7 @@ mod tests {
     use std::sync::Arc;
 
     fn failed(number: u64, class: &str, reports: u64) -> Trial {
-        let mut user_attrs = BTreeMap::new();
+        let mut user_attrs = crate::trial::Attrs::new();
         user_attrs.insert("error_class".into(), Value::from(class));
         user_attrs.insert("reports".into(), Value::from(reports));
         user_attrs.insert(
@@ -150,7 +150,7 @@ mod tests {
             value: None,
             intermediate: BTreeMap::new(),
             user_attrs,
-            system_attrs: BTreeMap::new(),
+            system_attrs: Default::default(),
             datetime_start: None,
             datetime_complete: Some(format!("2026-11-25T18:00:0{number}")),
             discarded: false,
@@ -164,8 +164,8 @@ mod tests {
             direction: crate::trial::Direction::Minimize,
             trial_ids: Arc::default(),
             trials: Arc::new(trials.into_iter().map(Arc::new).collect()),
-            user_attrs: BTreeMap::new(),
-            system_attrs: BTreeMap::new(),
+            user_attrs: Default::default(),
+            system_attrs: Default::default(),
             shared: false,
         }
     }

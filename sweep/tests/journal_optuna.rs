@@ -78,7 +78,7 @@ fn as_optuna_prints(s: &Study) -> Value {
                 "distributions": t.distributions.iter().map(|(k, d)| (k.clone(), dist(d))).collect::<serde_json::Map<_, _>>(),
                 "value": t.value,
                 "intermediate_values": t.intermediate.iter().map(|(k, v)| (k.to_string(), json!(v))).collect::<serde_json::Map<_, _>>(),
-                "user_attrs": t.user_attrs,
+                "user_attrs": t.user_attrs.iter().map(|(k, v)| (k.clone(), v.clone())).collect::<serde_json::Map<_, _>>(),
                 "datetime_start": when(&t.datetime_start),
                 "datetime_complete": when(&t.datetime_complete),
             })
@@ -235,7 +235,7 @@ fn write_every_kind(path: &Path) -> Study {
         assert_eq!(t.params, record(i as u64).params, "trial {i}");
         assert_eq!(t.number, i as u64);
     }
-    assert_eq!(ours.trials[1].user_attrs["pruned_at"], json!(1));
+    assert_eq!(ours.trials[1].user_attrs.get("pruned_at"), Some(&json!(1)));
     assert_eq!(
         ours.trials[0].datetime_start.as_deref(),
         Some("2023-11-14T22:13:20.000001")
@@ -412,14 +412,14 @@ fn optuna_and_we_write_one_file_at_once() {
     for (i, r) in &ours {
         let t = &study.trials[r.number as usize];
         assert_eq!(study.trial_ids[r.number as usize], r.id);
-        assert_eq!(t.user_attrs["writer"], json!("rust"));
+        assert_eq!(t.user_attrs.get("writer"), Some(&json!("rust")));
         assert_eq!(t.value, Some(*i as f64));
         assert_eq!(t.intermediate[&0], *i as f64);
     }
     let writers: Vec<_> = study
         .trials
         .iter()
-        .map(|t| t.user_attrs["writer"].as_str().unwrap())
+        .map(|t| t.user_attrs.get("writer").and_then(|w| w.as_str()).unwrap())
         .collect();
     assert_eq!(writers.iter().filter(|w| **w == "optuna").count(), 50);
     let turns = writers.windows(2).filter(|w| w[0] != w[1]).count();

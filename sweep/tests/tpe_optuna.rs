@@ -202,8 +202,8 @@ fn tpe_matches_optuna() {
                 .iter()
                 .map(|sv| (sv[0].as_u64().unwrap(), sv[1].as_f64().unwrap_or(f64::NAN)))
                 .collect(),
-            user_attrs: BTreeMap::new(),
-            system_attrs: BTreeMap::new(),
+            user_attrs: Default::default(),
+            system_attrs: Default::default(),
             datetime_start: None,
             datetime_complete: None,
             discarded: false,

@@ -230,8 +230,8 @@ mod tests {
             distributions: Default::default(),
             value: (state == TrialState::Complete).then_some(n as f64),
             intermediate: BTreeMap::new(),
-            user_attrs: serde_json::from_value(attrs).unwrap(),
-            system_attrs: BTreeMap::new(),
+            user_attrs: attrs.as_object().unwrap().clone().into_iter().collect(),
+            system_attrs: Default::default(),
             datetime_start: None,
             datetime_complete: state
                 .is_finished()
@@ -317,8 +317,8 @@ mod tests {
                 direction: Direction::Minimize,
                 trial_ids: Arc::default(),
                 trials: Arc::new(trials),
-                user_attrs: BTreeMap::new(),
-                system_attrs: BTreeMap::new(),
+                user_attrs: Default::default(),
+                system_attrs: Default::default(),
                 shared: false,
             };
             let got = answers(&mut kept, &study);

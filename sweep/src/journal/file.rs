@@ -22,6 +22,11 @@ pub(super) struct Cache {
     pub(super) state: Replay,
 }
 
+/// The most of the file read at once: large enough that the reading thread
+/// (records.rs) runs beside the replay most of the time. Small in unit
+/// tests, so that a journal of a few MB crosses blocks.
+const BLOCK: u64 = if cfg!(test) { 1 << 20 } else { 8 << 20 };
+
 impl Cache {
     /// Replays the whole lines of `bytes` (what follows `offset`); returns
     /// the torn tail after them. `at_eof`: `bytes` end where the file does
@@ -49,7 +54,6 @@ impl Cache {
     /// returns the torn tail. The last whole line of each block waits for
     /// the next, as only the file's last line may be torn.
     fn extend_from(&mut self, file: &mut File, path: &Path) -> Result<Vec<u8>> {
-        const BLOCK: u64 = 1 << 20;
         // Grown as read: the driver reads a few new lines at most turns.
         let mut carry = Vec::new();
         loop {
@@ -60,8 +64,8 @@ impl Cache {
             if n == 0 {
                 return Ok(self.extend(&carry, path, true)?.to_vec());
             }
-            let held = carry.iter().rposition(|&b| b == b'\n');
-            let ready = held.and_then(|last| carry[..last].iter().rposition(|&b| b == b'\n'));
+            let held = memchr::memrchr(b'\n', &carry);
+            let ready = held.and_then(|last| memchr::memrchr(b'\n', &carry[..last]));
             if let Some(end) = ready {
                 self.extend(&carry[..=end], path, false)?;
                 carry.drain(..=end);

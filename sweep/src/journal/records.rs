@@ -181,6 +181,48 @@ impl<'de> Deserialize<'de> for Slot {
     }
 }
 
+/// A line as read: its fields, or why it is none.
+// Nearly every line is a record: boxing its fields would allocate each.
+#[allow(clippy::large_enum_variant)]
+enum Line<'a> {
+    Record(Fields<'a>),
+    /// Python's bare NaN / Infinity tokens replaced by codec's sentinels:
+    /// the fields borrow this text, so they are read where they are used.
+    Fixed(Vec<u8>),
+    /// JSON, but not an object.
+    NotObject,
+    NotJson(serde_json::Error),
+}
+
+impl<'a> Line<'a> {
+    fn read(line: &'a [u8]) -> Line<'a> {
+        match serde_json::from_slice::<Fields>(line) {
+            Ok(fields) => Line::Record(fields),
+            Err(e) if e.is_data() => Line::NotObject,
+            Err(e) => match replace_nonfinite(line) {
+                Some(fixed) if serde_json::from_slice::<Fields>(&fixed).is_ok() => {
+                    Line::Fixed(fixed)
+                }
+                _ => Line::NotJson(e),
+            },
+        }
+    }
+}
+
+/// Where each whole line of `bytes` ends (one past its newline).
+fn line_ends(bytes: &[u8]) -> impl Iterator<Item = usize> + '_ {
+    memchr::memchr_iter(b'\n', bytes).map(|nl| nl + 1)
+}
+
+/// From this many bytes on, the lines are read on a thread of their own
+/// while this one replays them (when there is a second core): reading is
+/// half the cost of a large journal's first load. A turn's few new lines
+/// are read in place.
+const READ_AHEAD_FROM: usize = 256 << 10;
+/// Lines handed over at once: few enough to start the replay early, many
+/// enough that the hand-over costs nothing beside reading them.
+const BATCH: usize = 256;
+
 /// The journal's whole lines, each record handed to `each` as it is read
 /// (line number from 1, its fields), so a large journal is never held
 /// parsed all at once; returns the bytes up to the end of the last whole
@@ -196,49 +238,115 @@ pub(super) fn scan(
     at_eof: bool,
     each: &mut dyn FnMut(usize, &Fields) -> Result<()>,
 ) -> Result<usize> {
-    let mut whole = 0;
-    let mut start = 0;
-    let mut line_no = lines_before;
-    while let Some(nl) = bytes[start..].iter().position(|&b| b == b'\n') {
-        line_no += 1;
-        let end = start + nl + 1;
-        let line = &bytes[start..end - 1];
-        let fixed;
-        let parsed = match serde_json::from_slice::<Fields>(line) {
-            Err(e) if !e.is_data() => match replace_nonfinite(line) {
-                Some(f) => {
-                    fixed = f;
-                    serde_json::from_slice::<Fields>(&fixed).map_err(|_| e)
+    let two_cores = std::thread::available_parallelism().is_ok_and(|n| n.get() > 1);
+    let ahead = bytes.len() >= READ_AHEAD_FROM && two_cores;
+    scan_with(bytes, path, lines_before, at_eof, each, ahead)
+}
+
+/// `scan`, the lines read on a thread of their own where `ahead`.
+fn scan_with(
+    bytes: &[u8],
+    path: &Path,
+    lines_before: usize,
+    at_eof: bool,
+    each: &mut dyn FnMut(usize, &Fields) -> Result<()>,
+    ahead: bool,
+) -> Result<usize> {
+    let mut taker = Taker {
+        bytes,
+        path,
+        line_no: lines_before,
+        at_eof,
+        whole: 0,
+        each,
+    };
+    if !ahead {
+        for end in line_ends(bytes) {
+            let start = taker.whole;
+            if !taker.take(end, &Line::read(&bytes[start..end - 1]))? {
+                break;
+            }
+        }
+        return Ok(taker.whole);
+    }
+    std::thread::scope(|s| {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<(usize, Line)>>(2);
+        s.spawn(move || {
+            let (mut start, mut batch) = (0, Vec::with_capacity(BATCH));
+            for end in line_ends(bytes) {
+                batch.push((end, Line::read(&bytes[start..end - 1])));
+                start = end;
+                if batch.len() == BATCH {
+                    let full = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));
+                    if tx.send(full).is_err() {
+                        return; // The replay stopped at a bad line.
+                    }
                 }
-                None => Err(e),
-            },
-            other => other,
-        };
-        match parsed {
-            Ok(fields) => each(line_no, &fields)?,
-            Err(e) if e.is_data() => {
+            }
+            let _ = tx.send(batch);
+        });
+        // The receiver goes with this closure's return, which ends the reader.
+        let rx = rx;
+        for batch in rx {
+            for (end, line) in &batch {
+                if !taker.take(*end, line)? {
+                    return Ok(taker.whole);
+                }
+            }
+        }
+        Ok(taker.whole)
+    })
+}
+
+/// What `scan` hands its lines to, in order.
+struct Taker<'b, 'e> {
+    bytes: &'b [u8],
+    path: &'b Path,
+    line_no: usize,
+    at_eof: bool,
+    /// The end of the last whole line taken.
+    whole: usize,
+    each: &'e mut dyn FnMut(usize, &Fields) -> Result<()>,
+}
+
+impl Taker<'_, '_> {
+    /// Takes the line ending at `end`; false: it was the torn last line.
+    fn take(&mut self, end: usize, line: &Line) -> Result<bool> {
+        self.line_no += 1;
+        let line_no = self.line_no;
+        let text = || short(&String::from_utf8_lossy(&self.bytes[self.whole..end - 1]));
+        match line {
+            Line::Record(fields) => (self.each)(line_no, fields)?,
+            Line::Fixed(fixed) => {
+                let fields = serde_json::from_slice::<Fields>(fixed)
+                    .expect("Line::read parsed the fixed text");
+                (self.each)(line_no, &fields)?
+            }
+            Line::NotObject => {
                 return Err(bad_input!(
                     "{}:{line_no}: a journal record is a JSON object, not {}",
-                    path.display(),
-                    short(&String::from_utf8_lossy(line))
+                    self.path.display(),
+                    text()
                 ))
             }
-            Err(_) if at_eof && end == bytes.len() => {
-                return Ok(whole); // The last line, torn by a killed writer.
+            Line::NotJson(_) if self.at_eof && end == self.bytes.len() => {
+                return Ok(false); // The last line, torn by a killed writer.
             }
-            Err(e) => {
+            Line::NotJson(e) => {
                 return Err(bad_input!(
                     "{}:{line_no}: not a JSON record ({e}): {}",
-                    path.display(),
-                    short(&String::from_utf8_lossy(line))
+                    self.path.display(),
+                    text()
                 ))
             }
         }
-        whole = end;
-        start = end;
+        self.whole = end;
+        Ok(true)
     }
-    Ok(whole)
 }
+
+#[cfg(test)]
+mod tests;
 
 fn short(s: &str) -> String {
     match s.char_indices().nth(120) {

@@ -79,7 +79,7 @@ fn claims_by_racing_writers_never_take_an_index_twice() {
     assert_eq!(all, (0..40).collect::<Vec<_>>());
     let s = j.load("s").unwrap().unwrap();
     for t in s.trials.iter() {
-        assert_eq!(t.user_attrs["index"], Value::from(t.number));
+        assert_eq!(t.user_attrs.get("index"), Some(&Value::from(t.number)));
         assert_eq!(t.state, TrialState::Running);
     }
     // Nothing to claim: nothing written.
@@ -163,8 +163,8 @@ fn non_finite_numbers_are_refused_but_read() {
     assert!(t.intermediate[&1].is_nan());
     assert_eq!(t.value, Some(f64::INFINITY));
     assert_eq!(
-        t.user_attrs["x"],
-        serde_json::json!(["-Infinity", "NaN in a string"])
+        t.user_attrs.get("x"),
+        Some(&serde_json::json!(["-Infinity", "NaN in a string"]))
     );
 }
 
@@ -269,7 +269,7 @@ fn loads_share_what_did_not_change_and_equal_a_fresh_replay() {
     j.set_user_attr(t1, "k", &serde_json::json!(1)).unwrap();
     let after = j.load("s").unwrap().unwrap();
     assert_eq!(after, fresh());
-    assert_eq!(after.trials[1].user_attrs["k"], 1);
+    assert_eq!(after.trials[1].user_attrs.get("k"), Some(&Value::from(1)));
     for (n, t) in after.trials.iter().enumerate().filter(|(n, _)| *n != 1) {
         assert!(Arc::ptr_eq(t, &kept[n]), "trial {n} was copied");
     }

@@ -45,7 +45,7 @@ fn trial(number: u64, state: TrialState, attrs: &[(&str, f64)]) -> Arc<Trial> {
             .iter()
             .map(|(k, v)| (k.to_string(), Value::from(*v)))
             .collect(),
-        system_attrs: BTreeMap::new(),
+        system_attrs: Default::default(),
         datetime_start: None,
         datetime_complete: None,
         discarded: false,
@@ -70,8 +70,8 @@ fn ended(gpu: f64) -> Study {
                 ("peak_gpu_mib", gpu),
             ],
         )]),
-        user_attrs: BTreeMap::new(),
-        system_attrs: BTreeMap::new(),
+        user_attrs: Default::default(),
+        system_attrs: Default::default(),
         shared: false,
     }
 }

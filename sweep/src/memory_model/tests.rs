@@ -244,7 +244,7 @@ mod learn {
             value: None,
             intermediate: BTreeMap::new(),
             user_attrs: attrs.as_object().unwrap().clone().into_iter().collect(),
-            system_attrs: BTreeMap::new(),
+            system_attrs: Default::default(),
             datetime_start: None,
             datetime_complete: None,
             discarded: false,

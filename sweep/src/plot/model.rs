@@ -199,7 +199,6 @@ pub fn class_index(name: &str) -> usize {
 mod tests {
     use super::*;
     use crate::journal::{Study, StudyId};
-    use std::collections::BTreeMap;
 
     fn trial(number: u64, state: TrialState, value: Option<f64>) -> Trial {
         Trial {
@@ -228,8 +227,8 @@ mod tests {
             direction,
             trial_ids: Default::default(),
             trials: std::sync::Arc::new(trials.into_iter().map(std::sync::Arc::new).collect()),
-            user_attrs: BTreeMap::new(),
-            system_attrs: BTreeMap::new(),
+            user_attrs: Default::default(),
+            system_attrs: Default::default(),
             shared: false,
         }
     }

@@ -86,8 +86,8 @@ mod tests {
                 .enumerate()
                 .map(|(s, v)| (s as u64, *v))
                 .collect(),
-            user_attrs: BTreeMap::new(),
-            system_attrs: BTreeMap::new(),
+            user_attrs: Default::default(),
+            system_attrs: Default::default(),
             datetime_start: None,
             datetime_complete: None,
             discarded: false,

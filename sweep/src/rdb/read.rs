@@ -9,7 +9,7 @@
 
 use crate::journal::codec::{json_to_distribution, parse_json, readable, to_external};
 use crate::journal::{Study, StudyId, TrialId};
-use crate::trial::{Direction, Distribution, Trial, TrialState};
+use crate::trial::{Attrs, Direction, Distribution, Trial, TrialState};
 use anyhow::{anyhow, Result};
 use common::bad_input;
 use postgres::GenericClient;
@@ -191,8 +191,8 @@ struct Details {
     params: HashMap<i32, Vec<(String, f64, String)>>,
     values: HashMap<i32, Vec<(i32, Option<f64>, String)>>,
     intermediate: HashMap<i32, BTreeMap<u64, f64>>,
-    user: HashMap<i32, BTreeMap<String, Value>>,
-    system: HashMap<i32, BTreeMap<String, Value>>,
+    user: HashMap<i32, Attrs>,
+    system: HashMap<i32, Attrs>,
     /// The last trial's distributions, handed to the next trial that has
     /// the same (a sweep's trials all do): one map, not one a trial.
     last_distributions: Arc<BTreeMap<String, Distribution>>,
