@@ -10,11 +10,12 @@ mod table;
 
 use crate::cli::Args;
 use crate::journal::Study;
+use crate::memory_model::Learner;
 use crate::owner::Liveness;
 use crate::reading::load;
 use crate::slurm::Queue;
 use crate::space::Space;
-use crate::trial::{Direction, ParamValue, Trial, TrialState};
+use crate::trial::{Direction, Trial, TrialState};
 use common::format::Format;
 use common::wire::failure::Class;
 use common::wire::metric::Metric;
@@ -28,17 +29,13 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-fn param_json(v: &ParamValue) -> Value {
-    serde_json::to_value(v.to_yaml()).unwrap_or(Value::Null)
-}
-
 /// The median of |predicted / measured - 1| over the trials with both (an
 /// out-of-memory trial's peak is only a lower bound, and a trial auto-fix
 /// ran again after its first attempt ran other values than predicted:
 /// both left out), the
 /// model's terms fitted on every trial (the GPU's where trials measured
 /// it, else the host's), and the points it refused.
-fn model_error(rows: &[Row], study: &crate::journal::Study) -> Option<ModelError> {
+fn model_error(rows: &[Row], mut learner: Learner) -> Option<ModelError> {
     let mut errors: Vec<f64> = rows
         .iter()
         .filter(|r| r.error_class.as_deref() != Some("out-of-memory"))
@@ -57,8 +54,6 @@ fn model_error(rows: &[Row], study: &crate::journal::Study) -> Option<ModelError
         return None;
     }
     errors.sort_by(f64::total_cmp);
-    let mut learner = crate::memory_model::Learner::default();
-    learner.update(&study.trials);
     let resource = match rows.iter().any(|r| r.peak_gpu_mib.is_some()) {
         true => crate::memory_model::Resource::Gpu,
         false => crate::memory_model::Resource::Host,
@@ -99,7 +94,7 @@ fn row(t: &Trial) -> Row {
         params: t
             .params
             .iter()
-            .map(|(k, v)| (k.clone(), param_json(v)))
+            .map(|(k, v)| (k.clone(), v.to_json()))
             .collect(),
         value: t.value,
         intermediate: t.intermediate.clone(),
@@ -191,7 +186,7 @@ fn failures(study: &Study) -> Vec<FailureGroup> {
             let shared = first
                 .iter()
                 .filter(|(k, v)| ts.iter().all(|t| t.params.get(*k) == Some(*v)))
-                .map(|(k, v)| (k.clone(), param_json(v)))
+                .map(|(k, v)| (k.clone(), v.to_json()))
                 .collect();
             FailureGroup {
                 class,
@@ -363,7 +358,7 @@ fn goal(d: Direction) -> &'static str {
 fn params_text(t: &Trial) -> String {
     t.params
         .iter()
-        .map(|(k, v)| format!("{k}={}", param_json(v)))
+        .map(|(k, v)| format!("{k}={}", v.to_json()))
         .collect::<Vec<_>>()
         .join(", ")
 }
@@ -381,8 +376,20 @@ fn leave<T>(read: T) {
 pub fn report(args: &Args, given: &Option<PathBuf>, train: &Path) -> anyhow::Result<u8> {
     let loaded = load(args, given, "--report")?;
     let study = &loaded.study;
-    let rows: Vec<Row> = study.trials.iter().map(|t| row(t)).collect();
-    let memory_model = model_error(&rows, study);
+    // The memory model learns the trials beside the rows being built.
+    let (rows, learner) = std::thread::scope(|s| {
+        let learner = s.spawn(|| {
+            let mut learner = Learner::default();
+            learner.update(&study.trials);
+            learner
+        });
+        let rows: Vec<Row> = study.trials.iter().map(|t| row(t)).collect();
+        let learner = learner
+            .join()
+            .unwrap_or_else(|e| std::panic::resume_unwind(e));
+        (rows, learner)
+    });
+    let memory_model = model_error(&rows, learner);
     let best_trial = best(study);
     let best_command = match (&loaded.sweep, best_trial) {
         (Some((settings, space)), Some(t)) => Some(best::command(
