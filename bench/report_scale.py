@@ -7,6 +7,14 @@ Optuna itself, each read --rounds times by each reader; the medians of the
 wall time and of the reader's own peak RSS (wait4).
 
   report_scale.py [--train target/release/train] [--trials 28000] [--rounds 3] [--plot-trials 50000]
+                  [--postgres]
+
+With --postgres, the same three readers read a study of --trials trials in
+a throwaway PostgreSQL (scripts/postgres/cluster.sh) in Optuna's own
+tables: Optuna itself copies a generated study of --trials / 32 trials in
+(`copy_study` into its RDBStorage; it writes about 10 trials a second,
+too slow for all), then SQL doubles every trial's rows five times, each
+copy renumbered (trial ids and numbers after the last).
 
 Then the whole `--report` of a sweep directory (the table, best_config.yaml
 and objective.png, drawn as shaded cells from 2,000 trials on) holding a
@@ -23,6 +31,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 from benchlib import command_line, generated_sweep, load_note, measured, stamp, write_results
 
@@ -35,6 +44,17 @@ s = optuna.load_study(study_name="s", storage=optuna.storages.JournalStorage(
 print(len(s.trials))
 """
 
+
+LOAD_DB = """import optuna, sys
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+print(len(optuna.load_study(study_name="s", storage=sys.argv[1]).trials))
+"""
+
+COPY = """import optuna, sys
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+optuna.copy_study(from_study_name="s", to_storage=sys.argv[2], from_storage=optuna.storages.JournalStorage(
+    optuna.storages.journal.JournalFileBackend(sys.argv[1])))
+"""
 
 PLOTTED = "train sweep --report DIR (with objective.png)"
 
@@ -67,6 +87,74 @@ def plotted(a, train, d):
     }
 
 
+def timed(a, written_by, mib, readers, env=None):
+    """Each reader's median wall time and peak RSS over --rounds runs."""
+    rows = []
+    for reader, cmd in readers:
+        runs = [measured(cmd, env) for _ in range(a.rounds)]
+        rows.append({
+            "written_by": written_by,
+            "journal_mib": mib,
+            "reader": reader,
+            "seconds": round(statistics.median(r[0] for r in runs) / 1000, 2),
+            "peak_rss_mib": round(statistics.median(r[1] for r in runs)),
+        })
+        print(rows[-1], flush=True)
+    return rows
+
+
+DOUBLINGS = 5
+
+
+def doubled(pg, db):
+    """Every trial's rows in each table that has a trial_id, once more,
+    with the trial ids and numbers after the last (the serial ids of the
+    other tables drawn afresh)."""
+    tables = pg.sql(db, "SELECT table_name FROM information_schema.columns "
+                        "WHERE column_name = 'trial_id' AND table_schema = 'public'").split()
+    sql = ["SELECT max(trial_id) AS id, max(number) + 1 AS n FROM trials \\gset"]
+    for t in ["trials"] + sorted(set(tables) - {"trials"}):
+        cols = pg.sql(db, f"SELECT column_name FROM information_schema.columns WHERE table_name = '{t}' "
+                          "AND (column_name = 'trial_id' OR column_default IS NULL OR column_default NOT LIKE 'nextval%') "
+                          "ORDER BY ordinal_position").split()
+        picked = ", ".join({"trial_id": "trial_id + :id", "number": "number + :n"}.get(c, c) for c in cols)
+        sql.append(f"INSERT INTO {t} ({', '.join(cols)}) SELECT {picked} FROM {t};")
+    sql.append("SELECT setval('trials_trial_id_seq', (SELECT max(trial_id) FROM trials));")
+    pg.sql_script(db, "\n".join(sql))
+
+
+def postgres(a, train, d):
+    """A study of --trials trials in a throwaway PostgreSQL, read there by
+    each reader."""
+    sys.path.insert(0, os.path.join(os.path.dirname(HERE), "scripts", "postgres"))
+    from pgcluster import Cluster
+    os.chmod(d, 0o755)  # The server runs as the postgres user.
+    pg = Cluster(os.path.join(d, "pg"))
+    try:
+        url = pg.new_db("scale")
+        env = {"PGPASSFILE": pg.passfile}
+        start = time.perf_counter()
+        journal = os.path.join(d, "seed.log")
+        subprocess.run([a.python, os.path.join(HERE, "gen_study.py"), "--trials", str(a.trials >> DOUBLINGS),
+                        "--out", journal, "--optuna"], check=True)
+        subprocess.run([a.python, "-c", COPY, journal, Cluster.sqlalchemy(url)], check=True,
+                       env={**os.environ, **env})
+        for _ in range(DOUBLINGS):
+            doubled(pg, "scale")
+        count = pg.sql("scale", "SELECT count(DISTINCT number) FROM trials").strip()
+        if int(count) != a.trials >> DOUBLINGS << DOUBLINGS:
+            sys.exit(f"report_scale: {count} trials in PostgreSQL, not {a.trials >> DOUBLINGS << DOUBLINGS}")
+        print(f"report_scale: {count} trials in PostgreSQL in {time.perf_counter() - start:.0f} s", flush=True)
+        return timed(a, "Optuna, in PostgreSQL", "-", [
+            ("train sweep --report (json)",
+             [train, "sweep", "--report", "--storage", url, "--study", "s", "--format", "json"]),
+            ("train sweep --status", [train, "sweep", "--status", "--storage", url, "--study", "s"]),
+            ("Optuna load_study().trials", [a.python, "-c", LOAD_DB, Cluster.sqlalchemy(url)]),
+        ], env)
+    finally:
+        pg.down()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--train", default="target/release/train")
@@ -74,6 +162,7 @@ def main():
     ap.add_argument("--trials", type=int, default=28000)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--plot-trials", type=int, default=50000)
+    ap.add_argument("--postgres", action="store_true", help="read the study Optuna wrote in PostgreSQL too")
     ap.add_argument("--out", default=os.path.join(HERE, "results"))
     a = ap.parse_args()
     train = os.path.abspath(a.train)
@@ -83,21 +172,13 @@ def main():
             path = os.path.join(d, f"{len(rows)}.log")
             subprocess.run([a.python, os.path.join(HERE, "gen_study.py"), "--trials", str(a.trials), "--out", path]
                            + flags, check=True)
-            readers = [
+            rows += timed(a, written_by, round(os.path.getsize(path) / 2**20, 1), [
                 ("train sweep --report (json)", [train, "sweep", "--report", path, "--format", "json"]),
                 ("train sweep --status", [train, "sweep", "--status", path]),
                 ("Optuna load_study().trials", [a.python, "-c", LOAD, path]),
-            ]
-            for reader, cmd in readers:
-                runs = [measured(cmd) for _ in range(a.rounds)]
-                rows.append({
-                    "written_by": written_by,
-                    "journal_mib": round(os.path.getsize(path) / 2**20, 1),
-                    "reader": reader,
-                    "seconds": round(statistics.median(r[0] for r in runs) / 1000, 2),
-                    "peak_rss_mib": round(statistics.median(r[1] for r in runs)),
-                })
-                print(rows[-1], flush=True)
+            ])
+        if a.postgres:
+            rows += postgres(a, train, d)
         if a.plot_trials:
             rows.append(plotted(a, train, d))
             print(rows[-1], flush=True)
@@ -111,7 +192,7 @@ def main():
     ]
     lines += ["| " + " | ".join(str(r[k]) for k in r) + " |" for r in rows]
     lines.append("")
-    for written_by in ("train sweep", "Optuna"):
+    for written_by in dict.fromkeys(r["written_by"] for r in rows if r["reader"] != PLOTTED):
         mine = [r for r in rows if r["written_by"] == written_by and r["reader"] != PLOTTED]
         optuna = next(r for r in mine if r["reader"].startswith("Optuna"))
         for r in mine:

@@ -36,6 +36,12 @@ class Cluster:
                "-d", db, "-v", "ON_ERROR_STOP=1", "-At", "-c", text]
         return subprocess.run(cmd, stdout=subprocess.PIPE, text=True, check=True).stdout
 
+    def sql_script(self, db, text):
+        """Runs a psql script (psql's meta-commands and variables allowed)."""
+        cmd = [os.path.join(self.bin, "psql"), "-q", "-X", "-h", self.sock, "-p", self.port, "-U", "postgres",
+               "-d", db, "-v", "ON_ERROR_STOP=1", "-At", "-f", "-"]
+        return subprocess.run(cmd, input=text, stdout=subprocess.PIPE, text=True, check=True).stdout
+
     def new_db(self, name, owner="sweeper"):
         """A new database; its URL for the sweeps' role."""
         self.sql("postgres", f"CREATE DATABASE {name} OWNER {owner}")
