@@ -196,6 +196,8 @@ struct Details {
     /// The last trial's distributions, handed to the next trial that has
     /// the same (a sweep's trials all do): one map, not one a trial.
     last_distributions: Arc<BTreeMap<String, Distribution>>,
+    /// Each distribution's text parsed once: a sweep's trials all repeat it.
+    parsed: HashMap<String, Distribution>,
 }
 
 impl Details {
@@ -260,7 +262,14 @@ impl Details {
         let (mut params, mut distributions) = (BTreeMap::new(), BTreeMap::new());
         for (name, internal, json) in self.params.remove(&tid).unwrap_or_default() {
             let bad = |e: String| anyhow!("trial {number}: parameter {name:?}: {e}");
-            let dist = json_to_distribution(&json).map_err(bad)?;
+            let dist = match self.parsed.get(&json) {
+                Some(d) => d.clone(),
+                None => {
+                    let d = json_to_distribution(&json).map_err(bad)?;
+                    self.parsed.insert(json, d.clone());
+                    d
+                }
+            };
             let value = to_external(&dist, &Value::from(internal)).map_err(bad)?;
             params.insert(name.clone(), value);
             distributions.insert(name, dist);
