@@ -26,11 +26,14 @@ pub type Cache = HashMap<i32, Known>;
 
 #[derive(Default)]
 pub struct Known {
-    /// The study's trial ids in number order.
-    ids: Vec<i32>,
-    /// Its finished trials (they never change), shared with every study
-    /// read since: a read copies pointers, not trials.
-    finished: HashMap<i32, Arc<Trial>>,
+    /// The study's trials in number order, as last handed out: a read
+    /// changes this list in place when no loaded study still holds it (a
+    /// finished trial never changes, so most reads change a few entries).
+    trials: Arc<Vec<Arc<Trial>>>,
+    /// `ids[n]` is the id of `trials[n]`.
+    ids: Arc<Vec<TrialId>>,
+    /// The trials not finished at the last read, by id: their number.
+    open: HashMap<i32, usize>,
     direction: Option<Direction>,
 }
 
@@ -87,15 +90,27 @@ fn load_known(c: &mut impl GenericClient, id: i32, name: &str, cache: &mut Cache
         Some(d) => d,
         None => *known.direction.insert(direction(c, id, name)?),
     };
-    // Only the rows that can have changed: trials new since the last read,
-    // and those not finished then (a finished trial never changes).
-    let open: Vec<i32> = known
-        .ids
-        .iter()
-        .copied()
-        .filter(|t| !known.finished.contains_key(t))
-        .collect();
-    let last = known.ids.last().copied().unwrap_or(0);
+    if let Err(e) = refresh(c, id, name, known) {
+        cache.remove(&id); // Half brought up to date: read afresh next time.
+        return Err(e);
+    }
+    Ok(Study {
+        id: StudyId(id as u64),
+        name: name.to_string(),
+        direction,
+        trials: Arc::clone(&known.trials),
+        trial_ids: Arc::clone(&known.ids),
+        user_attrs: attrs(c, "study_user_attributes", "study_id", id)?,
+        system_attrs: attrs(c, "study_system_attributes", "study_id", id)?,
+        shared: true,
+    })
+}
+
+/// Brings `known` up to date with only the rows that can have changed:
+/// trials new since the last read, and those not finished then.
+fn refresh(c: &mut impl GenericClient, id: i32, name: &str, known: &mut Known) -> Result<()> {
+    let open: Vec<i32> = known.open.keys().copied().collect();
+    let last = known.ids.last().map_or(0, |t| t.0 as i32);
     let rows = c.query(
         &format!(
             "SELECT trial_id, number, state::text, to_char(datetime_start, {ISO}), to_char(datetime_complete, {ISO}) \
@@ -104,51 +119,41 @@ fn load_known(c: &mut impl GenericClient, id: i32, name: &str, cache: &mut Cache
         &[&id, &last, &open],
     )?;
     let fetched: Vec<i32> = rows.iter().map(|r| r.get(0)).collect();
+    if let Some(gone) = open.iter().find(|t| fetched.binary_search(t).is_err()) {
+        return Err(anyhow!(
+            "study {name:?}: trial id {gone} is gone from the database"
+        ));
+    }
     let mut details = Details::fetch(c, &fetched)?;
-    let mut fresh = HashMap::new();
+    let (trials, ids) = (
+        Arc::make_mut(&mut known.trials),
+        Arc::make_mut(&mut known.ids),
+    );
     for r in &rows {
         let tid: i32 = r.get(0);
-        let n = if tid > last {
-            let n = known.ids.len();
-            let number: Option<i32> = r.get(1);
-            if number != Some(n as i32) {
-                return Err(anyhow!(
-                    "study {name:?}: trial id {tid} has number {number:?} where {n} was expected (numbers count the study's trials with a lower id)"
-                ));
+        let n = match known.open.get(&tid) {
+            Some(n) => *n,
+            None => {
+                let n = ids.len();
+                let number: Option<i32> = r.get(1);
+                if number != Some(n as i32) {
+                    return Err(anyhow!(
+                        "study {name:?}: trial id {tid} has number {number:?} where {n} was expected (numbers count the study's trials with a lower id)"
+                    ));
+                }
+                ids.push(TrialId(tid as u64));
+                trials.push(Arc::default());
+                n
             }
-            known.ids.push(tid);
-            n
-        } else {
-            known.ids.iter().position(|t| *t == tid).unwrap_or(0)
         };
         let t = details.trial(tid, n as u64, state(r.get(2))?, r.get(3), r.get(4))?;
-        if t.state.is_finished() {
-            known.finished.insert(tid, Arc::new(t));
-        } else {
-            fresh.insert(tid, Arc::new(t));
-        }
+        match t.state.is_finished() {
+            true => known.open.remove(&tid),
+            false => known.open.insert(tid, n),
+        };
+        trials[n] = Arc::new(t);
     }
-    let trials = known
-        .ids
-        .iter()
-        .map(|t| match known.finished.get(t) {
-            Some(done) => Ok(done.clone()),
-            None => fresh
-                .remove(t)
-                .ok_or_else(|| anyhow!("study {name:?}: trial id {t} is gone from the database")),
-        })
-        .collect::<Result<Vec<_>>>()?;
-    let trial_ids: Vec<TrialId> = known.ids.iter().map(|t| TrialId(*t as u64)).collect();
-    Ok(Study {
-        id: StudyId(id as u64),
-        name: name.to_string(),
-        direction,
-        trials: Arc::new(trials),
-        trial_ids: Arc::new(trial_ids),
-        user_attrs: attrs(c, "study_user_attributes", "study_id", id)?,
-        system_attrs: attrs(c, "study_system_attributes", "study_id", id)?,
-        shared: true,
-    })
+    Ok(())
 }
 
 fn state(s: &str) -> Result<TrialState> {
