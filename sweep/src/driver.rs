@@ -154,7 +154,10 @@ pub fn run(args: &Args, train: &Path, libtorch: bool, stop: &Interrupter) -> any
         bell,
         wait,
     };
-    driver.drive(cap)
+    let out = driver.drive(cap);
+    drop(driver); // Its running trials' ends, if any, are owed to them.
+    truth.leave();
+    out
 }
 
 /// The sweep this process joins (its directory, settings, mode, the

@@ -162,11 +162,13 @@ fn trials_words(trials: u64, reruns: u64) -> String {
 }
 
 fn counts(study: &Study) -> BTreeMap<String, u64> {
-    let mut c = BTreeMap::new();
+    let mut c = BTreeMap::<TrialState, u64>::new();
     for t in study.trials.iter() {
-        *c.entry(t.state.as_str().to_string()).or_default() += 1;
+        *c.entry(t.state).or_default() += 1;
     }
-    c
+    c.into_iter()
+        .map(|(s, n)| (s.as_str().to_string(), n))
+        .collect()
 }
 
 fn failures(study: &Study) -> Vec<FailureGroup> {

@@ -57,6 +57,12 @@ pub struct Database {
 }
 
 impl Database {
+    /// Closes the connection; what was read is left to the process's exit.
+    pub fn leave_cache(self) {
+        let cache = std::mem::take(&mut *self.cache.lock().unwrap_or_else(|e| e.into_inner()));
+        std::mem::forget(cache);
+    }
+
     /// Connects (bad URL, wrong password, no permission: exit 2; no answer:
     /// exit 6) and makes or checks Optuna's tables.
     pub fn open(url: &str, grace: Duration, patience: Duration) -> Result<Database> {
