@@ -39,16 +39,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 LOAD = """import optuna, sys
 optuna.logging.set_verbosity(optuna.logging.WARNING)
-s = optuna.load_study(study_name="s", storage=optuna.storages.JournalStorage(
-    optuna.storages.journal.JournalFileBackend(sys.argv[1])))
-print(len(s.trials))
+storage = sys.argv[1]
+if "://" not in storage:  # A journal file, else a database URL.
+    storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(storage))
+print(len(optuna.load_study(study_name="s", storage=storage).trials))
 """
 
-
-LOAD_DB = """import optuna, sys
-optuna.logging.set_verbosity(optuna.logging.WARNING)
-print(len(optuna.load_study(study_name="s", storage=sys.argv[1]).trials))
-"""
 
 COPY = """import optuna, sys
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -134,7 +130,7 @@ def postgres(a, train, d):
         url = pg.new_db("scale")
         env = {"PGPASSFILE": pg.passfile}
         start = time.perf_counter()
-        journal = os.path.join(d, "seed.log")
+        journal = os.path.join(d, "first.log")
         subprocess.run([a.python, os.path.join(HERE, "gen_study.py"), "--trials", str(a.trials >> DOUBLINGS),
                         "--out", journal, "--optuna"], check=True)
         subprocess.run([a.python, "-c", COPY, journal, Cluster.sqlalchemy(url)], check=True,
@@ -149,7 +145,7 @@ def postgres(a, train, d):
             ("train sweep --report (json)",
              [train, "sweep", "--report", "--storage", url, "--study", "s", "--format", "json"]),
             ("train sweep --status", [train, "sweep", "--status", "--storage", url, "--study", "s"]),
-            ("Optuna load_study().trials", [a.python, "-c", LOAD_DB, Cluster.sqlalchemy(url)]),
+            ("Optuna load_study().trials", [a.python, "-c", LOAD, Cluster.sqlalchemy(url)]),
         ], env)
     finally:
         pg.down()

@@ -155,6 +155,26 @@ pub(crate) fn to_external(dist: &Distribution, v: &Value) -> Result<ParamValue, 
     }
 }
 
+/// `json_to_distribution`, remembered by text (up to a bound: a study
+/// with ever new ranges is read all the same): a study's few distributions
+/// are written again with every trial, and parsing each every time was a
+/// seventh of a journal's replay.
+#[derive(Debug, Default)]
+pub(crate) struct ParsedDistributions(std::collections::HashMap<String, Distribution>);
+
+impl ParsedDistributions {
+    pub(crate) fn get(&mut self, json: &str) -> Result<Distribution, String> {
+        if let Some(d) = self.0.get(json) {
+            return Ok(d.clone());
+        }
+        let d = json_to_distribution(json)?;
+        if self.0.len() < 1024 {
+            self.0.insert(json.to_owned(), d.clone());
+        }
+        Ok(d)
+    }
+}
+
 /// `optuna.distributions.json_to_distribution`, including the deprecated
 /// classes and the abbreviated `{"type": ...}` form, with Optuna's checks
 /// and its adjustment of `high` onto the step grid.

@@ -1,7 +1,7 @@
 //! Replaying records into what the journal knows, as Optuna's
 //! `JournalStorageReplayResult` does.
 
-use super::codec::{compatible, float, json_to_distribution, readable, to_external};
+use super::codec::{compatible, float, readable, to_external, ParsedDistributions};
 use super::records::*;
 use super::timestamps::naive_utc;
 use super::{Study, StudyId, TrialId};
@@ -27,10 +27,7 @@ pub(super) struct Replay {
     pub(super) study_trials: HashMap<u64, Vec<u64>>,
     /// The trial the last CREATE_TRIAL made (None: it was ignored).
     pub(super) last_created: Option<u64>,
-    /// Distributions by their JSON text: a study's few are written again
-    /// in every trial, and parsing each every time was a seventh of the
-    /// replay.
-    parsed: HashMap<String, Distribution>,
+    parsed: ParsedDistributions,
     /// A CREATE_TRIAL's whole distributions by their JSON text: the trials
     /// that have the same share one map.
     maps: HashMap<String, Arc<BTreeMap<String, Distribution>>>,
@@ -413,7 +410,8 @@ impl Replay {
                 .as_str()
                 .ok_or_else(|| format!("distributions.{k} is not a string"))?;
             let dist = self
-                .distribution(json)
+                .parsed
+                .get(json)
                 .map_err(|e| format!("distributions.{k}: {e}"))?;
             distributions.insert(k, dist);
         }
@@ -424,19 +422,6 @@ impl Replay {
         Ok(shared)
     }
 
-    /// `json_to_distribution`, remembered (up to a bound: a journal with
-    /// ever new ranges is read all the same).
-    fn distribution(&mut self, json: &str) -> Result<Distribution, String> {
-        if let Some(d) = self.parsed.get(json) {
-            return Ok(d.clone());
-        }
-        let d = json_to_distribution(json)?;
-        if self.parsed.len() < 1024 {
-            self.parsed.insert(json.to_owned(), d.clone());
-        }
-        Ok(d)
-    }
-
     fn set_param(&mut self, r: &Fields) -> Result<(), String> {
         let Some(t) = self.updatable(r)? else {
             return Ok(());
@@ -445,7 +430,8 @@ impl Replay {
         let name = string(r, "param_name")?.into_owned();
         let json = string(r, "distribution")?;
         let dist = self
-            .distribution(&json)
+            .parsed
+            .get(&json)
             .map_err(|e| format!("distribution: {e}"))?;
         let value = to_external(&dist, &value(field(r, "param_value_internal")?)?)
             .map_err(|e| format!("param_value_internal: {e}"))?;

@@ -7,7 +7,7 @@
 //! that are new or were not finished at the last read, so that a claim in a
 //! study of thousands of trials does not read them all again.
 
-use crate::journal::codec::{json_to_distribution, parse_json, readable, to_external};
+use crate::journal::codec::{parse_json, readable, to_external, ParsedDistributions};
 use crate::journal::{Study, StudyId, TrialId};
 use crate::trial::{Attrs, Direction, Distribution, Trial, TrialState};
 use anyhow::{anyhow, Result};
@@ -201,8 +201,7 @@ struct Details {
     /// The last trial's distributions, handed to the next trial that has
     /// the same (a sweep's trials all do): one map, not one a trial.
     last_distributions: Arc<BTreeMap<String, Distribution>>,
-    /// Each distribution's text parsed once: a sweep's trials all repeat it.
-    parsed: HashMap<String, Distribution>,
+    parsed: ParsedDistributions,
 }
 
 impl Details {
@@ -267,14 +266,7 @@ impl Details {
         let (mut params, mut distributions) = (BTreeMap::new(), BTreeMap::new());
         for (name, internal, json) in self.params.remove(&tid).unwrap_or_default() {
             let bad = |e: String| anyhow!("trial {number}: parameter {name:?}: {e}");
-            let dist = match self.parsed.get(&json) {
-                Some(d) => d.clone(),
-                None => {
-                    let d = json_to_distribution(&json).map_err(bad)?;
-                    self.parsed.insert(json, d.clone());
-                    d
-                }
-            };
+            let dist = self.parsed.get(&json).map_err(bad)?;
             let value = to_external(&dist, &Value::from(internal)).map_err(bad)?;
             params.insert(name.clone(), value);
             distributions.insert(name, dist);
