@@ -2,8 +2,9 @@
 //! rather than from the cores that exist: one trial given 2 threads on 2
 //! cores another job kept busy ran 4 times slower than with one (issue 42).
 //!
-//! Free is /proc/stat's idle time over the last second or more, of the
-//! CPUs this process may run on, plus the time our own processes (this
+//! Free is /proc/stat's idle time over the last second or more (a quarter
+//! second for the sweep's first trial, so that a worker joining a study is
+//! not kept waiting), of the CPUs this process may run on, plus the time our own processes (this
 //! sweep and everything under it: its trials, and those it has reaped)
 //! kept busy: our trials' cores are ours to share out again. The readings
 //! are I/O (`read`); what they mean is pure (`free_cores`, the parsers),
@@ -14,6 +15,10 @@ use std::time::{Duration, Instant};
 
 /// The least time a reading of free cores spans.
 pub const WINDOW: Duration = Duration::from_secs(1);
+/// The least it spans at the sweep's start: /proc/stat counts in hundredths
+/// of a second, so a quarter second still tells cores apart, and the first
+/// trial starts without waiting out a whole window.
+pub const FIRST_WINDOW: Duration = Duration::from_millis(250);
 
 /// Clock ticks at one moment: the CPUs' idle and total time (the CPUs this
 /// process may run on), and our own processes' CPU time.
@@ -189,21 +194,17 @@ impl Watch {
     }
 
     /// The cores free over the last window or more: now against the newest
-    /// reading a window old; at the sweep's start, waits out what is left
-    /// of its first window. None: /proc/stat cannot be read.
+    /// reading a window old; at the sweep's start, against its first
+    /// reading once `FIRST_WINDOW` has passed (waiting out what is left of
+    /// it). None: /proc/stat cannot be read.
     pub fn free(&mut self) -> Option<Free> {
         let first = self.readings.front()?.at;
-        let wait = WINDOW.saturating_sub(first.elapsed());
+        let wait = FIRST_WINDOW.saturating_sub(first.elapsed());
         if !wait.is_zero() {
             std::thread::sleep(wait);
         }
         let now = read()?;
-        let base = self
-            .readings
-            .iter()
-            .rev()
-            .find(|r| now.at.saturating_duration_since(r.at) >= WINDOW)
-            .copied()?;
+        let base = base(&self.readings, now.at)?;
         let free = free_cores(&base, &now);
         self.push(Some(now));
         free
@@ -218,6 +219,19 @@ impl Watch {
             self.readings.pop_front();
         }
     }
+}
+
+/// The reading `free` measures from at `now`: the newest a window old, or
+/// the oldest kept while none is (the sweep's start) once it is
+/// `FIRST_WINDOW` old.
+fn base(readings: &VecDeque<Reading>, now: Instant) -> Option<Reading> {
+    let age = |r: &Reading| now.saturating_duration_since(r.at);
+    readings
+        .iter()
+        .rev()
+        .find(|r| age(r) >= WINDOW)
+        .or_else(|| readings.front().filter(|r| age(r) >= FIRST_WINDOW))
+        .copied()
 }
 
 #[cfg(test)]
@@ -308,6 +322,22 @@ ctxt 999
     }
 
     #[test]
+    fn the_first_trial_is_measured_over_a_quarter_second_the_rest_over_a_second() {
+        let t = Instant::now();
+        let ms = |v: u64| t + Duration::from_millis(v);
+        let from = |kept: &[u64], now: u64| {
+            let r: VecDeque<Reading> = kept.iter().map(|m| at(t, *m, 0, 0, 0)).collect();
+            base(&r, ms(now)).map(|r| r.at.duration_since(t).as_millis() as u64)
+        };
+        assert_eq!(from(&[0], 100), None);
+        assert_eq!(from(&[0], 250), Some(0));
+        // Before a second has passed, from the start: the longest there is.
+        assert_eq!(from(&[0, 250], 600), Some(0));
+        assert_eq!(from(&[0, 250], 1100), Some(0));
+        assert_eq!(from(&[0, 250], 1400), Some(250));
+    }
+
+    #[test]
     fn this_machine_reads() {
         let a = read().expect("/proc/stat");
         assert!(a.cpus >= 1 && a.total > 0);
@@ -315,7 +345,7 @@ ctxt 999
             readings: [a].into(),
         };
         let f = w.free().unwrap();
-        assert!(f.seconds >= WINDOW.as_secs_f64(), "{f:?}");
+        assert!(f.seconds >= FIRST_WINDOW.as_secs_f64(), "{f:?}");
         assert!((0.0..=a.cpus as f64).contains(&f.cores), "{f:?}");
     }
 }
