@@ -17,7 +17,8 @@
 //! one process-wide owner of a signal that libraries also set.
 
 use crate::events::Bell;
-use crate::group::{self, Keeper};
+use crate::group;
+use crate::lineage::Lineage;
 use crate::preload::{Server, Trial};
 use crate::readers::{CsvRows, Reader, Report};
 use anyhow::Context;
@@ -92,7 +93,8 @@ pub struct Child {
     /// Reports read while draining, for the next `poll`.
     pending: Vec<Report>,
     csv: Option<(PathBuf, u64, CsvRows)>,
-    keeper: Option<Keeper>,
+    /// Its processes, in its group and outside (they hold the keeper).
+    lineage: Arc<Lineage>,
     /// Asked to end: SIGKILL to its group at this time.
     kill_at: Option<Instant>,
     pub started: Instant,
@@ -121,8 +123,8 @@ impl Child {
             }
         };
         // From here on the pid is ours to reap (wait4), or its server's.
-        let keeper = match Keeper::start(pid, spec.grace) {
-            Ok(k) => k,
+        let lineage = match Lineage::start(pid, spec.grace) {
+            Ok(l) => Arc::new(l),
             Err(e) => {
                 group::signal(pid, libc::SIGKILL);
                 return Err(e);
@@ -160,7 +162,7 @@ impl Child {
             reader,
             pending: Vec::new(),
             csv: spec.own_metrics.clone().map(|p| (p, 0, CsvRows::new())),
-            keeper: Some(keeper),
+            lineage,
             kill_at: None,
             started: Instant::now(),
         })
@@ -199,9 +201,16 @@ impl Child {
         reports
     }
 
-    /// Sends a signal to its whole process group.
+    /// Its processes, for the memory sampler (which records those it
+    /// sees outside the group).
+    pub fn lineage(&self) -> Arc<Lineage> {
+        self.lineage.clone()
+    }
+
+    /// Sends a signal to its whole process group, and to its processes
+    /// seen outside it.
     pub fn signal(&self, sig: i32) {
-        group::signal(self.pid, sig);
+        self.lineage.signal(sig);
     }
 
     /// Ends it: SIGTERM to its group now, SIGKILL after `grace` (`try_wait`
@@ -219,9 +228,10 @@ impl Child {
         self.kill_at.filter(|_| self.status.is_none())
     }
 
-    /// Whether its process group still has a member.
+    /// Whether its process group still has a member, or one of its
+    /// processes seen outside it still runs.
     pub fn group_alive(&self) -> bool {
-        group::alive(self.pid)
+        self.lineage.alive()
     }
 
     /// Its exit status once it has ended (never blocks on a running
@@ -322,18 +332,17 @@ impl Child {
 
 impl Drop for Child {
     /// The keeper goes when the supervisor is done with the command: the
-    /// caller ends the group first. A command dropped while its group still
-    /// runs is ended by the keeper's own rule, as if the supervisor had
-    /// died; the exit watcher reaps it.
+    /// caller ends its processes first. A command dropped while one of them
+    /// still runs is ended by the keeper's own rule, as if the supervisor
+    /// had died (once the sampler too lets go of its lineage); the exit
+    /// watcher reaps it.
     fn drop(&mut self) {
         // Only a child never reaped: its pid cannot be another's yet.
         if self.status.is_none() {
             self.dropped.store(true, Ordering::SeqCst);
         }
-        if let Some(k) = self.keeper.take() {
-            if self.status.is_some() && !self.group_alive() {
-                k.release();
-            }
+        if self.status.is_some() && !self.group_alive() {
+            self.lineage.release();
         }
     }
 }

@@ -7,7 +7,10 @@
 //! a pipe whose write end only the supervisor has. When the supervisor dies
 //! in any way (kill -9 too) the pipe closes, and the keeper sends the
 //! command's group SIGTERM, then SIGKILL after the grace period, so no
-//! orphan keeps the GPU (Ray's users report exactly that: ray#23971).
+//! orphan keeps the GPU (Ray's users report exactly that: ray#23971). The
+//! command's processes outside its group (a launcher's ranks, each in a
+//! session of its own) reach the keeper through the same pipe as they are
+//! seen, one `PID START` line each (`lineage`), and are ended with it.
 //! PR_SET_PDEATHSIG would reach only the direct child, not its workers, and
 //! a fork server's trial is not our child at all.
 
@@ -75,10 +78,17 @@ pub struct Keeper {
 
 impl Keeper {
     pub fn start(pgid: u32, grace: Duration) -> anyhow::Result<Keeper> {
+        // `live` prints the recorded processes that are still the ones
+        // recorded: not a zombie, the same start time (field 22 of
+        // /proc/PID/stat, the 20th after the command's last `) `).
         let script = format!(
-            "while read -r _; do :; done; kill -TERM -{pgid} 2>/dev/null || exit 0; \
-             i=0; while [ $i -lt {} ] && kill -0 -{pgid} 2>/dev/null; do sleep 0.1; i=$((i+1)); done; \
-             kill -KILL -{pgid} 2>/dev/null; exit 0",
+            "ps=; while read -r p s; do ps=\"$ps $p:$s\"; done; \
+             live() {{ for e in $ps; do p=${{e%%:*}}; read -r st < /proc/$p/stat || continue; \
+             st=${{st##*) }}; set -- $st; [ \"$1\" != Z ] && [ \"${{20}}\" = \"${{e#*:}}\" ] && echo $p; done; }}; \
+             kill -TERM -{pgid}; l=$(live); [ -z \"$l\" ] || kill -TERM $l; \
+             i=0; while [ $i -lt {} ]; do {{ kill -0 -{pgid} || [ -n \"$(live)\" ]; }} || exit 0; \
+             sleep 0.1; i=$((i+1)); done; \
+             kill -KILL -{pgid}; l=$(live); [ -z \"$l\" ] || kill -KILL $l; exit 0",
             (grace.as_secs_f64() * 10.0).ceil() as u64
         );
         let mut sh = Command::new("/bin/sh")
@@ -91,6 +101,16 @@ impl Keeper {
             .context("starting the keeper (/bin/sh) that ends the command if train dies")?;
         let pipe = Some(sh.stdin.take().context("the keeper's stdin")?);
         Ok(Keeper { sh, pipe })
+    }
+
+    /// Hands the keeper one of the command's processes outside its group,
+    /// by pid and start time, to end with the group.
+    pub fn record(&mut self, pid: u32, start: u64) {
+        use std::io::Write;
+        if let Some(p) = self.pipe.as_mut() {
+            // A keeper already gone (EPIPE) has nothing left to end.
+            let _ = writeln!(p, "{pid} {start}");
+        }
     }
 
     /// The command's group has ended: the keeper goes without a signal.

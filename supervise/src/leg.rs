@@ -170,10 +170,11 @@ impl Leg {
         let child = Child::spawn(spec, Some(reader))?;
         let oom_kills = oom_kills::Counter::of(child.pid());
         let memory_csv = records.memory_csv_of(number);
-        let (sampler, sampler_note) = match Sampler::start(child.pid(), &memory_csv, SAMPLE_EVERY) {
-            Ok(s) => (Some(s), None),
-            Err(e) => (None, Some(format!("memory not sampled: {e:#}"))),
-        };
+        let (sampler, sampler_note) =
+            match Sampler::start_for(child.lineage(), &memory_csv, SAMPLE_EVERY) {
+                Ok(s) => (Some(s), None),
+                Err(e) => (None, Some(format!("memory not sampled: {e:#}"))),
+            };
         let metrics = records.metrics();
         let fresh = !metrics.exists();
         let mut rows = OpenOptions::new()

@@ -59,13 +59,32 @@ impl Sampler {
     /// every `period` after a few early samples, writing rows to `csv`
     /// (created with its header).
     pub fn start(pid: u32, csv: &Path, period: Duration) -> anyhow::Result<Sampler> {
+        Sampler::start_with(pid, move || tree(pid), csv, period)
+    }
+
+    /// Starts sampling a supervised command's processes wherever they went
+    /// (`Lineage::tree`, which records those outside its group as seen).
+    pub fn start_for(
+        lineage: Arc<crate::lineage::Lineage>,
+        csv: &Path,
+        period: Duration,
+    ) -> anyhow::Result<Sampler> {
+        Sampler::start_with(lineage.root(), move || lineage.tree(), csv, period)
+    }
+
+    fn start_with(
+        pid: u32,
+        tree: impl Fn() -> Vec<u32> + Send + 'static,
+        csv: &Path,
+        period: Duration,
+    ) -> anyhow::Result<Sampler> {
         let mut file =
             File::create(csv).map_err(|e| anyhow::anyhow!("creating {}: {e}", csv.display()))?;
         file.write_all(HEADER.as_bytes())?;
         let peaks = Arc::new(Mutex::new(Peaks::default()));
         let (tx, rx) = mpsc::channel();
         let p = peaks.clone();
-        let thread = std::thread::spawn(move || run(pid, file, period, &p, &rx));
+        let thread = std::thread::spawn(move || run(pid, &tree, file, period, &p, &rx));
         Ok(Sampler {
             peaks,
             stop: Some(tx),
@@ -88,13 +107,20 @@ impl Sampler {
     }
 }
 
-fn run(pid: u32, mut csv: File, period: Duration, peaks: &Mutex<Peaks>, stop: &Receiver<()>) {
+fn run(
+    pid: u32,
+    tree: &dyn Fn() -> Vec<u32>,
+    mut csv: File,
+    period: Duration,
+    peaks: &Mutex<Peaks>,
+    stop: &Receiver<()>,
+) {
     let started = Instant::now();
     // NVML loads after the first sample: its start must not delay it.
     let mut nvml: Option<Option<Nvml>> = None;
     let mut last = false;
     for n in 0usize.. {
-        let pids = tree(pid);
+        let pids = tree();
         let (mut pss, mut rss, mut anon) = (0u64, 0u64, 0u64);
         let mut seen = 0u32;
         for p in &pids {
@@ -217,34 +243,53 @@ fn attribute(
     Ok(ours as f64 / (1024.0 * 1024.0))
 }
 
-/// `root`, its descendants (by parent pid) and the members of its process
-/// group, from /proc.
-pub fn tree(root: u32) -> Vec<u32> {
-    let mut parent: BTreeMap<u32, u32> = BTreeMap::new();
-    let mut in_group = BTreeSet::new();
+/// A process as /proc/PID/stat gives it: its parent, its process group and
+/// its start time (clock ticks since boot: with the pid, which process).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Proc {
+    pub ppid: u32,
+    pub pgrp: u32,
+    pub start: u64,
+}
+
+/// Every process /proc lists now, zombies left out.
+pub fn snapshot() -> BTreeMap<u32, Proc> {
+    let mut procs = BTreeMap::new();
     if let Ok(dir) = std::fs::read_dir("/proc") {
         for e in dir.flatten() {
             let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
                 continue;
             };
-            let Some((ppid, pgrp)) = stat(pid) else {
-                continue;
-            };
-            parent.insert(pid, ppid);
-            if pgrp == root {
-                in_group.insert(pid);
+            if let Some(p) = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|t| parse_stat(&t))
+            {
+                procs.insert(pid, p);
             }
         }
     }
-    let mut out: BTreeSet<u32> = in_group;
-    if parent.contains_key(&root) {
-        out.insert(root);
-    }
+    procs
+}
+
+/// `root`, its descendants (by parent pid) and the members of its process
+/// group, from /proc.
+pub fn tree(root: u32) -> Vec<u32> {
+    tree_in(&snapshot(), &[root])
+}
+
+/// In `procs`: the `roots`, the members of their process groups, and all
+/// their descendants (by parent pid).
+pub fn tree_in(procs: &BTreeMap<u32, Proc>, roots: &[u32]) -> Vec<u32> {
+    let mut out: BTreeSet<u32> = procs
+        .iter()
+        .filter(|(pid, p)| roots.contains(pid) || roots.contains(&p.pgrp))
+        .map(|(pid, _)| *pid)
+        .collect();
     // Descendants: repeat until nothing new (a tree is shallow).
     loop {
         let before = out.len();
-        for (pid, ppid) in &parent {
-            if out.contains(ppid) {
+        for (pid, p) in procs {
+            if out.contains(&p.ppid) {
                 out.insert(*pid);
             }
         }
@@ -255,19 +300,20 @@ pub fn tree(root: u32) -> Vec<u32> {
     out.into_iter().collect()
 }
 
-/// (ppid, pgrp) from /proc/PID/stat; the command name may hold spaces and
-/// parentheses, so fields are read after its last `)`.
-fn stat(pid: u32) -> Option<(u32, u32)> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+/// A /proc/PID/stat line; None for a zombie. The command name may hold
+/// spaces and parentheses, so fields are read after its last `)`.
+pub(crate) fn parse_stat(text: &str) -> Option<Proc> {
     let (_, rest) = text.rsplit_once(") ")?;
-    let mut f = rest.split_whitespace();
-    let state = f.next()?;
-    if state == "Z" {
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // f[0] is field 3 (state); ppid 4, pgrp 5, starttime 22.
+    if *f.first()? == "Z" {
         return None;
     }
-    let ppid = f.next()?.parse().ok()?;
-    let pgrp = f.next()?.parse().ok()?;
-    Some((ppid, pgrp))
+    Some(Proc {
+        ppid: f.get(1)?.parse().ok()?,
+        pgrp: f.get(2)?.parse().ok()?,
+        start: f.get(19)?.parse().ok()?,
+    })
 }
 
 /// One process's memory, KiB.
