@@ -95,6 +95,127 @@ pub fn no_libtorch(who: &str, train: &std::path::Path) -> anyhow::Error {
     )))
 }
 
+/// `train run --exit-codes classes`: how the command ended, as a code a
+/// scheduler can act on (a Kubernetes Job's `podFailurePolicy`, a Slurm
+/// epilog's requeue). Outside 1-6, 130 and 128+N, so never mistaken for a
+/// tool's own code or a signal's: 75-78 a repeat may succeed (75 is
+/// sysexits' EX_TEMPFAIL), 80-84 a repeat cannot fix. Listed in
+/// docs/FORMATS.md, "Exit codes".
+pub mod classes {
+    use crate::wire::failure::Class;
+    use crate::wire::program::ProgramStatus;
+
+    /// One code: its number, its name, whether repeating the run may
+    /// succeed, and what ends with it.
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    pub struct Code {
+        pub code: u8,
+        pub name: &'static str,
+        pub retriable: bool,
+        pub means: &'static str,
+    }
+
+    pub const OUT_OF_MEMORY: Code = Code {
+        code: 75,
+        name: "out-of-memory",
+        retriable: true,
+        means:
+            "out of memory (after the last fix, with --auto-fix): again where more memory is free",
+    };
+    pub const KILLED: Code = Code {
+        code: 76,
+        name: "killed",
+        retriable: true,
+        means:
+            "SIGKILL from outside (the kernel's OOM killer, an operator), or the CUDA allocator \
+                broken for the rest of the process: a new process may run",
+    };
+    pub const PREEMPTED: Code = Code {
+        code: 77,
+        name: "preempted",
+        retriable: true,
+        means: "train run got SIGTERM (a scheduler's preemption or a node drain) and ended the \
+                command; Ctrl-C stays 130",
+    };
+    pub const GPU_ERROR: Code = Code {
+        code: 78,
+        name: "gpu-error",
+        retriable: true,
+        means: "a CUDA error that is neither out of memory nor a device-side assert (a faulty \
+                device among them): again on another GPU",
+    };
+    pub const CONFIG: Code = Code {
+        code: 80,
+        name: "config",
+        retriable: false,
+        means: "a failure the settings cause and no fix was left for (CUDA graphs replayed with \
+                gradient checkpointing)",
+    };
+    pub const DATA: Code = Code {
+        code: 81,
+        name: "data",
+        retriable: false,
+        means: "labels out of range, or a device-side assert",
+    };
+    pub const NON_FINITE: Code = Code {
+        code: 82,
+        name: "non-finite-loss",
+        retriable: false,
+        means: "the loss became NaN or infinite",
+    };
+    pub const TIMEOUT: Code = Code {
+        code: 83,
+        name: "timeout",
+        retriable: false,
+        means: "ran past train run's --timeout",
+    };
+    pub const FAILED: Code = Code {
+        code: 84,
+        name: "failed",
+        retriable: false,
+        means: "any other failure: the command's own error (a bug, a missing file)",
+    };
+
+    /// Every code, in number order.
+    pub const ALL: [Code; 9] = [
+        OUT_OF_MEMORY,
+        KILLED,
+        PREEMPTED,
+        GPU_ERROR,
+        CONFIG,
+        DATA,
+        NON_FINITE,
+        TIMEOUT,
+        FAILED,
+    ];
+
+    /// The code of a run that ended as `status` and `class`, stopped by
+    /// `signal` when it was stopped: 0 finished, 130 stopped by Ctrl-C or
+    /// SIGHUP, else one of `ALL`.
+    pub fn of_end(status: ProgramStatus, class: Option<Class>, signal: Option<i32>) -> u8 {
+        let code = match status {
+            ProgramStatus::Finished => return super::OK,
+            ProgramStatus::Stopped | ProgramStatus::Pruned => {
+                return match signal {
+                    Some(libc::SIGTERM) => PREEMPTED.code,
+                    _ => super::STOPPED,
+                };
+            }
+            ProgramStatus::Failed => match class.unwrap_or(Class::Other) {
+                Class::OutOfMemory | Class::PredictedOutOfMemory => OUT_OF_MEMORY,
+                Class::Killed | Class::AllocatorBroken | Class::Interrupted => KILLED,
+                Class::CudaError => GPU_ERROR,
+                Class::CudaGraphPointer => CONFIG,
+                Class::LabelOutOfRange | Class::DeviceSideAssert => DATA,
+                Class::NonFiniteLoss => NON_FINITE,
+                Class::Timeout => TIMEOUT,
+                Class::Other => FAILED,
+            },
+        };
+        code.code
+    }
+}
+
 /// `bail!`-like shorthand for bad input: `return Err(bad_input!("{path}: ..."))`.
 #[macro_export]
 macro_rules! bad_input {
@@ -116,6 +237,37 @@ mod tests {
             anyhow::Error::new(Failure::found("a check failed")).context("while checking");
         assert_eq!(code_of(&wrapped), FOUND);
         assert_ne!(INTERNAL, FOUND);
+    }
+
+    #[test]
+    fn the_class_codes_are_apart_from_every_other_code() {
+        use crate::wire::failure::Class;
+        use crate::wire::program::ProgramStatus as S;
+        use classes::*;
+        for c in ALL {
+            assert!(!(1..=6).contains(&c.code) && c.code < 129, "{c:?}");
+            assert_eq!(c.retriable, c.code < 80, "{c:?}");
+        }
+        let mut codes: Vec<u8> = ALL.iter().map(|c| c.code).collect();
+        codes.dedup();
+        assert_eq!(codes.len(), ALL.len());
+        // Every class has a code.
+        for class in Class::ALL {
+            let code = of_end(S::Failed, Some(class), None);
+            assert!(ALL.iter().any(|c| c.code == code), "{class:?}");
+        }
+        assert_eq!(of_end(S::Failed, Some(Class::OutOfMemory), None), 75);
+        assert_eq!(of_end(S::Failed, None, None), FAILED.code);
+        assert_eq!(of_end(S::Finished, None, None), OK);
+        // SIGTERM is a preemption, Ctrl-C a person's stop.
+        assert_eq!(
+            of_end(S::Stopped, Some(Class::Interrupted), Some(libc::SIGTERM)),
+            77
+        );
+        assert_eq!(
+            of_end(S::Stopped, Some(Class::Interrupted), Some(libc::SIGINT)),
+            STOPPED
+        );
     }
 
     #[test]

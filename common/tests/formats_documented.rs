@@ -50,3 +50,25 @@ fn common_docs() -> String {
             .expect("docs/FORMATS.md at the workspace root");
     format!("{formats}\n{}", testkit::guide_chapters())
 }
+
+/// Each code of `train run --exit-codes classes` has its row in
+/// docs/FORMATS.md, "Exit codes", as the source says it.
+#[test]
+fn formats_doc_lists_every_exit_code_class() {
+    let formats =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/FORMATS.md"))
+            .expect("docs/FORMATS.md at the workspace root");
+    for c in common::exit::classes::ALL {
+        let row = format!(
+            "| {} | `{}` | {} | {} |",
+            c.code,
+            c.name,
+            if c.retriable { "yes" } else { "no" },
+            c.means
+        );
+        assert!(
+            formats.contains(&row),
+            "docs/FORMATS.md lacks the row\n{row}"
+        );
+    }
+}

@@ -5,7 +5,7 @@
 //! is the `Interrupter` (burn-train's shape): one per process, set by the
 //! one signal handler its binary installs, handed to what must stop.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -58,6 +58,8 @@ impl Waiter {
 #[derive(Clone, Debug, Default)]
 pub struct Interrupter {
     asked: Arc<AtomicBool>,
+    /// The signal that asked first (0: none, or asked by a call).
+    signal: Arc<AtomicI32>,
     bells: Arc<Mutex<Vec<Bell>>>,
 }
 
@@ -68,18 +70,41 @@ impl Interrupter {
 
     /// The process's interrupter: SIGINT, SIGTERM and SIGHUP set it; a
     /// second signal ends the process at once with `second_exit` (what is
-    /// on disk is whole at every moment). Install once per binary: the
-    /// handler is process-wide.
+    /// on disk is whole at every moment). Install once per binary.
     pub fn install(second_exit: i32) -> Interrupter {
+        use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
         let i = Interrupter::new();
         let handler = i.clone();
-        // An error means a handler is there already (a test harness).
-        let _ = ctrlc::set_handler(move || {
-            if handler.stop() {
-                std::process::exit(second_exit);
-            }
-        });
+        // signal-hook's handler only writes to a pipe; this thread reads it.
+        if let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP]) {
+            std::thread::spawn(move || {
+                for sig in signals.forever() {
+                    let _ =
+                        handler
+                            .signal
+                            .compare_exchange(0, sig, Ordering::SeqCst, Ordering::SeqCst);
+                    if handler.stop() {
+                        std::process::exit(second_exit);
+                    }
+                }
+            });
+        }
         i
+    }
+
+    /// The signal that asked for the stop first (SIGINT, SIGTERM, SIGHUP);
+    /// None when none did.
+    pub fn signal(&self) -> Option<i32> {
+        Some(self.signal.load(Ordering::SeqCst)).filter(|s| *s != 0)
+    }
+
+    /// What asked for the stop, in a message's words.
+    pub fn asked_by(&self) -> &'static str {
+        match self.signal() {
+            Some(libc::SIGTERM) => "SIGTERM",
+            Some(libc::SIGHUP) => "SIGHUP",
+            _ => "Ctrl-C",
+        }
     }
 
     /// Asks for a stop and rings every loop; true when a stop had been

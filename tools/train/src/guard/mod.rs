@@ -9,6 +9,7 @@
 use anyhow::Context;
 use clap::Parser;
 use common::bad_input;
+use common::exit::classes;
 use common::wire::failure::Class;
 use common::wire::program::{AutoFix, ProgramLeg, ProgramMetric, ProgramStatus, ProgramSummary};
 use common::wire::run_dir::RunDir;
@@ -29,8 +30,9 @@ use supervise::verdict::Stop;
 #[derive(Parser, Debug)]
 #[command(
     after_help = "Exit codes: the command's own when it ran (128+N when signal N ended it; 130 when \
-                  train run was stopped by Ctrl-C or SIGTERM); 2 bad usage or a command that cannot \
-                  be started; 4 train broke. How it ended, in words, is in DIR/summary.yaml \
+                  train run was stopped by Ctrl-C or SIGTERM), or with --exit-codes classes how it \
+                  ended (75-78 a repeat may succeed, 80-84 it cannot); 2 bad usage or a command \
+                  that cannot be started; 4 train broke. How it ended, in words, is in DIR/summary.yaml \
                   (program-summary/v1) and on stderr. docs/guide/own-script.md, \"Your own training script\"."
 )]
 pub struct Args {
@@ -81,12 +83,26 @@ pub struct Args {
     /// batch, accumulation, checkpointing, compile_mode, precision. Repeat.
     #[arg(long = "knob", value_name = "KNOB=NAME", value_parser = diagnose::knobs::parse_user_knob, requires = "auto_fix")]
     pub knobs: Vec<(diagnose::knobs::Knob, String)>,
+    /// The exit code: `command` passes the command's own on (128+N for
+    /// signal N); `classes` says how it ended, for a scheduler: 75-78 a
+    /// repeat may succeed (out of memory, killed, preempted by SIGTERM, a
+    /// GPU error), 80-84 it cannot (a config's failure, the data, a
+    /// non-finite loss, --timeout, any other); docs/FORMATS.md lists them.
+    #[arg(long, value_enum, value_name = "HOW", default_value_t = ExitCodes::Command)]
+    pub exit_codes: ExitCodes,
     /// Keep the command's output in DIR/output.log only.
     #[arg(long, short)]
     pub quiet: bool,
     /// The command, after `--`.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<String>,
+}
+
+/// What `train run` exits with (`--exit-codes`).
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq)]
+pub enum ExitCodes {
+    Command,
+    Classes,
 }
 
 /// `train run`: `stop` is the process's stop request (Ctrl-C, SIGTERM).
@@ -157,6 +173,16 @@ pub fn run(args: &Args, stop: &Interrupter) -> anyhow::Result<u8> {
         }
         say_next(&attempt, number, legs.queue.front());
     }
+    say_end(&summary, &dir);
+    if args.exit_codes == ExitCodes::Classes {
+        code = class_code(&summary, stop);
+    }
+    Ok(code)
+}
+
+/// The run's last words: a metric never reported, why `--auto-fix`
+/// stopped, where the summary is.
+fn say_end(summary: &ProgramSummary, dir: &RunDir) {
     // A failed run's missing metric is its failure's: not said over it.
     let finished = summary.status == ProgramStatus::Finished;
     let tail = || log_tail(&dir.output_log());
@@ -168,7 +194,19 @@ pub fn run(args: &Args, stop: &Interrupter) -> anyhow::Result<u8> {
         common::say!("train run: stopped: {why}");
     }
     common::say!("train run: summary in {}", dir.summary().display());
-    Ok(code)
+}
+
+/// `--exit-codes classes`: how the run ended as a code, said on stderr.
+fn class_code(summary: &ProgramSummary, stop: &Interrupter) -> u8 {
+    let code = classes::of_end(summary.status, summary.class, stop.signal());
+    if let Some(c) = classes::ALL.iter().find(|c| c.code == code) {
+        let repeat = if c.retriable { "may" } else { "cannot" };
+        common::say!(
+            "train run: exit {code} ({}: a repeat {repeat} succeed)",
+            c.name
+        );
+    }
+    code
 }
 
 /// A run's summary before its first leg.
@@ -507,7 +545,8 @@ impl Watch<'_> {
                         "train run: stopping the command: SIGTERM to its process group, SIGKILL after {}",
                         humantime::format_duration(args.grace)
                     );
-                    leg.stop(Stop::Interrupted("train run got Ctrl-C or SIGTERM".into()));
+                    let by = self.stop.asked_by();
+                    leg.stop(Stop::Interrupted(format!("train run got {by}")));
                 } else if let Some(limit) =
                     args.timeout.filter(|_| timeout_at <= Some(Instant::now()))
                 {
