@@ -18,6 +18,7 @@
 
 use crate::events::Bell;
 use crate::group;
+use crate::hang;
 use crate::lineage::Lineage;
 use crate::preload::{Server, Trial};
 use crate::readers::{CsvRows, Reader, Report};
@@ -97,6 +98,8 @@ pub struct Child {
     lineage: Arc<Lineage>,
     /// Asked to end: SIGKILL to its group at this time.
     kill_at: Option<Instant>,
+    /// A failure followed by no progress, watched for (`watch_hangs`).
+    hang: Option<hang::Watch>,
     pub started: Instant,
 }
 
@@ -164,6 +167,7 @@ impl Child {
             csv: spec.own_metrics.clone().map(|p| (p, 0, CsvRows::new())),
             lineage,
             kill_at: None,
+            hang: None,
             started: Instant::now(),
         })
     }
@@ -194,11 +198,32 @@ impl Child {
             Some(r) => r.line(&line),
             None => Vec::new(),
         };
+        if let Some(h) = self.hang.as_mut() {
+            h.line(&line, at, !reports.is_empty());
+        }
         if self.tail.len() == TAIL_LINES {
             self.tail.pop_front();
         }
         self.tail.push_back(line);
         reports
+    }
+
+    /// From now on (lines not yet polled included), a failure line followed
+    /// by no further output for `grace` counts as a hang (`hung`).
+    pub fn watch_hangs(&mut self, grace: Duration) {
+        self.hang = Some(hang::Watch::new(grace));
+    }
+
+    /// The failure that left it without progress for the grace, if any
+    /// (call `poll` first), and the grace.
+    pub fn hung(&self) -> Option<(&hang::Failed, Duration)> {
+        let h = self.hang.as_ref()?;
+        h.hung(Instant::now()).map(|f| (f, h.grace()))
+    }
+
+    /// When it will count as hung if nothing comes before.
+    pub fn hang_deadline(&self) -> Option<Instant> {
+        self.hang.as_ref().and_then(hang::Watch::deadline)
     }
 
     /// Its processes, for the memory sampler (which records those it

@@ -283,6 +283,35 @@ impl Leg {
         self.child.deadline()
     }
 
+    /// Watch for a failure followed by no progress for `grace`.
+    pub fn watch_hangs(&mut self, grace: Duration) {
+        self.child.watch_hangs(grace);
+    }
+
+    /// A failure then no progress for the grace: asks it to stop (once),
+    /// and says so; the caller then waits on `deadline` as for any stop.
+    pub fn stop_if_hung(&mut self) -> Option<String> {
+        if self.stop.is_some() {
+            return None;
+        }
+        let (f, grace) = self.child.hung()?;
+        let said = format!(
+            "{} ({}), then no output for {:.0} s: the job hangs",
+            f.line,
+            f.class.as_str(),
+            grace.as_secs_f64()
+        );
+        self.stop(Stop::Hang {
+            grace_s: grace.as_secs_f64(),
+        });
+        Some(said)
+    }
+
+    /// When it counts as hung if nothing comes before (with `watch_hangs`).
+    pub fn hang_deadline(&self) -> Option<Instant> {
+        self.child.hang_deadline()
+    }
+
     /// A signal to its process group (SIGKILL past a caller's own grace).
     pub fn signal(&self, sig: i32) {
         self.child.signal(sig);

@@ -13,7 +13,13 @@ pub const EVIDENCE_CHARS: usize = 500;
 /// Why the supervisor ended the command.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Stop {
-    Timeout { limit_s: f64 },
+    Timeout {
+        limit_s: f64,
+    },
+    /// A failure line, then no progress for `grace_s` (`hang`).
+    Hang {
+        grace_s: f64,
+    },
     Interrupted(String),
     Pruned(String),
 }
@@ -125,6 +131,18 @@ fn stopped(stop: &Stop, e: &End) -> Verdict {
             format!("{why}{}", killed_after(e)),
         ),
         Stop::Pruned(why) => Verdict::new(Status::Pruned, None, why.clone()),
+        Stop::Hang { grace_s } => {
+            let how = format!(
+                "then no output for {grace_s:.0} s: the job hung, ended with SIGTERM to all its \
+                 processes{}",
+                killed_after(e)
+            );
+            let lines: Vec<&str> = e.tail.iter().map(|l| l.trim_end()).collect();
+            match failures::in_output(&lines) {
+                Some((k, i)) => known_failure(k, lines[i].trim(), &how),
+                None => Verdict::new(Status::Failed, Some(Class::Other), how),
+            }
+        }
     }
 }
 

@@ -83,6 +83,7 @@ fn table() -> Vec<Case> {
         Case { class: Some(Class::DeviceSideAssert), known: Some("device-side-assert"), evidence: "device-side assert triggered", ..case("device-side assert (quoted, seed 004)", quoted(ASSERT), Some(1), None) },
         Case { class: Some(Class::Timeout), stop: Some(Stop::Timeout { limit_s: 20.0 }), evidence: "ran past its time limit (20 s): ended with SIGTERM to its process group, then SIGKILL", ..case("timeout", vec![], None, Some(9)) },
         Case { status: Status::Stopped, class: Some(Class::Interrupted), stop: Some(Stop::Interrupted("stopped by Ctrl-C".into())), evidence: "stopped by Ctrl-C", ..case("Ctrl-C", vec![], None, Some(15)) },
+        Case { class: Some(Class::OutOfMemory), known: Some("memory-exceeds-free"), stop: Some(Stop::Hang { grace_s: 300.0 }), evidence: "(then no output for 300 s: the job hung, ended with SIGTERM to all its processes)", ..case("a rank's OOM, then a hang (its words)", quoted(OOM), Some(1), None) },
         Case { status: Status::Pruned, stop: Some(Stop::Pruned("below the median".into())), evidence: "below the median", ..case("pruned", vec![], None, Some(15)) },
         // Done before the stop took effect: it finished.
         Case { status: Status::Finished, stop: Some(Stop::Timeout { limit_s: 1.0 }), evidence: "exited 0", ..case("finished as it was stopped", vec![], Some(0), None) },

@@ -105,3 +105,92 @@ fn the_agent_killed_ends_the_job_and_its_ranks_with_it() {
         "a rank outlived train run"
     );
 }
+
+/// `train run --hang-grace 4s -- torchrun 2 ranks gloo_oom.py MODE...` in
+/// `dir`, started.
+fn start_oom_job(dir: &Path, extra: &[&str], mode: &[&str]) -> Child {
+    std::fs::copy(
+        testkit::repo_path("tools/train/tests/programs/gloo_oom.py"),
+        dir.join("oom.py"),
+    )
+    .unwrap();
+    Command::new(BIN)
+        .args(["run", "--out", "r", "--grace", "2s", "--quiet"])
+        .args(extra)
+        .arg("--")
+        .arg(testkit::python())
+        .args([
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node",
+            "2",
+            "oom.py",
+        ])
+        .args(mode)
+        .current_dir(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+fn a_rank_that_catches_its_out_of_memory_and_waits_is_ended_within_the_grace() {
+    let tmp = tempfile::tempdir().unwrap();
+    let grace = 4.0;
+    let extra = ["--hang-grace", "4s", "--exit-codes", "classes"];
+    let mut train = start_oom_job(tmp.path(), &extra, &["hang"]);
+    let log = tmp.path().join("r/output.log");
+    wait_until("rank 1's out-of-memory", 120, || {
+        std::fs::read_to_string(&log).is_ok_and(|l| l.contains("can't allocate memory"))
+    });
+    let failed = std::time::Instant::now();
+    let mut status = None;
+    wait_until("train run to end the hung job", 60, || {
+        status = train.try_wait().unwrap();
+        status.is_some()
+    });
+    let took = failed.elapsed().as_secs_f64();
+    assert!(took <= grace + 5.0, "ended {took:.1} s after the failure");
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut train.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!(status.unwrap().code(), Some(75), "{err}");
+    assert!(
+        err.contains("then no output for 4 s: the job hangs"),
+        "{err}"
+    );
+    let s = testkit::yaml(&std::fs::read(tmp.path().join("r/summary.yaml")).unwrap());
+    assert_eq!(s["class"].as_str(), Some("out-of-memory"), "{s:?}");
+    let evidence = s["evidence"].as_str().unwrap();
+    assert!(
+        evidence.starts_with("rank 1: ") && evidence.contains("the job hung"),
+        "{evidence}"
+    );
+    // No process of the job is left: each rank wrote nothing, so find them
+    // by their command line.
+    let left: Vec<String> = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+        .filter(|c| c.contains(&tmp.path().display().to_string()) || c.contains("oom.py hang"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+#[test]
+fn a_rank_that_recovers_and_then_runs_quietly_past_the_grace_is_not_ended() {
+    let tmp = tempfile::tempdir().unwrap();
+    // Quiet for 8 s after its recovery, twice the grace.
+    let mut train = start_oom_job(tmp.path(), &["--hang-grace", "4s"], &["recover", "8"]);
+    let status = train.wait().unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut train.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(0), "{err}");
+    let log = std::fs::read_to_string(tmp.path().join("r/output.log")).unwrap();
+    assert!(
+        log.contains("can't allocate memory") && log.contains("val_loss 0.5"),
+        "{log}"
+    );
+}

@@ -83,6 +83,15 @@ pub struct Args {
     /// batch, accumulation, checkpointing, compile_mode, precision. Repeat.
     #[arg(long = "knob", value_name = "KNOB=NAME", value_parser = diagnose::knobs::parse_user_knob, requires = "auto_fix")]
     pub knobs: Vec<(diagnose::knobs::Knob, String)>,
+    /// After a failure line (one train run knows: out of memory, a CUDA
+    /// error, ...), end the whole job when no further output comes for
+    /// this long: a rank that failed leaves the others waiting in a
+    /// collective until NCCL's timeout. Any output after the failure clears
+    /// it. [default: 5m for a launcher's job (torchrun, python -m
+    /// torch.distributed.run, accelerate launch, deepspeed), off for
+    /// another command; 0 turns it off]
+    #[arg(long, value_name = "TIME", value_parser = humantime::parse_duration)]
+    pub hang_grace: Option<Duration>,
     /// The exit code: `command` passes the command's own on (128+N for
     /// signal N); `classes` says how it ended, for a scheduler: 75-78 a
     /// repeat may succeed (out of memory, killed, preempted by SIGTERM, a
@@ -431,6 +440,9 @@ fn run_leg(
         leg.pid(),
         dir.output_log().display()
     );
+    if let Some(grace) = hang_grace(args.hang_grace, &spec.argv) {
+        leg.watch_hangs(grace);
+    }
     let status = watch.until_end(&mut leg, args)?;
     Ok(leg.end(status))
 }
@@ -559,17 +571,41 @@ impl Watch<'_> {
                     });
                 }
             }
+            if let Some(said) = leg.stop_if_hung() {
+                common::say!(
+                    "train run: {said}: ending it, SIGTERM to all its processes, SIGKILL after {}",
+                    humantime::format_duration(args.grace)
+                );
+            }
             if let Some(status) = leg.tick()? {
                 return Ok(status);
             }
             let next = match leg.stopping() {
                 Some(_) => leg.deadline(),
-                None => timeout_at,
+                None => [timeout_at, leg.hang_deadline()]
+                    .into_iter()
+                    .flatten()
+                    .min(),
             };
             self.wait.until(next);
         }
     }
 }
+
+/// How long a failure may be followed by silence before the job counts as
+/// hung (`--hang-grace`): as given (0: off), else `DEFAULT_HANG_GRACE` for
+/// a launcher's job of ranks and off for another command, whose quiet
+/// stretches after a caught failure are its own business.
+fn hang_grace(given: Option<Duration>, argv: &[String]) -> Option<Duration> {
+    match given {
+        Some(g) => (!g.is_zero()).then_some(g),
+        None => supervise::launcher::of(argv).map(|_| DEFAULT_HANG_GRACE),
+    }
+}
+
+/// `--hang-grace`'s default for a launcher's job: well inside NCCL's own
+/// 10-minute timeout, far past a traceback's burst.
+const DEFAULT_HANG_GRACE: Duration = Duration::from_secs(300);
 
 /// The command's exit code, as a shell gives it (128+N for signal N);
 /// 130 when train run was stopped.
