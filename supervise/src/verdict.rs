@@ -84,6 +84,10 @@ impl Verdict {
 /// (its flags, `num_labels`) when its output is a Trainer's.
 pub fn judge(e: &End) -> Verdict {
     let mut v = judged(e);
+    if v.status == Status::Failed {
+        let lines: Vec<&str> = e.tail.iter().map(|l| l.trim_end()).collect();
+        v = with_ranks(v, &lines);
+    }
     let hf = v
         .known
         .and_then(|id| failures::KNOWN.iter().find(|k| k.id == id))
@@ -112,6 +116,46 @@ fn judged(e: &End) -> Verdict {
         Some((k, i)) => known_failure(k, lines[i].trim(), &how),
         None => unknown_failure(e, &lines, &how),
     }
+}
+
+/// A job of ranks whose launcher printed its error summary: the rank that
+/// failed first leads the evidence, with its own end where it printed no
+/// known failure (the launcher's ChildFailedError says nothing of it), and
+/// the other ranks' ends follow as what the launcher did after it.
+fn with_ranks(mut v: Verdict, lines: &[&str]) -> Verdict {
+    let Some((root, others)) = crate::launcher::error_summary(lines) else {
+        return v;
+    };
+    let end = |r: &crate::launcher::RankEnd| match r.exitcode {
+        c if c < 0 => format!("killed by {}", signal_name(-c)),
+        c => format!("exit {c}"),
+    };
+    let pid = root.pid.map(|p| format!(" (pid {p})")).unwrap_or_default();
+    if v.known.is_none() && matches!(v.class, Some(Class::Other) | Some(Class::Killed)) {
+        v.class = Some(if root.exitcode < 0 {
+            Class::Killed
+        } else {
+            Class::Other
+        });
+        v.evidence = format!(
+            "rank {}{pid} {}: the launcher's first observed failure",
+            root.rank,
+            end(&root)
+        );
+        if root.exitcode == -libc::SIGKILL {
+            v = with_known(v, failures::KNOWN.iter().find(|k| k.id == "killed"));
+        }
+    } else if !v.evidence.starts_with("rank") {
+        v.evidence = format!("rank {}: {}", root.rank, v.evidence);
+    }
+    for o in &others {
+        v.evidence.push_str(&format!(
+            "; rank {} ended by the launcher after it ({})",
+            o.rank,
+            end(o)
+        ));
+    }
+    v
 }
 
 /// The supervisor ended it (and it did not exit 0 meanwhile).

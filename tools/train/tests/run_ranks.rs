@@ -194,3 +194,30 @@ fn a_rank_that_recovers_and_then_runs_quietly_past_the_grace_is_not_ended() {
         "{log}"
     );
 }
+
+#[test]
+fn a_rank_killed_by_a_signal_is_named_with_it_and_the_others_as_its_consequence() {
+    let tmp = tempfile::tempdir().unwrap();
+    let abort = "import os, time\nimport torch.distributed as dist\n\
+                 dist.init_process_group('gloo')\n\
+                 if dist.get_rank() == 1:\n    time.sleep(0.5)\n    os.abort()\n\
+                 time.sleep(60)\n";
+    testkit::write(tmp.path(), "abort.py", abort);
+    let out = Command::new(BIN)
+        .args(["run", "--out", "r", "--grace", "2s", "--quiet", "--"])
+        .arg(testkit::python())
+        .args(["-m", "torch.distributed.run", "--standalone"])
+        .args(["--nproc_per_node", "2", "abort.py"])
+        .current_dir(tmp.path())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    let s = testkit::yaml(&std::fs::read(tmp.path().join("r/summary.yaml")).unwrap());
+    assert_eq!(s["class"].as_str(), Some("killed"), "{err}");
+    let evidence = s["evidence"].as_str().unwrap();
+    assert!(
+        evidence.starts_with("rank 1 (pid ")
+            && evidence.contains(") killed by SIGABRT: the launcher's first observed failure; rank 0 ended by the launcher after it (killed by SIGTERM)"),
+        "{evidence}"
+    );
+}
