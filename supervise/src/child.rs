@@ -199,7 +199,8 @@ impl Child {
             None => Vec::new(),
         };
         if let Some(h) = self.hang.as_mut() {
-            h.line(&line, at, !reports.is_empty());
+            let positions: Vec<f64> = reports.iter().filter_map(|r| r.at).collect();
+            h.line(&line, at, &positions);
         }
         if self.tail.len() == TAIL_LINES {
             self.tail.pop_front();

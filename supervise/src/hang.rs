@@ -2,14 +2,16 @@
 //! memory, catches it (or dies without its launcher noticing), and the
 //! other ranks wait in a collective until NCCL's timeout, up to hours. The
 //! sign is a failure line (one the failures catalogue knows) followed by
-//! no progress at all: no further line and no metric for a grace period.
+//! no output for a grace period, and no progress since the failure.
 //!
-//! Progress is output, never CPU time: NCCL and CUDA synchronisation spin
-//! a core while they wait. The lines of the failure's own report (a
-//! traceback's frames, a chained exception, C++ frames) are not progress;
-//! any other line is, and clears the failure: a batch finder that recovered
-//! and then trains quietly is not ended. Pure: the caller hands in the
-//! lines with when they came, and asks at a time.
+//! Progress is a metric reported at a later epoch or step than any before
+//! the failure: the other ranks' last lines of the step that failed (they
+//! run on until they block) are not progress, and the lines of a recovery
+//! that trains on (a batch finder's smaller batch) are, so a job that
+//! recovered and then runs quietly between its reports is not ended. Any
+//! line restarts the grace. Never CPU time: NCCL and CUDA synchronisation
+//! spin a core while they wait. Pure: the caller hands in the lines with
+//! when they came and what was read from them, and asks at a time.
 
 use common::wire::failure::Class;
 use std::time::{Duration, Instant};
@@ -20,8 +22,10 @@ pub struct Failed {
     pub class: Class,
     /// The line that said it (the first of its burst).
     pub line: String,
-    /// The last line of its report: the silence counts from here.
+    /// The last line since: the silence counts from here.
     pub last: Instant,
+    /// The furthest epoch or step reported before it.
+    high: Option<f64>,
 }
 
 /// The watch over one command's lines.
@@ -29,6 +33,8 @@ pub struct Failed {
 pub struct Watch {
     grace: Duration,
     failed: Option<Failed>,
+    /// The furthest epoch or step reported so far.
+    high: Option<f64>,
 }
 
 impl Watch {
@@ -36,28 +42,35 @@ impl Watch {
         Watch {
             grace,
             failed: None,
+            high: None,
         }
     }
 
-    /// A line that came at `at`; `reported` whether a metric was read
-    /// from it.
-    pub fn line(&mut self, line: &str, at: Instant, reported: bool) {
-        if reported {
-            self.failed = None;
-            return;
-        }
-        let class = diagnose::failures::find(line).map(|k| k.class);
-        match (&mut self.failed, class) {
-            (Some(f), Some(_)) => f.last = at,
+    /// A line that came at `at`, with the positions (epoch or step) of
+    /// the reports read from it.
+    pub fn line(&mut self, line: &str, at: Instant, positions: &[f64]) {
+        let furthest = positions.iter().copied().reduce(f64::max);
+        // A failure on the line wins over a report on it: ranks started
+        // with `python -u` write a line and its newline apart, so two
+        // ranks' lines can come glued together.
+        let failure = diagnose::failures::find(line).map(|k| k.class);
+        let beyond = |f: &Failed| furthest.is_some_and(|p| f.high.is_none_or(|h| p > h));
+        match (&mut self.failed, failure) {
             (None, Some(class)) => {
                 self.failed = Some(Failed {
                     class,
                     line: line.trim().to_string(),
                     last: at,
+                    high: self.high,
                 })
             }
-            (Some(f), None) if of_a_report(line) => f.last = at,
-            _ => self.failed = None,
+            // Progress: reported past where the job was when it failed.
+            (Some(f), None) if beyond(f) => self.failed = None,
+            (Some(f), _) => f.last = at,
+            (None, None) => {}
+        }
+        if let Some(p) = furthest {
+            self.high = Some(self.high.map_or(p, |h| h.max(p)));
         }
     }
 
@@ -77,28 +90,6 @@ impl Watch {
     }
 }
 
-/// A line of a failure's report rather than of the program's progress: a
-/// traceback's frames and headings, C++ frames, a launcher's copy of them
-/// (`[rank1]:` before them), blank lines.
-fn of_a_report(line: &str) -> bool {
-    let mut l = line.trim_end();
-    // torchrun's --tee and its Root Cause block prefix each rank's lines.
-    if let Some(rest) = l.strip_prefix("[rank").and_then(|r| r.split_once("]:")) {
-        l = rest.1;
-    }
-    l.trim().is_empty()
-        || l.starts_with(char::is_whitespace)
-        || [
-            "Traceback (most recent call last)",
-            "During handling of the above exception",
-            "The above exception was the direct cause",
-            "Exception raised from",
-            "frame #",
-        ]
-        .iter()
-        .any(|p| l.trim_start().starts_with(p))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -106,34 +97,41 @@ mod tests {
     const OOM: &str = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB";
 
     #[test]
-    fn a_failure_then_silence_is_a_hang_and_a_line_after_its_report_is_progress() {
+    fn a_failure_then_silence_is_a_hang_and_a_later_step_is_progress() {
         let t = Instant::now();
         let s = |secs: f64| t + Duration::from_secs_f64(secs);
         let mut w = Watch::new(Duration::from_secs(10));
-        w.line("step 1 loss 0.5", s(0.0), true);
+        w.line("rank 1: step 1 loss 0.5", s(0.0), &[1.0]);
         assert_eq!(w.deadline(), None);
-        w.line("Traceback (most recent call last):", s(1.0), false);
-        w.line("  File \"train.py\", line 9, in <module>", s(1.0), false);
-        w.line(OOM, s(1.1), false);
-        // Its report goes on: the silence counts from its last line.
-        w.line("[rank1]: Traceback (most recent call last):", s(1.5), false);
-        w.line("[rank1]:   File \"train.py\", line 9", s(1.5), false);
+        w.line("Traceback (most recent call last):", s(1.0), &[]);
+        w.line(OOM, s(1.1), &[]);
+        // The other rank's line of the same step, then its last words:
+        // not progress, but the silence counts from the last line.
+        w.line("rank 0: step 1 loss 0.5", s(1.3), &[1.0]);
+        w.line("rank 1: caught it, waiting", s(1.5), &[]);
         assert_eq!(w.deadline(), Some(s(11.5)));
         assert!(w.hung(s(11.4)).is_none());
         let f = w.hung(s(11.5)).unwrap();
         assert_eq!((f.class, f.line.as_str()), (Class::OutOfMemory, OOM));
-        // Any other line: progress, the failure cleared.
-        w.line("retrying with batch 16", s(1.6), false);
+        // A later step: progress, the failure cleared.
+        w.line("rank 1: step 2 loss 0.4", s(3.0), &[2.0]);
         assert_eq!(w.deadline(), None);
         assert!(w.hung(s(100.0)).is_none());
     }
 
     #[test]
-    fn a_metric_is_progress() {
+    fn a_failure_before_any_report_is_cleared_by_the_first() {
         let t = Instant::now();
         let mut w = Watch::new(Duration::from_secs(3));
-        w.line(OOM, t, false);
-        w.line("step 2 loss 0.4", t + Duration::from_millis(100), true);
+        w.line(OOM, t, &[]);
+        w.line("val_loss 0.4", t, &[1.0]);
         assert_eq!(w.deadline(), None);
+        // Another rank's report glued to the failure: still a failure.
+        w.line(
+            &format!("rank 0: step 2 val_loss 1.0rank 1: {OOM}"),
+            t,
+            &[2.0],
+        );
+        assert!(w.deadline().is_some());
     }
 }

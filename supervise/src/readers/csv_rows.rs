@@ -101,6 +101,7 @@ impl CsvRows {
                 value,
                 step,
                 epoch,
+                at,
                 source: Source::Csv,
             });
         }

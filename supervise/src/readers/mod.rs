@@ -29,6 +29,9 @@ pub struct Report {
     /// The epoch its line gave, as it gave it (a Trainer's 0.625), when it
     /// gave one.
     pub epoch: Option<f64>,
+    /// Where its line said it was (its epoch, else its step), as written;
+    /// None where it said not. Two ranks' lines of one step give the same.
+    pub at: Option<f64>,
     /// The reader that found it.
     pub source: Source,
 }
@@ -198,6 +201,7 @@ impl Reader {
                     value,
                     step,
                     epoch: found.epoch,
+                    at: found.at,
                     source,
                 });
             }
@@ -213,6 +217,7 @@ impl Reader {
                     value,
                     step,
                     epoch: None,
+                    at: None,
                     source: Source::Regex,
                 });
             }

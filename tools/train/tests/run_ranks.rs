@@ -26,7 +26,7 @@ fn kill9(pid: i32) {
 /// `train run -- torchrun 2 ranks` in `dir`, until both ranks have written
 /// their pids and the sampler has seen the job's three processes: the
 /// supervisor, the ranks' pids and the agent's.
-fn start_job(dir: &Path) -> (Child, [i32; 2], i32) {
+fn start_job(dir: &Path, launcher: &[&str]) -> (Child, [i32; 2], i32) {
     std::fs::copy(
         testkit::repo_path("tools/train/tests/programs/gloo_ranks.py"),
         dir.join("ranks.py"),
@@ -34,15 +34,8 @@ fn start_job(dir: &Path) -> (Child, [i32; 2], i32) {
     .unwrap();
     let train = Command::new(BIN)
         .args(["run", "--out", "r", "--grace", "1s", "--quiet", "--"])
-        .arg(testkit::python())
-        .args([
-            "-m",
-            "torch.distributed.run",
-            "--standalone",
-            "--nproc_per_node",
-            "2",
-            "ranks.py",
-        ])
+        .args(launcher)
+        .arg("ranks.py")
         .current_dir(dir)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -74,10 +67,51 @@ fn start_job(dir: &Path) -> (Child, [i32; 2], i32) {
     (train, [r0, r1], agent)
 }
 
-#[test]
-fn no_rank_outlives_its_agent_and_train_run_both_killed_minus_nine() {
+/// torchrun's module form, from the test environment's Python.
+fn torchrun() -> Vec<String> {
+    let py = testkit::python().display().to_string();
+    [
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node",
+        "2",
+    ]
+    .iter()
+    .map(|w| w.to_string())
+    .fold(vec![py], |mut v, w| {
+        v.push(w);
+        v
+    })
+}
+
+/// accelerate's launcher beside that Python. Its `--cpu` runs one process
+/// (accelerate 1.15's multi-process CPU launch wants MPI); `--multi_gpu`
+/// starts the ranks through torch.distributed.run, and a gloo script runs
+/// them on the CPU.
+fn accelerate() -> Vec<String> {
+    let bin = testkit::python().with_file_name("accelerate");
+    [
+        bin.display().to_string().as_str(),
+        "launch",
+        "--multi_gpu",
+        "--num_processes",
+        "2",
+        "--num_machines",
+        "1",
+        "--mixed_precision",
+        "no",
+        "--dynamo_backend",
+        "no",
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+fn no_rank_outlives_its_agent_and_train_run(launcher: &[String]) {
     let tmp = tempfile::tempdir().unwrap();
-    let (mut train, ranks, agent) = start_job(tmp.path());
+    let words: Vec<&str> = launcher.iter().map(String::as_str).collect();
+    let (mut train, ranks, agent) = start_job(tmp.path(), &words);
     // The agent first (the OOM killer's choice: the largest process), then
     // the supervisor, before it has seen the agent's end.
     kill9(agent);
@@ -89,9 +123,21 @@ fn no_rank_outlives_its_agent_and_train_run_both_killed_minus_nine() {
 }
 
 #[test]
+fn no_rank_outlives_its_agent_and_train_run_both_killed_minus_nine() {
+    no_rank_outlives_its_agent_and_train_run(&torchrun());
+}
+
+#[test]
+fn no_rank_of_accelerate_launch_outlives_them_either() {
+    no_rank_outlives_its_agent_and_train_run(&accelerate());
+}
+
+#[test]
 fn the_agent_killed_ends_the_job_and_its_ranks_with_it() {
     let tmp = tempfile::tempdir().unwrap();
-    let (mut train, ranks, agent) = start_job(tmp.path());
+    let launcher = torchrun();
+    let words: Vec<&str> = launcher.iter().map(String::as_str).collect();
+    let (mut train, ranks, agent) = start_job(tmp.path(), &words);
     kill9(agent);
     // train run sees the agent's end, and ends the ranks it left.
     let mut code = None;

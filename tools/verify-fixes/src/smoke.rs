@@ -244,6 +244,7 @@ mod tests {
             value,
             step,
             epoch: None,
+            at: None,
             source,
         }
     }

@@ -84,10 +84,10 @@ pub struct Args {
     #[arg(long = "knob", value_name = "KNOB=NAME", value_parser = diagnose::knobs::parse_user_knob, requires = "auto_fix")]
     pub knobs: Vec<(diagnose::knobs::Knob, String)>,
     /// After a failure line (one train run knows: out of memory, a CUDA
-    /// error, ...), end the whole job when no further output comes for
-    /// this long: a rank that failed leaves the others waiting in a
-    /// collective until NCCL's timeout. Any output after the failure clears
-    /// it. [default: 5m for a launcher's job (torchrun, python -m
+    /// error, ...), end the whole job when no output comes for this long
+    /// and no metric was reported at a later epoch or step since: a rank
+    /// that failed leaves the others waiting in a collective until NCCL's
+    /// timeout. [default: 5m for a launcher's job (torchrun, python -m
     /// torch.distributed.run, accelerate launch, deepspeed), off for
     /// another command; 0 turns it off]
     #[arg(long, value_name = "TIME", value_parser = humantime::parse_duration)]

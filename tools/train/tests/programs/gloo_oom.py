@@ -4,8 +4,8 @@ host memory for real (RLIMIT_AS on that rank only) and catches it.
   gloo_oom.py hang              rank 1 then waits; rank 0 waits in an
                                 all-reduce for it: the job hangs
   gloo_oom.py recover SECONDS   rank 1 goes on with a smaller batch; both
-                                all-reduce quietly for SECONDS, then report
-                                val_loss and exit 0
+                                report step 2, all-reduce quietly for
+                                SECONDS, then report step 3 and exit 0
 """
 
 import resource
@@ -35,11 +35,13 @@ if rank == 1:
     print("rank 1: going on with a smaller batch", flush=True)
 if mode == "recover":
     quiet = float(sys.argv[2])
+    dist.all_reduce(t)
+    print(f"rank {rank}: step 2 val_loss {0.75:.4f}", flush=True)
     end = time.time() + quiet
     while time.time() < end:
         dist.all_reduce(t)
         time.sleep(0.2)
-    print(f"rank {rank}: val_loss 0.5", flush=True)
+    print(f"rank {rank}: step 3 val_loss 0.5", flush=True)
 else:
     dist.all_reduce(t)
 dist.destroy_process_group()
