@@ -267,3 +267,92 @@ fn a_rank_killed_by_a_signal_is_named_with_it_and_the_others_as_its_consequence(
         "{evidence}"
     );
 }
+
+/// The processes whose working directory is `dir`, with their command
+/// lines.
+fn procs_in(dir: &Path) -> Vec<(i32, String)> {
+    let dir = dir.canonicalize().unwrap();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| {
+            let pid: i32 = e.file_name().to_str()?.parse().ok()?;
+            (std::fs::read_link(e.path().join("cwd")).ok()? == dir && alive(pid)).then_some(())?;
+            let cmd = std::fs::read(e.path().join("cmdline")).ok()?;
+            Some((pid, String::from_utf8_lossy(&cmd).replace('\0', " ")))
+        })
+        .collect()
+}
+
+/// A program sweep whose trials are jobs of 2 ranks each (its `command`
+/// runs them through torchrun), its launchers then its driver killed -9
+/// while two such jobs run: each trial's keeper ends the ranks.
+#[test]
+fn a_sweep_of_jobs_of_ranks_killed_minus_nine_leaves_no_rank() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        testkit::repo_path("tools/train/tests/programs/gloo_ranks.py"),
+        tmp.path().join("ranks.py"),
+    )
+    .unwrap();
+    testkit::write(
+        tmp.path(),
+        "space.yaml",
+        "program: ranks.py
+method: grid
+metric: {name: loss, goal: minimize}
+parameters:
+  lr: {values: [0.01, 0.02, 0.03, 0.04]}
+command:
+  - ${env}
+  - ${interpreter}
+  - -m
+  - torch.distributed.run
+  - --standalone
+  - --nproc_per_node
+  - '2'
+  - ${program}
+  - ${args}
+",
+    );
+    let mut driver = Command::new(BIN)
+        .args([
+            "sweep",
+            "--space",
+            "space.yaml",
+            "--out",
+            "s",
+            "--parallel",
+            "2",
+        ])
+        .arg("--interpreter")
+        .arg(testkit::python())
+        .current_dir(tmp.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let ranks = || {
+        procs_in(tmp.path())
+            .into_iter()
+            .filter(|(_, c)| c.contains("-u ranks.py"))
+            .count()
+    };
+    wait_until("two jobs' four ranks", 120, || ranks() == 4);
+    // The trials' samplers see them within half a second.
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    assert_eq!(ranks(), 4);
+    // The launchers first (a live one ends its ranks on the keeper's
+    // SIGTERM), then the driver.
+    for (pid, _) in procs_in(tmp.path())
+        .into_iter()
+        .filter(|(_, c)| c.contains("torch.distributed.run"))
+    {
+        kill9(pid);
+    }
+    driver.kill().unwrap();
+    driver.wait().unwrap();
+    wait_until("every launcher and rank to end", 30, || {
+        procs_in(tmp.path()).is_empty()
+    });
+}
