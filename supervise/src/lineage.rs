@@ -152,14 +152,13 @@ mod tests {
             .is_some()
     }
 
-    /// A process in a session of its own, as torchrun starts a rank, whose
-    /// parent is SIGKILLed first: signals reach it while the supervisor
-    /// lives, and the keeper ends it when the supervisor goes.
-    #[test]
-    fn a_process_outside_the_group_is_followed_after_its_parent_dies() {
+    /// `sh` in a process group of its own that starts `sleep 300` in a
+    /// session of its own (as torchrun starts a rank), with its lineage,
+    /// once that has recorded the sleep: the sh, its lineage, the sleep.
+    fn job_with_a_stray() -> (std::process::Child, Lineage, u32) {
         let d = tempfile::tempdir().unwrap();
         let file = d.path().join("stray");
-        let mut sh = Command::new("sh")
+        let sh = Command::new("sh")
             .args(["-c", "setsid sleep 300 & echo $! > \"$0\"; wait"])
             .arg(&file)
             .stdout(Stdio::null())
@@ -175,6 +174,15 @@ mod tests {
                 .unwrap_or(0);
             stray != 0 && alive(stray) && lineage.tree().contains(&stray)
         });
+        (sh, lineage, stray)
+    }
+
+    /// A process in a session of its own whose parent is SIGKILLed first:
+    /// signals reach it while the supervisor lives, and the keeper ends it
+    /// when the supervisor goes.
+    #[test]
+    fn a_process_outside_the_group_is_followed_after_its_parent_dies() {
+        let (mut sh, lineage, stray) = job_with_a_stray();
         assert_eq!(lineage.strays(), vec![stray]);
         sh.kill().unwrap();
         sh.wait().unwrap();
@@ -189,23 +197,7 @@ mod tests {
 
     #[test]
     fn a_signal_reaches_the_recorded_processes_and_a_release_ends_nothing() {
-        let d = tempfile::tempdir().unwrap();
-        let file = d.path().join("stray");
-        let mut sh = Command::new("sh")
-            .args(["-c", "setsid sleep 300 & echo $! > \"$0\"; wait"])
-            .arg(&file)
-            .process_group(0)
-            .spawn()
-            .unwrap();
-        let lineage = Lineage::start(sh.id(), Duration::from_secs(2)).unwrap();
-        let mut stray = 0;
-        wait_until("the stray's pid", || {
-            stray = std::fs::read_to_string(&file)
-                .ok()
-                .and_then(|s| s.trim().parse().ok())
-                .unwrap_or(0);
-            stray != 0 && lineage.tree().contains(&stray)
-        });
+        let (mut sh, lineage, stray) = job_with_a_stray();
         lineage.signal(libc::SIGKILL);
         sh.wait().unwrap();
         wait_until("both to end", || !alive(stray) && !lineage.alive());
