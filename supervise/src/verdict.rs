@@ -85,8 +85,7 @@ impl Verdict {
 pub fn judge(e: &End) -> Verdict {
     let mut v = judged(e);
     if v.status == Status::Failed {
-        let lines: Vec<&str> = e.tail.iter().map(|l| l.trim_end()).collect();
-        v = with_ranks(v, &lines);
+        v = with_ranks(v, &tail(e));
     }
     let hf = v
         .known
@@ -106,16 +105,23 @@ fn judged(e: &End) -> Verdict {
     if exited_0 {
         return exited_zero(e);
     }
-    let lines: Vec<&str> = e.tail.iter().map(|l| l.trim_end()).collect();
+    let lines = tail(e);
     let how = match (e.code, e.signal) {
         (Some(c), _) => format!("exit {c}"),
         (None, Some(s)) => format!("killed by {}", signal_name(s)),
         (None, None) => "ended".to_string(),
     };
-    match failures::in_output(&lines) {
-        Some((k, i)) => known_failure(k, lines[i].trim(), &how),
-        None => unknown_failure(e, &lines, &how),
-    }
+    by_output(&lines, &how).unwrap_or_else(|| unknown_failure(e, &lines, &how))
+}
+
+/// Its last output lines, their line ends trimmed.
+fn tail<'a>(e: &End<'a>) -> Vec<&'a str> {
+    e.tail.iter().map(|l| l.trim_end()).collect()
+}
+
+/// The failure the catalogue finds in its output, ended `how`.
+fn by_output(lines: &[&str], how: &str) -> Option<Verdict> {
+    failures::in_output(lines).map(|(k, i)| known_failure(k, lines[i].trim(), how))
 }
 
 /// A job of ranks whose launcher printed its error summary: the rank that
@@ -181,11 +187,8 @@ fn stopped(stop: &Stop, e: &End) -> Verdict {
                  processes{}",
                 killed_after(e)
             );
-            let lines: Vec<&str> = e.tail.iter().map(|l| l.trim_end()).collect();
-            match failures::in_output(&lines) {
-                Some((k, i)) => known_failure(k, lines[i].trim(), &how),
-                None => Verdict::new(Status::Failed, Some(Class::Other), how),
-            }
+            by_output(&tail(e), &how)
+                .unwrap_or_else(|| Verdict::new(Status::Failed, Some(Class::Other), how))
         }
     }
 }

@@ -9,7 +9,6 @@
 use anyhow::Context;
 use clap::Parser;
 use common::bad_input;
-use common::exit::classes;
 use common::wire::failure::Class;
 use common::wire::program::{AutoFix, ProgramLeg, ProgramMetric, ProgramStatus, ProgramSummary};
 use common::wire::run_dir::RunDir;
@@ -26,6 +25,10 @@ use supervise::events::{self, Bell, Interrupter, Waiter};
 use supervise::leg::{Ended, Leg, Objective, FOUND_METRICS};
 use supervise::readers::Reader;
 use supervise::verdict::Stop;
+
+mod codes;
+pub use codes::ExitCodes;
+use codes::{class_code, exit_code};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -105,13 +108,6 @@ pub struct Args {
     /// The command, after `--`.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<String>,
-}
-
-/// What `train run` exits with (`--exit-codes`).
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq)]
-pub enum ExitCodes {
-    Command,
-    Classes,
 }
 
 /// `train run`: `stop` is the process's stop request (Ctrl-C, SIGTERM).
@@ -203,19 +199,6 @@ fn say_end(summary: &ProgramSummary, dir: &RunDir) {
         common::say!("train run: stopped: {why}");
     }
     common::say!("train run: summary in {}", dir.summary().display());
-}
-
-/// `--exit-codes classes`: how the run ended as a code, said on stderr.
-fn class_code(summary: &ProgramSummary, stop: &Interrupter) -> u8 {
-    let code = classes::of_end(summary.status, summary.class, stop.signal());
-    if let Some(c) = classes::ALL.iter().find(|c| c.code == code) {
-        let repeat = if c.retriable { "may" } else { "cannot" };
-        common::say!(
-            "train run: exit {code} ({}: a repeat {repeat} succeed)",
-            c.name
-        );
-    }
-    code
 }
 
 /// A run's summary before its first leg.
@@ -606,19 +589,6 @@ fn hang_grace(given: Option<Duration>, argv: &[String]) -> Option<Duration> {
 /// `--hang-grace`'s default for a launcher's job: well inside NCCL's own
 /// 10-minute timeout, far past a traceback's burst.
 const DEFAULT_HANG_GRACE: Duration = Duration::from_secs(300);
-
-/// The command's exit code, as a shell gives it (128+N for signal N);
-/// 130 when train run was stopped.
-fn exit_code(leg: &ProgramLeg) -> u8 {
-    if leg.status == ProgramStatus::Stopped {
-        return common::exit::STOPPED;
-    }
-    match (leg.exit_code, leg.signal) {
-        (Some(c), _) => c.clamp(0, 255) as u8,
-        (None, Some(s)) => (128 + s).clamp(0, 255) as u8,
-        (None, None) => common::exit::FOUND,
-    }
-}
 
 fn default_out(command: &[String]) -> PathBuf {
     // The script's name for `python main.py`, else the program's.
