@@ -106,6 +106,7 @@ fn the_catalogues_speak_the_users_words() {
             let wants = supervise::env::Wants {
                 gpu: Some("0"),
                 threads: Some(2),
+                ranks: 1,
                 launch_blocking: true,
             };
             for said in supervise::env::fixes(get, torch, &wants).said {

@@ -118,6 +118,33 @@ fn seen_with(a: &Attempt, failure: &Failure, found: &[Found]) -> Vec<OomSeen> {
     seen
 }
 
+/// A smaller batch's turns in a job of `ranks` ranks: their why says what
+/// each optimizer step then sees, the world size counted (every rank reads
+/// the same flags, so each is turned on all of them).
+fn with_world(turns: &mut [Turn], ranks: u32, from: &str) {
+    let int = |knob| {
+        turns
+            .iter()
+            .find(|t| t.knob == knob)
+            .and_then(|t| match t.value {
+                Scalar::Int(v) => Some(v),
+                _ => None,
+            })
+    };
+    let (Some(b), Some(a)) = (int(Knob::Batch), int(Knob::Accumulation)) else {
+        return;
+    };
+    for t in turns
+        .iter_mut()
+        .filter(|t| matches!(t.knob, Knob::Batch | Knob::Accumulation))
+    {
+        t.why.push_str(&format!(
+            "; on each of the {ranks} ranks ({from}), so batch x accumulation x world size stays {}",
+            b * a * i64::from(ranks)
+        ));
+    }
+}
+
 /// The next attempt, or why there is none.
 pub enum Next {
     /// The next attempt, and the fixes passed over as not possible (a
@@ -270,6 +297,30 @@ impl<'a> Fixer<'a> {
             .collect()
     }
 
+    /// The batch each optimizer step sees as `a` runs: per-device batch x
+    /// accumulation, x world size for a launcher's job of ranks, in words;
+    /// None where the batch or the accumulation is not known.
+    pub fn effective_batch(&mut self, a: &Attempt) -> Option<String> {
+        let argv = expand(&a.command, a.config.as_deref(), self.dir);
+        let found = self.knobs(a, &argv).ok()?.found;
+        let int = |knob| match found.iter().find(|(f, _)| f.knob == knob)?.0.value {
+            Some(Scalar::Int(v)) => Some(v),
+            _ => None,
+        };
+        let (batch, accum) = (int(Knob::Batch)?, int(Knob::Accumulation)?);
+        Some(match crate::launcher::ranks_of(&argv) {
+            None => format!("{} (batch {batch} x accumulation {accum})", batch * accum),
+            Some(Ok((n, from))) => format!(
+                "{} (per-device batch {batch} x accumulation {accum} x world size {n}, {from})",
+                batch * accum * i64::from(n)
+            ),
+            Some(Err(why)) => format!(
+                "{} per rank (per-device batch {batch} x accumulation {accum}); the world size is not known: {why}",
+                batch * accum
+            ),
+        })
+    }
+
     /// The attempt after `a` (leg `number`) failed as `failure` says.
     pub fn next(&mut self, a: &Attempt, number: u32, failure: &Failure) -> anyhow::Result<Next> {
         let argv = expand(&a.command, a.config.as_deref(), self.dir);
@@ -279,7 +330,10 @@ impl<'a> Fixer<'a> {
             .device
             .get_or_insert_with(crate::device::mixed_precision);
         let seen = seen_with(a, failure, &found);
-        let plan = ladder::next(failure.class, failure.fragmented, &found, device, &seen);
+        let mut plan = ladder::next(failure.class, failure.fragmented, &found, device, &seen);
+        if let Some(Ok((ranks, from))) = crate::launcher::ranks_of(&argv) {
+            with_world(&mut plan.turns, ranks, &from);
+        }
         let mut why_not = knobs.notes.clone();
         why_not.extend(plan.not_possible.iter().cloned());
         if self.defined(&argv).is_none() {

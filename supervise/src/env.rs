@@ -17,6 +17,9 @@ pub struct Wants<'a> {
     pub gpu: Option<&'a str>,
     /// Its share of the CPU threads when trials share a CPU.
     pub threads: Option<usize>,
+    /// The processes that share them: a launcher's ranks (1 for any other
+    /// command), each of which gets `threads / ranks`.
+    pub ranks: usize,
     /// A rerun that should name the failing kernel.
     pub launch_blocking: bool,
 }
@@ -76,11 +79,16 @@ pub fn fixes(get: &dyn Fn(&str) -> Option<String>, torch: TorchVersion, wants: &
     }
     if let Some(n) = wants.threads {
         if get("OMP_NUM_THREADS").is_none() {
-            set(
-                "OMP_NUM_THREADS",
-                &n.to_string(),
-                "its share of the cores free as it started, among the trials at once".to_string(),
-            );
+            let ranks = wants.ranks.max(1);
+            let why = "its share of the cores free as it started, among the trials at once";
+            let (each, why) = match ranks {
+                1 => (n, why.to_string()),
+                r => (
+                    (n / r).max(1),
+                    format!("{why} ({n}), split between its {r} ranks"),
+                ),
+            };
+            set("OMP_NUM_THREADS", &each.to_string(), why);
         }
     }
     if wants.launch_blocking {
@@ -196,6 +204,7 @@ mod tests {
     const PLAIN: Wants = Wants {
         gpu: None,
         threads: None,
+        ranks: 1,
         launch_blocking: false,
     };
 
@@ -231,6 +240,22 @@ mod tests {
     }
 
     #[test]
+    fn a_jobs_ranks_split_its_threads() {
+        let wants = |ranks| Wants {
+            gpu: None,
+            threads: Some(5),
+            launch_blocking: false,
+            ranks,
+        };
+        let omp = |w: &Wants| fixes(&none, Some((2, 13, 0)), w);
+        let f = omp(&wants(2));
+        assert_eq!(f.set[1], ("OMP_NUM_THREADS".into(), "2".into()));
+        assert!(f.said[1].ends_with("among the trials at once (5), split between its 2 ranks)"));
+        assert_eq!(omp(&wants(8)).set[1].1, "1");
+        assert_eq!(omp(&wants(1)).set[1].1, "5");
+    }
+
+    #[test]
     fn what_the_user_set_is_left_alone() {
         let old =
             |k: &str| (k == "PYTORCH_CUDA_ALLOC_CONF").then(|| "max_split_size_mb:128".into());
@@ -239,6 +264,7 @@ mod tests {
         let wants = Wants {
             gpu: Some("1"),
             threads: Some(4),
+            ranks: 1,
             launch_blocking: true,
         };
         // Only CUDA_LAUNCH_BLOCKING, which a rerun asks for, is set.

@@ -297,7 +297,7 @@ impl Leg {
         let (f, grace) = self.child.hung()?;
         let said = format!(
             "{} ({}), then no output for {:.0} s: the job hangs",
-            f.line,
+            crate::launcher::in_words(&f.line),
             f.class.as_str(),
             grace.as_secs_f64()
         );

@@ -121,7 +121,8 @@ fn tail<'a>(e: &End<'a>) -> Vec<&'a str> {
 
 /// The failure the catalogue finds in its output, ended `how`.
 fn by_output(lines: &[&str], how: &str) -> Option<Verdict> {
-    failures::in_output(lines).map(|(k, i)| known_failure(k, lines[i].trim(), how))
+    failures::in_output(lines)
+        .map(|(k, i)| known_failure(k, &crate::launcher::in_words(lines[i].trim()), how))
 }
 
 /// A job of ranks whose launcher printed its error summary: the rank that

@@ -152,7 +152,11 @@ impl Look<'_> {
         for c in &a.changed {
             common::say!("train sweep: trial {trial} attempt {number}: {c}");
         }
-        Started::again(&self.sweep.space, dir, spec, env_said.to_vec(), a, number)
+        let (space, settings) = (&self.sweep.space, &self.sweep.settings);
+        let hang = settings
+            .hang_grace_s
+            .map(std::time::Duration::from_secs_f64);
+        Started::again(space, dir, spec, env_said.to_vec(), a, number, hang)
     }
 }
 

@@ -48,6 +48,13 @@ pub struct Args {
     /// trial of class `timeout`.
     #[arg(long, value_name = "SECONDS")]
     pub trial_timeout: Option<f64>,
+    /// End a program trial whose output said a failure (out of memory, a
+    /// CUDA error, ...) and then went quiet for this long with no progress:
+    /// one rank of a torchrun job failed and the others wait on it.
+    /// [default: 5m for a launcher's job (torchrun, accelerate launch, ...),
+    /// off for another command; 0 turns it off]
+    #[arg(long, value_name = "TIME", value_parser = humantime::parse_duration)]
+    pub hang_grace: Option<std::time::Duration>,
     /// Stop the sweep after this many failed trials in a row (0: never;
     /// also turns off stopping a program sweep whose first 3 trials fail
     /// before reporting anything).

@@ -94,6 +94,9 @@ pub fn run(args: &Args, train: &Path, libtorch: bool, stop: &Interrupter) -> any
         true => Vec::new(),
         false => gpus(train),
     };
+    if let Some(p) = &space.program {
+        crate::program::refuse_ranks_on_gpus(p, gpus.len()).map_err(|e| bad_input!("{e}"))?;
+    }
     let plan = plan_of(args.slurm, in_slurm, &space, &settings, &gpus, parallel)?;
     for w in &plan.why {
         common::say!("train sweep: placement: {w}");

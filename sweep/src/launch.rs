@@ -444,6 +444,10 @@ impl Starter<'_> {
             grace: GRACE,
             bell: self.bell,
             preload: sweep.preload.as_ref(),
+            hang_grace: sweep
+                .settings
+                .hang_grace_s
+                .map(std::time::Duration::from_secs_f64),
         };
         let prepared = match program::prepare(&sweep.space, &sweep.settings, &launch) {
             Ok(p) => p,

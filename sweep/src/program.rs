@@ -38,6 +38,8 @@ pub struct Launch<'a> {
     pub bell: &'a supervise::events::Bell,
     /// The sweep's preload server, if it has one.
     pub preload: Option<&'a Preloaded>,
+    /// `--hang-grace` as given (0: off; None: the default).
+    pub hang_grace: Option<std::time::Duration>,
 }
 
 /// A sweep's preload server (the space's `preload`, a worker's
@@ -102,6 +104,50 @@ impl Preloaded {
             }
         }
     }
+}
+
+/// The ranks each trial of `program` starts, when its command is a
+/// launcher's (`torchrun --nproc_per_node N ...`): N, with the options it
+/// was read from. Read from the command as written, its macros standing
+/// for what they become (`${interpreter}` a python, `${program}` the file).
+pub fn ranks_per_trial(program: &crate::space::Program) -> Option<(u32, String)> {
+    let words: Vec<String> = program
+        .command
+        .as_ref()?
+        .iter()
+        .filter(|w| *w != "${env}")
+        .map(|w| match w.as_str() {
+            "${interpreter}" => "python".to_string(),
+            "${program}" => program.file.clone(),
+            w => w.to_string(),
+        })
+        .collect();
+    supervise::launcher::ranks_of(&words)?.ok()
+}
+
+/// Refuses at the start a sweep whose trials are jobs of several ranks
+/// where GPUs are seen: each rank needs a GPU of its own, and trials are
+/// not placed on groups of GPUs yet (a slot holds one). Jobs of ranks on
+/// the CPU (gloo) run, each trial's threads split between its ranks.
+pub fn refuse_ranks_on_gpus(program: &crate::space::Program, gpus: usize) -> Result<(), String> {
+    let Some((ranks, from)) = ranks_per_trial(program).filter(|(n, _)| *n > 1) else {
+        return Ok(());
+    };
+    if gpus == 0 {
+        return Ok(());
+    }
+    let first = if ranks as usize > gpus {
+        format!(
+            "each trial starts {ranks} ranks ({from}) and memdiag sees {gpus} GPU(s): a rank needs a GPU of its own"
+        )
+    } else {
+        format!(
+            "each trial starts {ranks} ranks ({from}) and would need a group of {ranks} of the {gpus} GPU(s) to itself, which train sweep does not place yet (a trial gets one GPU)"
+        )
+    };
+    Err(format!(
+        "{first}: give --nproc_per_node 1 to run one rank per trial (trials spread over the GPUs), or run the sweep where no GPU is seen to run the ranks on the CPU (gloo)"
+    ))
 }
 
 /// A started program trial.
@@ -210,17 +256,24 @@ pub fn start(space: &Space, l: &Launch, p: Prepared) -> anyhow::Result<Started> 
     let config = attempt.config.clone();
     let get = |k: &str| std::env::var(k).ok();
     let argv = autofix::expand(&attempt.command, config.as_deref(), &dir.run());
+    // A launcher's ranks share the trial's threads.
+    let ranks = match supervise::launcher::ranks_of(&argv) {
+        Some(Ok((n, _))) => n as usize,
+        _ => 1,
+    };
     let fixes = supervise::env::fixes(
         &get,
         l.torch,
         &Wants {
             gpu: l.gpu.as_deref(),
             threads: l.threads,
+            ranks,
             launch_blocking: l.launch_blocking,
         },
     );
     let mut env = fixes.set;
     env.extend(trial_env(l.number, &dir));
+    let argv = supervise::launcher::tag(argv, &mut env, &get);
     if get("WANDB_MODE").is_none() {
         // No W&B server behind a trainguard sweep: wandb.init runs offline.
         env.push(("WANDB_MODE".into(), "offline".into()));
@@ -240,8 +293,11 @@ pub fn start(space: &Space, l: &Launch, p: Prepared) -> anyhow::Result<Started> 
     };
     let forked = spec.preload.is_some();
     let (reader, objective) = read_by(space)?;
-    let leg = Leg::start(&spec, reader, &run, 1, objective, config)?;
+    let mut leg = Leg::start(&spec, reader, &run, 1, objective, config)?;
     supervise::group::write_pid_file(&dir.pid(), leg.pid())?;
+    if let Some(g) = supervise::hang::grace_for(l.hang_grace, &argv) {
+        leg.watch_hangs(g);
+    }
     Ok(Started {
         leg,
         cwd,
@@ -275,16 +331,21 @@ impl Started {
         env_said: Vec<String>,
         attempt: Attempt,
         number: u32,
+        hang_grace: Option<std::time::Duration>,
     ) -> anyhow::Result<Started> {
         let dir = TrialDir::new(std::path::absolute(dir.path())?);
         let run = dir.run();
         let argv = autofix::expand(&attempt.command, attempt.config.as_deref(), &run);
+        // Tagged as the first attempt was: its environment has the tag's
+        // variable already.
+        let get = |k: &str| std::env::var(k).ok();
+        let argv = supervise::launcher::tag(argv, &mut Vec::new(), &get);
         let spec = Spec {
             argv: argv.clone(),
             ..spec.clone()
         };
         let (reader, objective) = read_by(space)?;
-        let leg = Leg::start(
+        let mut leg = Leg::start(
             &spec,
             reader,
             &run,
@@ -293,6 +354,9 @@ impl Started {
             attempt.config.clone(),
         )?;
         supervise::group::write_pid_file(&dir.pid(), leg.pid())?;
+        if let Some(g) = supervise::hang::grace_for(hang_grace, &argv) {
+            leg.watch_hangs(g);
+        }
         Ok(Started {
             leg,
             cwd: spec.cwd.clone().unwrap_or_default(),
@@ -442,5 +506,38 @@ mod tests {
         );
         assert!(uses_config(Some(&["--config=${config}".to_string()])));
         assert!(!uses_config(None));
+    }
+
+    #[test]
+    fn trials_of_ranks_are_refused_on_gpus_with_both_numbers() {
+        let program = |command: &str| crate::space::Program {
+            file: "train.py".into(),
+            command: Some(command.split(' ').map(String::from).collect()),
+            work_in_trial: false,
+            preload: vec![],
+            auto_fix: None,
+        };
+        let torchrun = program(
+            "${env} ${interpreter} -m torch.distributed.run --nproc_per_node 4 ${program} ${args}",
+        );
+        assert_eq!(
+            ranks_per_trial(&torchrun),
+            Some((4, "--nproc_per_node 4".into()))
+        );
+        let e = refuse_ranks_on_gpus(&torchrun, 2).unwrap_err();
+        assert!(
+            e.starts_with(
+                "each trial starts 4 ranks (--nproc_per_node 4) and memdiag sees 2 GPU(s)"
+            ),
+            "{e}"
+        );
+        let e = refuse_ranks_on_gpus(&torchrun, 8).unwrap_err();
+        assert!(e.contains("a group of 4 of the 8 GPU(s)"), "{e}");
+        // On the CPU (gloo), or one rank per trial: run.
+        assert_eq!(refuse_ranks_on_gpus(&torchrun, 0), Ok(()));
+        let one = program("torchrun --nproc_per_node 1 ${program}");
+        assert_eq!(refuse_ranks_on_gpus(&one, 2), Ok(()));
+        let plain = program("${env} ${interpreter} ${program} ${args}");
+        assert_eq!(ranks_per_trial(&plain), None);
     }
 }

@@ -85,6 +85,7 @@ pub fn new_settings(args: &Args, dir: &Path) -> anyhow::Result<Settings> {
         trials: args.trials,
         parallel: args.parallel.clone(),
         trial_timeout_s: args.trial_timeout,
+        hang_grace_s: args.hang_grace.map(|d| d.as_secs_f64()),
         max_consecutive_failures: args.max_consecutive_failures,
         pruner: args.pruner.clone(),
         launch_dir,

@@ -115,6 +115,7 @@ impl Running {
     pub fn deadline(&self, timeout_s: Option<f64>) -> Option<Instant> {
         let grace = match &self.proc {
             Proc::Train(c) => c.deadline(),
+            Proc::Program(p) if p.leg.stopping().is_none() => p.leg.hang_deadline(),
             Proc::Program(p) => p.leg.deadline(),
             Proc::Ended(_) => None,
         };
@@ -212,6 +213,14 @@ impl Look<'_> {
             if let (None, Some(limit)) = (&r.ending, self.sweep.settings.trial_timeout_s) {
                 if r.attempt_started.elapsed().as_secs_f64() > limit {
                     r.stop(Ending::Timeout);
+                }
+            }
+            if let (None, Proc::Program(p)) = (&r.ending, &mut r.proc) {
+                if let Some(said) = p.leg.stop_if_hung() {
+                    common::say!(
+                        "train sweep: trial {}: {said}: ending it, SIGTERM to all its processes",
+                        r.number
+                    );
                 }
             }
             match r.tick()? {
@@ -447,6 +456,7 @@ fn program_summary(
         seconds,
         legs,
         auto_fix: d.account.clone(),
+        ranks: supervise::launcher::account(&d.attempt.command, &|k| std::env::var(k).ok()),
     }
 }
 

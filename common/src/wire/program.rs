@@ -71,6 +71,11 @@ pub struct AutoFix {
     /// ...` or `--help: ...`); absent when they were never read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flags_from: Option<String>,
+    /// The batch each optimizer step sees as the last attempt ran: batch x
+    /// accumulation, x the world size for a job of ranks, in words; absent
+    /// where the batch or accumulation is not known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effective_batch: Option<String>,
 }
 
 /// The process tree's peak memory, sampled every 0.5 s: host memory as PSS
@@ -142,6 +147,23 @@ pub struct ProgramSummary {
     /// With `--auto-fix` (or a sweep's `auto_fix: true`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auto_fix: Option<AutoFix>,
+    /// A launcher's job of several processes (torchrun, accelerate
+    /// launch, DeepSpeed); absent for any other command.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ranks: Option<ProgramRanks>,
+}
+
+/// A job of ranks as its launcher's options give it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ProgramRanks {
+    /// `torchrun`, `torch.distributed.run`, `accelerate launch`, ...
+    pub launcher: String,
+    /// How many ranks it starts, with the options it was read from, or why
+    /// it is not known.
+    pub world_size: String,
+    /// How each rank's lines reach output.log: `tagged [rank N] by the
+    /// launcher (...)` or `untagged: WHY`.
+    pub lines: String,
 }
 
 impl Versioned for ProgramSummary {
@@ -193,6 +215,7 @@ impl Versioned for ProgramSummary {
             last: Some(value),
             seconds: 4.2,
             legs: vec![leg],
+            ranks: None,
             auto_fix: None,
         }
     }

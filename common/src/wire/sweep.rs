@@ -29,6 +29,11 @@ pub struct Settings {
     /// `auto` or a number.
     pub parallel: String,
     pub trial_timeout_s: Option<f64>,
+    /// `--hang-grace` (seconds; 0: off): a program trial's failure line
+    /// followed by this long without output or progress ends it. Absent:
+    /// the default, 5 minutes for a launcher's job of ranks, off otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hang_grace_s: Option<f64>,
     pub max_consecutive_failures: u32,
     /// `median`, or null (the space's early_terminate, if any, prunes).
     pub pruner: Option<String>,
@@ -73,6 +78,7 @@ impl Versioned for Settings {
             trials: Some(20),
             parallel: "auto".into(),
             trial_timeout_s: Some(600.0),
+            hang_grace_s: None,
             max_consecutive_failures: 10,
             pruner: Some("median".into()),
             launch_dir: Some("/home/me/project".into()),

@@ -176,14 +176,16 @@ impl Reader {
     /// `metric.name` per match of the regex, which alone reports that
     /// metric when given.
     pub fn line(&mut self, line: &str) -> Vec<Report> {
-        let text = visible(line);
-        if self.wandb_footer(&text) {
+        let shown = visible(line);
+        // A launcher's rank tag (`[rank N] `) is not the line's.
+        let (_, text) = crate::launcher::said_by(&shown);
+        if self.wandb_footer(text) {
             return Vec::new();
         }
-        let found = epoch_line::read(&text)
+        let found = epoch_line::read(text)
             .map(|f| (f, Source::EpochLine))
-            .or_else(|| literal::read(&text).map(|f| (f, Source::Dict)))
-            .or_else(|| pairs::read(&text).map(|f| (f, Source::Pairs)));
+            .or_else(|| literal::read(text).map(|f| (f, Source::Dict)))
+            .or_else(|| pairs::read(text).map(|f| (f, Source::Pairs)));
         let mut reports = Vec::new();
         if let Some((found, source)) = found {
             for (name, value) in found.values {
@@ -207,7 +209,7 @@ impl Reader {
             }
         }
         if let Some(regex) = &self.regex {
-            for caps in regex.captures_iter(&text) {
+            for caps in regex.captures_iter(text) {
                 let Some(value) = caps.get(1).and_then(|m| number::whole(m.as_str())) else {
                     continue;
                 };

@@ -356,3 +356,185 @@ command:
         procs_in(tmp.path()).is_empty()
     });
 }
+
+/// `ddp_mlp.py`'s final loss, as `--auto-fix` ran it (the summary) or as a
+/// run of its own prints it.
+fn final_loss_of(stdout: &str) -> f64 {
+    let line = stdout.lines().find(|l| l.contains("final_loss")).unwrap();
+    testkit::json(line.as_bytes())["final_loss"]
+        .as_f64()
+        .unwrap()
+}
+
+#[test]
+fn an_out_of_memory_on_one_rank_is_fixed_on_all_and_ends_as_a_run_started_so() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let script = testkit::repo_path("tools/train/tests/programs/ddp_mlp.py");
+    // Rank 1 alone runs out of host memory, at the second epoch, at batch
+    // 64; 32 x 2 fits.
+    let job = |extra: &[&str]| -> Vec<String> {
+        let mut v = torchrun();
+        v.push(script.display().to_string());
+        v.extend(["--memory-budget-mib", "300"].map(String::from));
+        v.extend(extra.iter().map(|w| w.to_string()));
+        v
+    };
+    let out = Command::new(BIN)
+        .args(["run", "--auto-fix", "--quiet", "--out", "r"])
+        .args(["--metric", "final_loss", "--"])
+        .args(job(&[]))
+        .current_dir(d)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let s = testkit::yaml(&std::fs::read(d.join("r/summary.yaml")).unwrap());
+    let legs = s["legs"].as_sequence().unwrap();
+    assert_eq!(legs.len(), 2, "{s:?}");
+    assert_eq!(legs[0]["class"].as_str(), Some("out-of-memory"), "{s:?}");
+    let first = legs[0]["evidence"].as_str().unwrap();
+    assert!(
+        first.starts_with("rank 1: RuntimeError: ")
+            && first.contains("can't allocate memory")
+            && first.contains("; rank 0 ended by the launcher after it"),
+        "{first}"
+    );
+    // Each rank's lines tagged by the launcher, the metric read through
+    // the tag.
+    assert!(
+        s["ranks"]["lines"]
+            .as_str()
+            .unwrap()
+            .starts_with("tagged [rank N] by the launcher (--tee 3 added"),
+        "{s:?}"
+    );
+    assert_eq!(
+        s["ranks"]["world_size"].as_str(),
+        Some("2 (--nproc_per_node 2)")
+    );
+    let log = std::fs::read_to_string(d.join("r/output.log")).unwrap();
+    assert!(log.contains("\n[rank 0] {\"epoch\": 1, "), "{log}");
+    assert!(log.contains("\n[rank 1] [rank1]: RuntimeError: "), "{log}");
+    // One change of the flags every rank reads: the second leg's command.
+    let changed: Vec<&str> = legs[1]["changed"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap())
+        .collect();
+    assert!(
+        changed[0].starts_with("--batch-size: not given (default 64) -> 32")
+            && changed[1].starts_with("--grad-accum: not given (default 1) -> 2")
+            && changed[0].ends_with("so batch x accumulation x world size stays 128)"),
+        "{changed:?}"
+    );
+    assert_eq!(
+        s["auto_fix"]["effective_batch"].as_str(),
+        Some("128 (per-device batch 32 x accumulation 2 x world size 2, --nproc_per_node 2)")
+    );
+    // The run that finished is a fresh one at 32 x 2 on both ranks.
+    let fresh = job(&["--batch-size", "32", "--grad-accum", "2"]);
+    let out = Command::new(&fresh[0])
+        .args(&fresh[1..])
+        .current_dir(d)
+        .output()
+        .unwrap();
+    let want = final_loss_of(&String::from_utf8_lossy(&out.stdout));
+    let got = s["last"]["value"].as_f64().unwrap();
+    assert!((got - want).abs() < 1e-6, "{got} vs {want}");
+    // Not the loss at the settings it failed with (without the budget).
+    let unfixed = job(&[]);
+    let out = Command::new(&unfixed[0])
+        .args(&unfixed[1..unfixed.len() - 2])
+        .current_dir(d)
+        .output()
+        .unwrap();
+    let before = final_loss_of(&String::from_utf8_lossy(&out.stdout));
+    assert!((got - before).abs() > 1e-3, "{got} vs {before}");
+}
+
+#[test]
+fn auto_fix_says_how_the_launchers_restarts_combine_and_its_own_tee_is_kept() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("ok.py"), "print('loss 0.5')\n").unwrap();
+    let mut job = torchrun();
+    job[5] = "1".into(); // --nproc_per_node 1
+                         // Its own --tee: the lines are left as the launcher gives them.
+    job.extend(["--max-restarts", "2", "-t", "1", "ok.py"].map(String::from));
+    let out = Command::new(BIN)
+        .args(["run", "--auto-fix", "--quiet", "--out", "r", "--"])
+        .args(&job)
+        .current_dir(tmp.path())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("the launcher's --max-restarts 2 runs a failed job again with the same settings, up to 2 times")
+            && err.contains("happens 3 times a leg (--max-restarts 0: fixed at the first)"),
+        "{err}"
+    );
+    let s = testkit::yaml(&std::fs::read(tmp.path().join("r/summary.yaml")).unwrap());
+    assert_eq!(
+        s["ranks"]["lines"].as_str(),
+        Some("untagged: the command chooses where its ranks' output goes (--tee or --redirects): left as it is")
+    );
+    let log = std::fs::read_to_string(tmp.path().join("r/output.log")).unwrap();
+    assert!(log.contains("\n[default0]:loss 0.5"), "{log}");
+}
+
+#[test]
+fn a_sweep_trial_whose_job_hangs_after_a_ranks_failure_is_ended_within_the_grace() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        testkit::repo_path("tools/train/tests/programs/gloo_oom.py"),
+        tmp.path().join("oom.py"),
+    )
+    .unwrap();
+    testkit::write(
+        tmp.path(),
+        "space.yaml",
+        "program: oom.py
+method: grid
+metric: {name: val_loss, goal: minimize}
+parameters:
+  lr: {values: [0.01]}
+command: ['${interpreter}', -m, torch.distributed.run, --standalone, --nproc_per_node, '2', '${program}', hang]
+",
+    );
+    let started = std::time::Instant::now();
+    let out = Command::new(BIN)
+        .args(["sweep", "--space", "space.yaml", "--out", "s"])
+        .args([
+            "--hang-grace",
+            "4s",
+            "--trial-timeout",
+            "60",
+            "--interpreter",
+        ])
+        .arg(testkit::python())
+        .current_dir(tmp.path())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    // Without the grace the job would wait on its all-reduce for gloo's
+    // 30-minute timeout, here until the trial's 60 s timeout.
+    assert!(started.elapsed().as_secs() < 60, "{err}");
+    assert!(
+        err.contains("train sweep: trial 0: rank 1: ")
+            && err.contains("then no output for 4 s: the job hangs: ending it"),
+        "{err}"
+    );
+    let s =
+        testkit::yaml(&std::fs::read(tmp.path().join("s/trials/0000/run/summary.yaml")).unwrap());
+    assert_eq!(s["class"].as_str(), Some("out-of-memory"), "{s:?}");
+    assert!(
+        s["evidence"].as_str().unwrap().contains("the job hung"),
+        "{s:?}"
+    );
+    // The trial's threads shared between its ranks.
+    let env_set = format!("{:?}", s["env_set"]);
+    assert!(env_set.contains("split between its 2 ranks)"), "{env_set}");
+    assert!(procs_in(tmp.path()).is_empty());
+}

@@ -167,6 +167,7 @@ impl Gate<'_> {
             &supervise::env::Wants {
                 gpu: None,
                 threads: None,
+                ranks: 1,
                 launch_blocking: false,
             },
         );

@@ -22,6 +22,7 @@ use supervise::autofix::{
 use supervise::child::Spec;
 use supervise::command::shell_words;
 use supervise::events::{self, Bell, Interrupter, Waiter};
+use supervise::launcher;
 use supervise::leg::{Ended, Leg, Objective, FOUND_METRICS};
 use supervise::readers::Reader;
 use supervise::verdict::Stop;
@@ -144,11 +145,15 @@ pub fn run(args: &Args, stop: &Interrupter) -> anyhow::Result<u8> {
         fixer: args.auto_fix.then(|| Fixer::new(&args.knobs, &dir, None)),
         max_attempts: args.max_attempts,
     };
+    if args.auto_fix {
+        say_restarts(&args.command);
+    }
     let mut number = 0;
     while let Some(attempt) = legs.queue.pop_front() {
         number += 1;
         let argv = expand(&attempt.command, attempt.config.as_deref(), &dir);
         let env = fixes(&argv, &mut summary);
+        let (argv, env) = ranks(argv, env, &mut summary);
         for c in &attempt.changed {
             common::say!("train run: leg {number}: {c}");
         }
@@ -201,6 +206,16 @@ fn say_end(summary: &ProgramSummary, dir: &RunDir) {
     common::say!("train run: summary in {}", dir.summary().display());
 }
 
+/// How a launcher's own restarts combine with `--auto-fix`'s legs.
+fn say_restarts(command: &[String]) {
+    if let Some((n, flag)) = supervise::launcher::restarts(command) {
+        common::say!(
+            "train run: the launcher's {flag} {n} runs a failed job again with the same settings, up to {n} times, before it ends; --auto-fix changes the settings only then, so a failure a setting causes happens {} times a leg ({flag} 0: fixed at the first)",
+            n + 1
+        );
+    }
+}
+
 /// A run's summary before its first leg.
 fn new_summary(cwd: &Path) -> ProgramSummary {
     ProgramSummary {
@@ -217,6 +232,7 @@ fn new_summary(cwd: &Path) -> ProgramSummary {
         seconds: 0.0,
         legs: Vec::new(),
         auto_fix: None,
+        ranks: None,
     }
 }
 
@@ -269,6 +285,7 @@ impl Legs<'_> {
         if number > 1 || (failed && self.queue.is_empty()) {
             account.knobs = f.effective(attempt);
             account.flags_from = f.flags_from();
+            account.effective_batch = f.effective_batch(attempt);
         }
         if !failed || !self.queue.is_empty() {
             return Ok(Some(account));
@@ -423,7 +440,7 @@ fn run_leg(
         leg.pid(),
         dir.output_log().display()
     );
-    if let Some(grace) = hang_grace(args.hang_grace, &spec.argv) {
+    if let Some(grace) = supervise::hang::grace_for(args.hang_grace, &spec.argv) {
         leg.watch_hangs(grace);
     }
     let status = watch.until_end(&mut leg, args)?;
@@ -507,6 +524,7 @@ fn fixes(argv: &[String], summary: &mut ProgramSummary) -> Vec<(String, String)>
         &supervise::env::Wants {
             gpu: None,
             threads: None,
+            ranks: 1,
             launch_blocking: false,
         },
     );
@@ -517,6 +535,31 @@ fn fixes(argv: &[String], summary: &mut ProgramSummary) -> Vec<(String, String)>
     }
     summary.env_set = f.said;
     f.set
+}
+
+/// A launcher's job: its ranks' lines tagged where the launcher can tag
+/// them (the command and environment it then runs with), and the summary's
+/// account of the job; said once, at the first leg.
+fn ranks(
+    argv: Vec<String>,
+    mut env: Vec<(String, String)>,
+    summary: &mut ProgramSummary,
+) -> (Vec<String>, Vec<(String, String)>) {
+    let get = |k: &str| std::env::var(k).ok();
+    let Some(account) = launcher::account(&argv, &get) else {
+        return (argv, env);
+    };
+    if summary.ranks.is_none() {
+        common::say!(
+            "train run: a job of ranks ({}, world size {}): lines {}",
+            account.launcher,
+            account.world_size,
+            account.lines
+        );
+    }
+    summary.ranks = Some(account);
+    let argv = launcher::tag(argv, &mut env, &get);
+    (argv, env)
 }
 
 /// What a leg's loop waits on: the stop request and the bell its
@@ -574,21 +617,6 @@ impl Watch<'_> {
         }
     }
 }
-
-/// How long a failure may be followed by silence before the job counts as
-/// hung (`--hang-grace`): as given (0: off), else `DEFAULT_HANG_GRACE` for
-/// a launcher's job of ranks and off for another command, whose quiet
-/// stretches after a caught failure are its own business.
-fn hang_grace(given: Option<Duration>, argv: &[String]) -> Option<Duration> {
-    match given {
-        Some(g) => (!g.is_zero()).then_some(g),
-        None => supervise::launcher::of(argv).map(|_| DEFAULT_HANG_GRACE),
-    }
-}
-
-/// `--hang-grace`'s default for a launcher's job: well inside NCCL's own
-/// 10-minute timeout, far past a traceback's burst.
-const DEFAULT_HANG_GRACE: Duration = Duration::from_secs(300);
 
 fn default_out(command: &[String]) -> PathBuf {
     // The script's name for `python main.py`, else the program's.

@@ -20,7 +20,7 @@ dist.init_process_group("gloo")
 rank = dist.get_rank()
 t = torch.ones(4)
 dist.all_reduce(t)
-print(f"rank {rank}: step 1 val_loss {1.0:.4f}", flush=True)
+print(f"step 1 val_loss {1.0:.4f}", flush=True)
 if rank == 1:
     pages = int(open("/proc/self/statm").read().split()[0])
     limit = pages * resource.getpagesize() + (256 << 20)
@@ -28,20 +28,20 @@ if rank == 1:
     try:
         batch = torch.empty(1 << 30, dtype=torch.float32)  # 4 GiB
     except RuntimeError as e:
-        print(f"rank 1: {e}", flush=True)
+        print(f"{e}", flush=True)
     if mode == "hang":
         while True:
             time.sleep(1)
-    print("rank 1: going on with a smaller batch", flush=True)
+    print("going on with a smaller batch", flush=True)
 if mode == "recover":
     quiet = float(sys.argv[2])
     dist.all_reduce(t)
-    print(f"rank {rank}: step 2 val_loss {0.75:.4f}", flush=True)
+    print(f"step 2 val_loss {0.75:.4f}", flush=True)
     end = time.time() + quiet
     while time.time() < end:
         dist.all_reduce(t)
         time.sleep(0.2)
-    print(f"rank {rank}: step 3 val_loss 0.5", flush=True)
+    print(f"step 3 val_loss 0.5", flush=True)
 else:
     dist.all_reduce(t)
 dist.destroy_process_group()
