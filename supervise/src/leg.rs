@@ -170,8 +170,9 @@ impl Leg {
         let child = Child::spawn(spec, Some(reader))?;
         let oom_kills = oom_kills::Counter::of(child.pid());
         let memory_csv = records.memory_csv_of(number);
+        let by_rank = crate::launcher::of(&spec.argv).is_some();
         let (sampler, sampler_note) =
-            match Sampler::start_for(child.lineage(), &memory_csv, SAMPLE_EVERY) {
+            match Sampler::start_for(child.lineage(), &memory_csv, SAMPLE_EVERY, by_rank) {
                 Ok(s) => (Some(s), None),
                 Err(e) => (None, Some(format!("memory not sampled: {e:#}"))),
             };

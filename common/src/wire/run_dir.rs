@@ -15,7 +15,7 @@
 //! RUN/                       train run --out RUN -- CMD (a supervised command)
 //!   output.log               its stdout and stderr, as they came
 //!   metrics.csv              the reports read from them (supervise-metrics/v1)
-//!   memory.csv               its process tree's memory every 0.5 s (supervise-memory/v1)
+//!   memory.csv               its process tree's memory every 0.5 s (supervise-memory/v2)
 //!   memory.png               that timeline, a mark per reported epoch
 //!   memory-N.csv, memory-N.png  the same for leg N of a --fallback chain
 //!   summary.yaml             how it ended, each leg (program-summary/v1)

@@ -2,8 +2,11 @@
 //! period on a thread: host memory as PSS from /proc/PID/smaps_rollup (the
 //! pages every `import torch` shares count once, not once per process;
 //! RSS kept beside it), and on a GPU the memory NVML attributes to the
-//! tree's pids. Rows go to memory.csv (supervise-memory/v1) as they are
-//! taken, so a killed supervisor leaves a readable file.
+//! tree's pids. Rows go to memory.csv (supervise-memory/v2) as they are
+//! taken, so a killed supervisor leaves a readable file. A launcher's job of
+//! ranks adds a row per rank to each sample: the processes whose
+//! environment says `RANK=N` (torch.distributed.elastic sets it in each
+//! rank's, and a rank's own children, DataLoader workers, inherit it).
 
 mod plot;
 
@@ -20,8 +23,9 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-/// memory.csv's header (supervise-memory/v1).
-pub const HEADER: &str = "seconds,host_pss_mib,host_rss_mib,processes,gpu_mib\n";
+/// memory.csv's header (supervise-memory/v2: v1's columns, then `rank`,
+/// empty on the whole tree's row).
+pub const HEADER: &str = "seconds,host_pss_mib,host_rss_mib,processes,gpu_mib,rank\n";
 
 /// The peaks so far.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -59,17 +63,20 @@ impl Sampler {
     /// every `period` after a few early samples, writing rows to `csv`
     /// (created with its header).
     pub fn start(pid: u32, csv: &Path, period: Duration) -> anyhow::Result<Sampler> {
-        Sampler::start_with(pid, move || tree(pid), csv, period)
+        Sampler::start_with(pid, move || tree(pid), csv, period, false)
     }
 
     /// Starts sampling a supervised command's processes wherever they went
-    /// (`Lineage::tree`, which records those outside its group as seen).
+    /// (`Lineage::tree`, which records those outside its group as seen);
+    /// `by_rank`: a launcher's job, each rank's rows too.
     pub fn start_for(
         lineage: Arc<crate::lineage::Lineage>,
         csv: &Path,
         period: Duration,
+        by_rank: bool,
     ) -> anyhow::Result<Sampler> {
-        Sampler::start_with(lineage.root(), move || lineage.tree(), csv, period)
+        let root = lineage.root();
+        Sampler::start_with(root, move || lineage.tree(), csv, period, by_rank)
     }
 
     fn start_with(
@@ -77,6 +84,7 @@ impl Sampler {
         tree: impl Fn() -> Vec<u32> + Send + 'static,
         csv: &Path,
         period: Duration,
+        by_rank: bool,
     ) -> anyhow::Result<Sampler> {
         let mut file =
             File::create(csv).map_err(|e| anyhow::anyhow!("creating {}: {e}", csv.display()))?;
@@ -84,7 +92,8 @@ impl Sampler {
         let peaks = Arc::new(Mutex::new(Peaks::default()));
         let (tx, rx) = mpsc::channel();
         let p = peaks.clone();
-        let thread = std::thread::spawn(move || run(pid, &tree, file, period, &p, &rx));
+        let ranks = by_rank.then(Ranks::default);
+        let thread = std::thread::spawn(move || run(pid, &tree, file, period, &p, &rx, ranks));
         Ok(Sampler {
             peaks,
             stop: Some(tx),
@@ -114,6 +123,7 @@ fn run(
     period: Duration,
     peaks: &Mutex<Peaks>,
     stop: &Receiver<()>,
+    mut ranks: Option<Ranks>,
 ) {
     let started = Instant::now();
     // NVML loads after the first sample: its start must not delay it.
@@ -141,11 +151,12 @@ fn run(
                 Some(Ok(m)) => format!("{m:.1}"),
                 _ => String::new(),
             };
-            let _ = writeln!(
-                csv,
-                "{:.3},{pss:.1},{rss:.1},{seen},{gpu_cell}",
-                started.elapsed().as_secs_f64()
-            );
+            let seconds = started.elapsed().as_secs_f64();
+            let _ = writeln!(csv, "{seconds:.3},{pss:.1},{rss:.1},{seen},{gpu_cell},");
+            if let Some(r) = ranks.as_mut() {
+                let nvml = nvml.as_ref().and_then(|n| n.as_ref());
+                r.write(&mut csv, seconds, &pids, nvml);
+            }
             if let Ok(mut p) = peaks.lock() {
                 p.samples += 1;
                 p.host_pss_mib = p.host_pss_mib.max(pss);
@@ -182,6 +193,48 @@ fn run(
             _ => last = true,
         }
     }
+}
+
+/// Each rank's processes in a job of ranks: a process's rank read once
+/// from its environment.
+#[derive(Default)]
+struct Ranks {
+    known: BTreeMap<u32, Option<u32>>,
+}
+
+impl Ranks {
+    /// One row per rank among `pids`: its processes' PSS, RSS, count and
+    /// GPU memory.
+    fn write(&mut self, csv: &mut File, seconds: f64, pids: &[u32], nvml: Option<&Nvml>) {
+        self.known.retain(|p, _| pids.contains(p));
+        let mut by_rank: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
+        for &p in pids {
+            let rank = *self.known.entry(p).or_insert_with(|| rank_of(p));
+            if let Some(r) = rank {
+                by_rank.entry(r).or_default().push(p);
+            }
+        }
+        for (rank, members) in by_rank {
+            let (mut pss, mut rss, mut seen) = (0u64, 0u64, 0u32);
+            for m in members.iter().filter_map(|p| pss_kib(*p)) {
+                (pss, rss, seen) = (pss + m.pss, rss + m.rss, seen + 1);
+            }
+            let gpu = match nvml.map(|n| gpu_mib(n, &members)) {
+                Some(Ok(m)) => format!("{m:.1}"),
+                _ => String::new(),
+            };
+            let (pss, rss) = (pss as f64 / 1024.0, rss as f64 / 1024.0);
+            let _ = writeln!(csv, "{seconds:.3},{pss:.1},{rss:.1},{seen},{gpu},{rank}");
+        }
+    }
+}
+
+/// The rank a process's environment gives it (`RANK=N`), if any.
+fn rank_of(pid: u32) -> Option<u32> {
+    let env = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+    env.split(|b| *b == 0)
+        .find_map(|kv| kv.strip_prefix(b"RANK="))
+        .and_then(|v| std::str::from_utf8(v).ok()?.parse().ok())
 }
 
 /// NVML, or None with why in the peaks' note.

@@ -64,6 +64,35 @@ fn start_job(dir: &Path, launcher: &[&str]) -> (Child, [i32; 2], i32) {
             .any(|l| l.split(',').nth(3).and_then(|n| n.parse::<u32>().ok()) >= Some(3))
     });
     assert!(alive(r0) && alive(r1) && alive(agent));
+    // Each rank's own row beside the whole job's: one process each, with
+    // torch loaded; together less than the job, which has the agent too.
+    let rows = |rank: &str| -> Vec<Vec<String>> {
+        std::fs::read_to_string(dir.join("r/memory.csv"))
+            .unwrap()
+            .lines()
+            .map(|l| l.split(',').map(String::from).collect::<Vec<_>>())
+            .filter(|f| f.len() == 6 && f[5] == rank)
+            .collect()
+    };
+    wait_until("a memory row of each rank", 20, || {
+        !rows("0").is_empty() && !rows("1").is_empty()
+    });
+    let last = |rank: &str| rows(rank).last().unwrap().clone();
+    let (r0_row, r1_row) = (last("0"), last("1"));
+    let job = rows("").into_iter().rfind(|f| f[0] == r1_row[0]).unwrap();
+    let mib = |f: &[String]| f[1].parse::<f64>().unwrap();
+    assert!(
+        r0_row[3] == "1" && r1_row[3] == "1",
+        "{r0_row:?} {r1_row:?}"
+    );
+    assert!(
+        mib(&r0_row) > 50.0 && mib(&r1_row) > 50.0,
+        "{r0_row:?} {r1_row:?}"
+    );
+    assert!(
+        mib(&r0_row) + mib(&r1_row) < mib(&job),
+        "{r0_row:?} {r1_row:?} {job:?}"
+    );
     (train, [r0, r1], agent)
 }
 

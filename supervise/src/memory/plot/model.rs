@@ -3,7 +3,7 @@
 //! the metric (one per epoch or evaluation), each with its highest PSS, so
 //! that where memory went per epoch reads off the picture.
 
-/// One row of memory.csv (supervise-memory/v1).
+/// One row of memory.csv (supervise-memory/v1 or v2), the whole tree's.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Sample {
     pub seconds: f64,
@@ -12,13 +12,17 @@ pub struct Sample {
     pub gpu_mib: Option<f64>,
 }
 
-/// memory.csv's rows; a row that does not parse is left out (a killed
+/// memory.csv's rows of the whole tree (a rank's rows, v2's with a
+/// `rank`, are left out); a row that does not parse is left out (a killed
 /// supervisor's last line may be cut).
 pub fn samples(csv: &str) -> Vec<Sample> {
     csv.lines()
         .skip(1)
         .filter_map(|l| {
             let f: Vec<&str> = l.split(',').collect();
+            if f.get(5).is_some_and(|r| !r.trim().is_empty()) {
+                return None;
+            }
             let n = |i: usize| f.get(i).and_then(|v| v.trim().parse::<f64>().ok());
             Some(Sample {
                 seconds: n(0)?,
@@ -308,6 +312,21 @@ mod tests {
         // Output but no report of the metric: its start-up still ends.
         let p = MemoryPlot::of(samples(&text), &[], Some(3.5)).unwrap();
         assert_eq!(p.startup_end, Some(3.5));
+    }
+
+    #[test]
+    fn a_ranks_rows_are_not_the_whole_trees() {
+        let text = "seconds,host_pss_mib,host_rss_mib,processes,gpu_mib,rank
+0.500,1500.0,2600.0,3,,
+0.500,700.5,1200.0,1,,0
+0.500,690.0,1190.0,1,,1
+1.000,1510.0,2610.0,3,,
+";
+        let s = samples(text);
+        assert_eq!(
+            s.iter().map(|s| s.pss_mib).collect::<Vec<_>>(),
+            [1500.0, 1510.0]
+        );
     }
 
     #[test]
