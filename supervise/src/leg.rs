@@ -431,6 +431,7 @@ fn peak_of(peaks: Option<&memory::Peaks>, child: &Child, note: &Option<String>) 
             gpu_mib: p.gpu_mib.map(round1),
             gpu_note: p.gpu_note.clone(),
             address_limit_mib: p.address_limit_mib.map(round1),
+            ranks_host_pss_mib: p.ranks.iter().map(|(r, m)| (*r, round1(*m))).collect(),
         },
         None => ProgramPeak {
             host_rss_mib: child.max_rss_mib().map(round1),

@@ -94,9 +94,6 @@ pub fn run(args: &Args, train: &Path, libtorch: bool, stop: &Interrupter) -> any
         true => Vec::new(),
         false => gpus(train),
     };
-    if let Some(p) = &space.program {
-        crate::program::refuse_ranks_on_gpus(p, gpus.len()).map_err(|e| bad_input!("{e}"))?;
-    }
     let plan = plan_of(args.slurm, in_slurm, &space, &settings, &gpus, parallel)?;
     for w in &plan.why {
         common::say!("train sweep: placement: {w}");
@@ -108,12 +105,10 @@ pub fn run(args: &Args, train: &Path, libtorch: bool, stop: &Interrupter) -> any
         false => crate::program::Preloaded::start(&space, &settings, &args.preload)?,
     };
     let measuring = space.program.is_some() && parallel.is_none() && !in_slurm && !args.slurm;
-    let torch = match (&space.program, &settings.interpreter) {
-        (Some(_), Some(i)) => supervise::env::torch_version(Path::new(i)),
-        _ => None,
-    };
+    let torch = torch_of(&space, &settings);
     // Everything is checked: now the sweep's directory and its truth.
     let (truth, study_id) = open_truth(db, &dir, &settings, space.metric.goal, mode)?;
+    let torch = torch.and_then(|t| t.join().ok()).flatten();
     let storage = truth.storage();
     let sweep = Sweep {
         dir: dir.clone(),
@@ -285,9 +280,24 @@ fn parallel_of(args: &Args, settings: &Settings, mode: Mode) -> anyhow::Result<O
     })
 }
 
+/// A program's interpreter's torch, asked on a thread (a Python start,
+/// 0.1 s or more) while the study loads, not before: a worker joining a
+/// large study waits for both.
+fn torch_of(
+    space: &crate::space::Space,
+    settings: &Settings,
+) -> Option<std::thread::JoinHandle<supervise::env::TorchVersion>> {
+    let python = std::path::PathBuf::from(settings.interpreter.as_ref()?);
+    space.program.as_ref()?;
+    Some(std::thread::spawn(move || {
+        supervise::env::torch_version(&python)
+    }))
+}
+
 /// Where trials run: none with `--slurm` (Slurm places the workers), where
 /// Slurm put this worker, a program's measured slots, or our model's
-/// estimate against each GPU's free memory.
+/// estimate against each GPU's free memory. A program whose trials are
+/// jobs of ranks is refused where GPUs are seen (`refuse_ranks_on_gpus`).
 fn plan_of(
     slurm: bool,
     in_slurm: bool,
@@ -296,6 +306,9 @@ fn plan_of(
     gpus: &[placement::Gpu],
     parallel: Option<u32>,
 ) -> anyhow::Result<placement::Plan> {
+    if let Some(p) = &space.program {
+        crate::program::refuse_ranks_on_gpus(p, gpus.len()).map_err(|e| bad_input!("{e}"))?;
+    }
     Ok(if slurm {
         placement::Plan {
             slots: Vec::new(),

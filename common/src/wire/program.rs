@@ -97,6 +97,10 @@ pub struct ProgramPeak {
     /// trials beside it), ran out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub address_limit_mib: Option<f64>,
+    /// A launcher's job of ranks: each rank's own host peak (PSS of the
+    /// processes whose environment says `RANK=N`), MiB, by rank.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub ranks_host_pss_mib: std::collections::BTreeMap<u32, f64>,
 }
 
 /// The objective's best (or last) report.
@@ -188,6 +192,7 @@ impl Versioned for ProgramSummary {
                 gpu_mib: None,
                 gpu_note: Some("not available: NVML cannot be loaded".into()),
                 address_limit_mib: None,
+                ranks_host_pss_mib: Default::default(),
             },
             changed: vec![],
             resumed_from: None,

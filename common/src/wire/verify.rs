@@ -125,6 +125,7 @@ impl Versioned for Output {
                     gpu_mib: None,
                     gpu_note: Some("not available: NVML cannot be loaded".into()),
                     address_limit_mib: None,
+                    ranks_host_pss_mib: Default::default(),
                 },
                 parallel: Some(2),
             }),

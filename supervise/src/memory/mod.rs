@@ -44,6 +44,8 @@ pub struct Peaks {
     pub gpu_note: Option<String>,
     pub samples: u64,
     pub processes: u32,
+    /// A job of ranks: each rank's own PSS peak, by rank.
+    pub ranks: BTreeMap<u32, f64>,
 }
 
 /// The sampling thread of one process tree.
@@ -155,7 +157,7 @@ fn run(
             let _ = writeln!(csv, "{seconds:.3},{pss:.1},{rss:.1},{seen},{gpu_cell},");
             if let Some(r) = ranks.as_mut() {
                 let nvml = nvml.as_ref().and_then(|n| n.as_ref());
-                r.write(&mut csv, seconds, &pids, nvml);
+                r.write(&mut csv, seconds, &pids, nvml, peaks);
             }
             if let Ok(mut p) = peaks.lock() {
                 p.samples += 1;
@@ -204,8 +206,15 @@ struct Ranks {
 
 impl Ranks {
     /// One row per rank among `pids`: its processes' PSS, RSS, count and
-    /// GPU memory.
-    fn write(&mut self, csv: &mut File, seconds: f64, pids: &[u32], nvml: Option<&Nvml>) {
+    /// GPU memory; each rank's PSS peak kept in `peaks`.
+    fn write(
+        &mut self,
+        csv: &mut File,
+        seconds: f64,
+        pids: &[u32],
+        nvml: Option<&Nvml>,
+        peaks: &Mutex<Peaks>,
+    ) {
         self.known.retain(|p, _| pids.contains(p));
         let mut by_rank: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
         for &p in pids {
@@ -225,6 +234,10 @@ impl Ranks {
             };
             let (pss, rss) = (pss as f64 / 1024.0, rss as f64 / 1024.0);
             let _ = writeln!(csv, "{seconds:.3},{pss:.1},{rss:.1},{seen},{gpu},{rank}");
+            if let Ok(mut p) = peaks.lock() {
+                let peak = p.ranks.entry(rank).or_insert(pss);
+                *peak = peak.max(pss);
+            }
         }
     }
 }

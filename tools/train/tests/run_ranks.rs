@@ -242,6 +242,12 @@ fn a_rank_that_catches_its_out_of_memory_and_waits_is_ended_within_the_grace() {
         evidence.starts_with("rank 1: ") && evidence.contains("the job hung"),
         "{evidence}"
     );
+    // Each rank's own peak, torch loaded in each; the job's is larger.
+    let peak = &s["legs"][0]["peak"];
+    let rank = |r: usize| peak["ranks_host_pss_mib"][r].as_f64().unwrap();
+    let job = peak["host_pss_mib"].as_f64().unwrap();
+    assert!(rank(0) > 50.0 && rank(1) > 50.0, "{peak:?}");
+    assert!(rank(0) < job && rank(1) < job, "{peak:?}");
     // No process of the job is left: each rank wrote nothing, so find them
     // by their command line.
     let left: Vec<String> = std::fs::read_dir("/proc")
