@@ -125,10 +125,11 @@ fn by_output(lines: &[&str], how: &str) -> Option<Verdict> {
         .map(|(k, i)| known_failure(k, &crate::launcher::in_words(lines[i].trim()), how))
 }
 
-/// A job of ranks whose launcher printed its error summary: the rank that
-/// failed first leads the evidence, with its own end where it printed no
-/// known failure (the launcher's ChildFailedError says nothing of it), and
-/// the other ranks' ends follow as what the launcher did after it.
+/// A job of ranks whose launcher printed its error summary: the rank whose
+/// (tagged) line says a known failure leads the evidence, else the rank
+/// the launcher saw fail first, with its own end (the launcher's
+/// ChildFailedError says nothing of it); the other ranks' ends follow as
+/// what came after it.
 fn with_ranks(mut v: Verdict, lines: &[&str]) -> Verdict {
     let Some((root, others)) = crate::launcher::error_summary(lines) else {
         return v;
@@ -138,6 +139,14 @@ fn with_ranks(mut v: Verdict, lines: &[&str]) -> Verdict {
         c => format!("exit {c}"),
     };
     let pid = root.pid.map(|p| format!(" (pid {p})")).unwrap_or_default();
+    // The rank whose line says the failure: the launcher observes the ends,
+    // not their causes, and a rank still tearing down after its out of
+    // memory can be observed after the rank whose collective it broke.
+    let said = v
+        .evidence
+        .strip_prefix("rank ")
+        .and_then(|r| r.split_once(':'))
+        .and_then(|(n, _)| n.parse::<u32>().ok());
     if v.known.is_none() && matches!(v.class, Some(Class::Other) | Some(Class::Killed)) {
         v.class = Some(if root.exitcode < 0 {
             Class::Killed
@@ -152,15 +161,26 @@ fn with_ranks(mut v: Verdict, lines: &[&str]) -> Verdict {
         if root.exitcode == -libc::SIGKILL {
             v = with_known(v, failures::KNOWN.iter().find(|k| k.id == "killed"));
         }
-    } else if !v.evidence.starts_with("rank") {
+    } else if said.is_none() {
         v.evidence = format!("rank {}: {}", root.rank, v.evidence);
     }
-    for o in &others {
+    let cause = said.filter(|_| v.known.is_some()).unwrap_or(root.rank);
+    if root.rank != cause {
         v.evidence.push_str(&format!(
-            "; rank {} ended by the launcher after it ({})",
-            o.rank,
-            end(o)
+            "; rank {} failed after it ({}: the launcher's first observed failure)",
+            root.rank,
+            end(&root)
         ));
+    }
+    for o in others.iter().filter(|o| o.rank != cause) {
+        // The launcher ends the others with SIGTERM (SIGKILL past its
+        // grace); any other end was the rank's own.
+        let how = match -o.exitcode {
+            libc::SIGTERM | libc::SIGKILL => "ended by the launcher",
+            _ => "failed",
+        };
+        v.evidence
+            .push_str(&format!("; rank {} {how} after it ({})", o.rank, end(o)));
     }
     v
 }

@@ -269,3 +269,46 @@ fn an_out_of_memory_keeps_its_figures() {
     let other = judged(&["ValueError: shape mismatch".to_string()]);
     assert_eq!(other.oom, None);
 }
+
+#[test]
+fn the_rank_that_said_the_failure_leads_though_the_launcher_saw_another_end_first() {
+    // As a loaded machine ran it: rank 1 ran out of memory, rank 0's
+    // all-reduce broke and it exited first, and the launcher ended rank 1
+    // while it was still tearing down.
+    let tail: Vec<String> = "[rank 0] {\"epoch\": 1, \"loss\": 2.43}
+[rank 1] [rank1]: RuntimeError: [enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate memory: you tried to allocate 134217728 bytes. Error code 12 (Cannot allocate memory)
+[rank 0] [rank0]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection closed by peer [127.0.0.1]:29091
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+Failures:
+[1]:
+  rank      : 1 (local_rank: 1)
+  exitcode  : -15 (pid: 4108)
+-----------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  rank      : 0 (local_rank: 0)
+  exitcode  : 1 (pid: 4107)
+====================================================="
+        .lines()
+        .map(String::from)
+        .collect();
+    let v = judge(&End {
+        code: Some(1),
+        signal: None,
+        stop: None,
+        tail: &tail,
+        non_finite: None,
+        reports: 1,
+        oom_killed: None,
+    });
+    assert_eq!(v.class, Some(Class::OutOfMemory), "{v:?}");
+    assert!(
+        v.evidence
+            .starts_with("rank 1: RuntimeError: [enforce fail")
+            && v.evidence.ends_with(
+                "; rank 0 failed after it (exit 1: the launcher's first observed failure)"
+            ),
+        "{}",
+        v.evidence
+    );
+}
