@@ -97,19 +97,51 @@ impl Knobs {
     }
 }
 
+/// The settings an attempt ran with (`Fixer::effective`).
+#[derive(Debug, Default)]
+pub struct Effective {
+    /// Each knob by name: `value (where)`.
+    pub knobs: BTreeMap<String, String>,
+    /// The batch each optimizer step sees, in words (`batch_words`).
+    pub batch: Option<String>,
+}
+
+/// A knob's whole-number value among `found`, if it has one.
+fn int_of(found: &[Found], knob: Knob) -> Option<i64> {
+    match found.iter().find(|f| f.knob == knob)?.value {
+        Some(Scalar::Int(v)) => Some(v),
+        _ => None,
+    }
+}
+
+/// The batch each optimizer step sees as `argv` runs with the knobs
+/// `found`: per-device batch x accumulation, x world size for a launcher's
+/// job of ranks, in words; None where the batch or the accumulation is not
+/// known.
+fn batch_words(found: &[Found], argv: &[String]) -> Option<String> {
+    let (batch, accum) = (
+        int_of(found, Knob::Batch)?,
+        int_of(found, Knob::Accumulation)?,
+    );
+    Some(match crate::launcher::ranks_of(argv) {
+        None => format!("{} (batch {batch} x accumulation {accum})", batch * accum),
+        Some(Ok((n, from))) => format!(
+            "{} (per-device batch {batch} x accumulation {accum} x world size {n}, {from})",
+            batch * accum * i64::from(n)
+        ),
+        Some(Err(why)) => format!(
+            "{} per rank (per-device batch {batch} x accumulation {accum}); the world size is not known: {why}",
+            batch * accum
+        ),
+    })
+}
+
 /// `a`'s out-of-memory failures with this one (at the batch `found` says).
 fn seen_with(a: &Attempt, failure: &Failure, found: &[Found]) -> Vec<OomSeen> {
     let mut seen = a.out_of_memory.clone();
     if failure.class == Class::OutOfMemory {
-        let batch = found
-            .iter()
-            .find(|f| f.knob == Knob::Batch)
-            .and_then(|f| match f.value {
-                Some(Scalar::Int(b)) => Some(b),
-                _ => None,
-            });
         seen.push(OomSeen {
-            batch,
+            batch: int_of(found, Knob::Batch),
             tried_mib: failure.oom.and_then(|o| o.tried_mib),
             allocated_mib: failure.oom.and_then(|o| o.allocated_mib),
             reports: failure.reports,
@@ -282,43 +314,23 @@ impl<'a> Fixer<'a> {
         Ok(Knobs { found, notes })
     }
 
-    /// The knobs as `a` runs them, by name: `value (where)`.
-    pub fn effective(&mut self, a: &Attempt) -> BTreeMap<String, String> {
+    /// The settings as `a` runs them, from one reading of its knobs.
+    pub fn effective(&mut self, a: &Attempt) -> Effective {
         let argv = expand(&a.command, a.config.as_deref(), self.dir);
         let Ok(k) = self.knobs(a, &argv) else {
-            return BTreeMap::new();
+            return Effective::default();
         };
-        k.found
-            .into_iter()
-            .map(|(f, _)| {
-                let v = f.value.as_ref().map_or("unknown".into(), shown);
-                (f.knob.as_str().to_string(), format!("{v} ({})", f.place))
-            })
-            .collect()
-    }
-
-    /// The batch each optimizer step sees as `a` runs: per-device batch x
-    /// accumulation, x world size for a launcher's job of ranks, in words;
-    /// None where the batch or the accumulation is not known.
-    pub fn effective_batch(&mut self, a: &Attempt) -> Option<String> {
-        let argv = expand(&a.command, a.config.as_deref(), self.dir);
-        let found = self.knobs(a, &argv).ok()?.found;
-        let int = |knob| match found.iter().find(|(f, _)| f.knob == knob)?.0.value {
-            Some(Scalar::Int(v)) => Some(v),
-            _ => None,
-        };
-        let (batch, accum) = (int(Knob::Batch)?, int(Knob::Accumulation)?);
-        Some(match crate::launcher::ranks_of(&argv) {
-            None => format!("{} (batch {batch} x accumulation {accum})", batch * accum),
-            Some(Ok((n, from))) => format!(
-                "{} (per-device batch {batch} x accumulation {accum} x world size {n}, {from})",
-                batch * accum * i64::from(n)
-            ),
-            Some(Err(why)) => format!(
-                "{} per rank (per-device batch {batch} x accumulation {accum}); the world size is not known: {why}",
-                batch * accum
-            ),
-        })
+        let found: Vec<Found> = k.found.into_iter().map(|(f, _)| f).collect();
+        Effective {
+            batch: batch_words(&found, &argv),
+            knobs: found
+                .iter()
+                .map(|f| {
+                    let v = f.value.as_ref().map_or("unknown".into(), shown);
+                    (f.knob.as_str().to_string(), format!("{v} ({})", f.place))
+                })
+                .collect(),
+        }
     }
 
     /// The attempt after `a` (leg `number`) failed as `failure` says.

@@ -8,12 +8,6 @@ use std::path::Path;
 /// The launcher a command starts with, by the name its docs give it; None
 /// for a plain command.
 pub fn of(argv: &[String]) -> Option<&'static str> {
-    let name = |w: &String| {
-        Path::new(w)
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default()
-    };
     let first = name(argv.first()?);
     match first.as_str() {
         "torchrun" => return Some("torchrun"),
@@ -247,8 +241,7 @@ pub fn account(
 /// Where the launcher's own options start: after `torchrun`, `accelerate
 /// launch`, or `-m MODULE`.
 fn launcher_end(argv: &[String]) -> Option<usize> {
-    let base = |w: &String| w.rsplit('/').next().unwrap_or(w).to_string();
-    match base(argv.first()?).as_str() {
+    match name(argv.first()?).as_str() {
         "torchrun" => Some(1),
         "accelerate" => Some(2),
         _ => argv.iter().position(|w| w == "-m").map(|m| m + 2),
@@ -287,6 +280,14 @@ pub fn said_by(line: &str) -> (Option<u32>, &str) {
         }
     }
     (rank, rest)
+}
+
+/// A command word's file name (`/venv/bin/torchrun`: `torchrun`).
+fn name(word: &str) -> String {
+    Path::new(word)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
 }
 
 /// One rank's end as the launcher's error summary states it.

@@ -124,7 +124,7 @@ impl Look<'_> {
         }
         // Fixes made before its first attempt count as earlier ones.
         if !r.earlier.is_empty() || account.stopped.is_some() || !attempt.changed.is_empty() {
-            account.knobs = fixer.effective(&attempt);
+            account.knobs = fixer.effective(&attempt).knobs;
         }
         r.proc = Proc::Ended(Box::new(Done {
             ended: Ended { leg, ..ended },

@@ -133,20 +133,20 @@ fn run(
     let mut last = false;
     for n in 0usize.. {
         let pids = tree();
+        // Each process read once a sample, the ranks' rows summed from the
+        // same readings.
+        let read: Vec<(u32, ProcessMemory)> = pids
+            .iter()
+            .filter_map(|p| pss_kib(*p).map(|m| (*p, m)))
+            .collect();
         let (mut pss, mut rss, mut anon) = (0u64, 0u64, 0u64);
-        let mut seen = 0u32;
-        for p in &pids {
-            if let Some(m) = pss_kib(*p) {
-                pss += m.pss;
-                rss += m.rss;
-                anon += m.anon;
-                seen += 1;
-            }
+        for (_, m) in &read {
+            (pss, rss, anon) = (pss + m.pss, rss + m.rss, anon + m.anon);
         }
+        let seen = read.len() as u32;
         let limit = address_limit_mib(pid);
-        let gpu = nvml
-            .as_ref()
-            .and_then(|n| n.as_ref().map(|n| gpu_mib(n, &pids)));
+        let listed = nvml.as_ref().and_then(|n| n.as_ref().map(gpu_processes));
+        let gpu = listed.as_ref().map(|l| gpu_mib(l, &pids));
         if seen > 0 {
             let (pss, rss) = (pss as f64 / 1024.0, rss as f64 / 1024.0);
             let gpu_cell = match &gpu {
@@ -156,8 +156,7 @@ fn run(
             let seconds = started.elapsed().as_secs_f64();
             let _ = writeln!(csv, "{seconds:.3},{pss:.1},{rss:.1},{seen},{gpu_cell},");
             if let Some(r) = ranks.as_mut() {
-                let nvml = nvml.as_ref().and_then(|n| n.as_ref());
-                r.write(&mut csv, seconds, &pids, nvml, peaks);
+                r.write(&mut csv, seconds, &read, listed.as_ref(), peaks);
             }
             if let Ok(mut p) = peaks.lock() {
                 p.samples += 1;
@@ -205,30 +204,33 @@ struct Ranks {
 }
 
 impl Ranks {
-    /// One row per rank among `pids`: its processes' PSS, RSS, count and
-    /// GPU memory; each rank's PSS peak kept in `peaks`.
+    /// One row per rank among the processes `read` this sample: their
+    /// PSS, RSS, count and GPU memory (of NVML's `listed` processes); each
+    /// rank's PSS peak kept in `peaks`.
     fn write(
         &mut self,
         csv: &mut File,
         seconds: f64,
-        pids: &[u32],
-        nvml: Option<&Nvml>,
+        read: &[(u32, ProcessMemory)],
+        listed: Option<&Listed>,
         peaks: &Mutex<Peaks>,
     ) {
-        self.known.retain(|p, _| pids.contains(p));
-        let mut by_rank: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
-        for &p in pids {
-            let rank = *self.known.entry(p).or_insert_with(|| rank_of(p));
+        self.known.retain(|p, _| read.iter().any(|(r, _)| r == p));
+        let mut by_rank: BTreeMap<u32, Vec<(u32, &ProcessMemory)>> = BTreeMap::new();
+        for (p, m) in read {
+            let rank = *self.known.entry(*p).or_insert_with(|| rank_of(*p));
             if let Some(r) = rank {
-                by_rank.entry(r).or_default().push(p);
+                by_rank.entry(r).or_default().push((*p, m));
             }
         }
         for (rank, members) in by_rank {
-            let (mut pss, mut rss, mut seen) = (0u64, 0u64, 0u32);
-            for m in members.iter().filter_map(|p| pss_kib(*p)) {
-                (pss, rss, seen) = (pss + m.pss, rss + m.rss, seen + 1);
+            let (mut pss, mut rss) = (0u64, 0u64);
+            for (_, m) in &members {
+                (pss, rss) = (pss + m.pss, rss + m.rss);
             }
-            let gpu = match nvml.map(|n| gpu_mib(n, &members)) {
+            let seen = members.len();
+            let pids: Vec<u32> = members.iter().map(|(p, _)| *p).collect();
+            let gpu = match listed.map(|l| gpu_mib(l, &pids)) {
                 Some(Ok(m)) => format!("{m:.1}"),
                 _ => String::new(),
             };
@@ -263,9 +265,20 @@ fn start_nvml(peaks: &Mutex<Peaks>) -> Option<Nvml> {
     }
 }
 
-/// The memory NVML attributes to `pids` on every GPU, MiB (see
-/// [`attribute`]).
-fn gpu_mib(nvml: &Nvml, pids: &[u32]) -> Result<f64, String> {
+/// NVML's compute processes on every GPU (pid, bytes), or why not.
+type Listed = Result<Vec<(u32, Option<u64>)>, String>;
+
+/// The memory NVML attributes to `pids` among the processes it `listed`,
+/// MiB (see [`attribute`]).
+fn gpu_mib(listed: &Listed, pids: &[u32]) -> Result<f64, String> {
+    let mine: BTreeSet<u32> = pids.iter().copied().collect();
+    attribute(listed.as_ref().map_err(Clone::clone)?, &mine, |pid| {
+        Path::new(&format!("/proc/{pid}")).exists()
+    })
+}
+
+/// NVML's compute processes on every GPU, asked once a sample.
+fn gpu_processes(nvml: &Nvml) -> Listed {
     let count = nvml.device_count().map_err(|e| format!("NVML: {e}"))?;
     let mut listed = Vec::new();
     for i in 0..count {
@@ -280,10 +293,7 @@ fn gpu_mib(nvml: &Nvml, pids: &[u32]) -> Result<f64, String> {
             listed.push((p.pid, used));
         }
     }
-    let mine: BTreeSet<u32> = pids.iter().copied().collect();
-    attribute(&listed, &mine, |pid| {
-        Path::new(&format!("/proc/{pid}")).exists()
-    })
+    Ok(listed)
 }
 
 /// What NVML's compute processes (`listed`: pid, bytes) attribute to the

@@ -23,15 +23,20 @@ fn kill9(pid: i32) {
     }
 }
 
+/// The test program `name` (tools/train/tests/programs/) as `dir/as_name`.
+fn program_in(dir: &Path, name: &str, as_name: &str) {
+    std::fs::copy(
+        testkit::repo_path("tools/train/tests/programs").join(name),
+        dir.join(as_name),
+    )
+    .unwrap();
+}
+
 /// `train run -- torchrun 2 ranks` in `dir`, until both ranks have written
 /// their pids and the sampler has seen the job's three processes: the
 /// supervisor, the ranks' pids and the agent's.
 fn start_job(dir: &Path, launcher: &[&str]) -> (Child, [i32; 2], i32) {
-    std::fs::copy(
-        testkit::repo_path("tools/train/tests/programs/gloo_ranks.py"),
-        dir.join("ranks.py"),
-    )
-    .unwrap();
+    program_in(dir, "gloo_ranks.py", "ranks.py");
     let train = Command::new(BIN)
         .args(["run", "--out", "r", "--grace", "1s", "--quiet", "--"])
         .args(launcher)
@@ -184,11 +189,7 @@ fn the_agent_killed_ends_the_job_and_its_ranks_with_it() {
 /// `train run --hang-grace 4s -- torchrun 2 ranks gloo_oom.py MODE...` in
 /// `dir`, started.
 fn start_oom_job(dir: &Path, extra: &[&str], mode: &[&str]) -> Child {
-    std::fs::copy(
-        testkit::repo_path("tools/train/tests/programs/gloo_oom.py"),
-        dir.join("oom.py"),
-    )
-    .unwrap();
+    program_in(dir, "gloo_oom.py", "oom.py");
     Command::new(BIN)
         .args(["run", "--out", "r", "--grace", "2s", "--quiet"])
         .args(extra)
@@ -325,11 +326,7 @@ fn procs_in(dir: &Path) -> Vec<(i32, String)> {
 #[test]
 fn a_sweep_of_jobs_of_ranks_killed_minus_nine_leaves_no_rank() {
     let tmp = tempfile::tempdir().unwrap();
-    std::fs::copy(
-        testkit::repo_path("tools/train/tests/programs/gloo_ranks.py"),
-        tmp.path().join("ranks.py"),
-    )
-    .unwrap();
+    program_in(tmp.path(), "gloo_ranks.py", "ranks.py");
     testkit::write(
         tmp.path(),
         "space.yaml",
@@ -526,11 +523,7 @@ fn auto_fix_says_how_the_launchers_restarts_combine_and_its_own_tee_is_kept() {
 #[test]
 fn a_sweep_trial_whose_job_hangs_after_a_ranks_failure_is_ended_within_the_grace() {
     let tmp = tempfile::tempdir().unwrap();
-    std::fs::copy(
-        testkit::repo_path("tools/train/tests/programs/gloo_oom.py"),
-        tmp.path().join("oom.py"),
-    )
-    .unwrap();
+    program_in(tmp.path(), "gloo_oom.py", "oom.py");
     testkit::write(
         tmp.path(),
         "space.yaml",

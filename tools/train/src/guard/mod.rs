@@ -22,14 +22,15 @@ use supervise::autofix::{
 use supervise::child::Spec;
 use supervise::command::shell_words;
 use supervise::events::{self, Bell, Interrupter, Waiter};
-use supervise::launcher;
 use supervise::leg::{Ended, Leg, Objective, FOUND_METRICS};
 use supervise::readers::Reader;
 use supervise::verdict::Stop;
 
 mod codes;
+mod setup;
 pub use codes::ExitCodes;
 use codes::{class_code, exit_code};
+use setup::{fixes, ranks, say_restarts};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -206,16 +207,6 @@ fn say_end(summary: &ProgramSummary, dir: &RunDir) {
     common::say!("train run: summary in {}", dir.summary().display());
 }
 
-/// How a launcher's own restarts combine with `--auto-fix`'s legs.
-fn say_restarts(command: &[String]) {
-    if let Some((n, flag)) = supervise::launcher::restarts(command) {
-        common::say!(
-            "train run: the launcher's {flag} {n} runs a failed job again with the same settings, up to {n} times, before it ends; --auto-fix changes the settings only then, so a failure a setting causes happens {} times a leg ({flag} 0: fixed at the first)",
-            n + 1
-        );
-    }
-}
-
 /// A run's summary before its first leg.
 fn new_summary(cwd: &Path) -> ProgramSummary {
     ProgramSummary {
@@ -283,9 +274,10 @@ impl Legs<'_> {
         // only once a fix was made or looked for, not on a first run that
         // finished.
         if number > 1 || (failed && self.queue.is_empty()) {
-            account.knobs = f.effective(attempt);
+            let effective = f.effective(attempt);
+            account.knobs = effective.knobs;
+            account.effective_batch = effective.batch;
             account.flags_from = f.flags_from();
-            account.effective_batch = f.effective_batch(attempt);
         }
         if !failed || !self.queue.is_empty() {
             return Ok(Some(account));
@@ -510,56 +502,6 @@ fn configs_of(args: &Args) -> anyhow::Result<Vec<Option<String>>> {
         .iter()
         .map(|f| Some(f.display().to_string()))
         .collect())
-}
-
-/// The known fixes for this command's environment, said once per run.
-fn fixes(argv: &[String], summary: &mut ProgramSummary) -> Vec<(String, String)> {
-    let torch = supervise::env::python_of(argv)
-        .as_deref()
-        .and_then(supervise::env::torch_version);
-    let get = |k: &str| std::env::var(k).ok();
-    let f = supervise::env::fixes(
-        &get,
-        torch,
-        &supervise::env::Wants {
-            gpu: None,
-            threads: None,
-            ranks: 1,
-            launch_blocking: false,
-        },
-    );
-    if summary.env_set.is_empty() {
-        for s in &f.said {
-            common::say!("train run: {s}");
-        }
-    }
-    summary.env_set = f.said;
-    f.set
-}
-
-/// A launcher's job: its ranks' lines tagged where the launcher can tag
-/// them (the command and environment it then runs with), and the summary's
-/// account of the job; said once, at the first leg.
-fn ranks(
-    argv: Vec<String>,
-    mut env: Vec<(String, String)>,
-    summary: &mut ProgramSummary,
-) -> (Vec<String>, Vec<(String, String)>) {
-    let get = |k: &str| std::env::var(k).ok();
-    let Some(account) = launcher::account(&argv, &get) else {
-        return (argv, env);
-    };
-    if summary.ranks.is_none() {
-        common::say!(
-            "train run: a job of ranks ({}, world size {}): lines {}",
-            account.launcher,
-            account.world_size,
-            account.lines
-        );
-    }
-    summary.ranks = Some(account);
-    let argv = launcher::tag(argv, &mut env, &get);
-    (argv, env)
 }
 
 /// What a leg's loop waits on: the stop request and the bell its
