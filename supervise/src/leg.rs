@@ -264,6 +264,14 @@ impl Leg {
         self.sampler.as_ref().and_then(|s| s.peaks().gpu_mib)
     }
 
+    /// The most it held on one GPU so far (MiB): a job of ranks given a
+    /// group of GPUs needs this much of each; None where not measured.
+    pub fn gpu_device_peak_mib(&self) -> Option<f64> {
+        let peaks = self.sampler.as_ref()?.peaks();
+        let most = peaks.gpu_devices_mib.values().copied().reduce(f64::max);
+        most.or(peaks.gpu_mib)
+    }
+
     /// Ends the command for `why`: SIGTERM to its group now, SIGKILL after
     /// the grace period (`tick`). The first reason is the one recorded.
     pub fn stop(&mut self, why: Stop) {
@@ -432,6 +440,14 @@ fn peak_of(peaks: Option<&memory::Peaks>, child: &Child, note: &Option<String>) 
             gpu_note: p.gpu_note.clone(),
             address_limit_mib: p.address_limit_mib.map(round1),
             ranks_host_pss_mib: p.ranks.iter().map(|(r, m)| (*r, round1(*m))).collect(),
+            gpu_by_device_mib: match p.gpu_devices_mib.len() {
+                0 | 1 => Default::default(),
+                _ => p
+                    .gpu_devices_mib
+                    .iter()
+                    .map(|(d, m)| (*d, round1(*m)))
+                    .collect(),
+            },
         },
         None => ProgramPeak {
             host_rss_mib: child.max_rss_mib().map(round1),

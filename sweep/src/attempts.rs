@@ -250,7 +250,7 @@ fn ran_out_leg(a: &Attempt, leg: &ProgramLeg) -> Option<Value> {
     if let Some(m) = leg.peak.host_pss_mib {
         entry.insert("peak_host_pss_mib".into(), Value::from(m));
     }
-    if let Some(m) = leg.peak.gpu_mib {
+    if let Some(m) = leg.peak.gpu_each_mib() {
         entry.insert("peak_gpu_mib".into(), Value::from(m));
     }
     Some(Value::Object(entry))

@@ -94,6 +94,7 @@ pub fn run(args: &Args, train: &Path, libtorch: bool, stop: &Interrupter) -> any
         true => Vec::new(),
         false => gpus(train),
     };
+    let (groups, gpus) = crate::start::grouped(&space, gpus)?;
     let plan = plan_of(args.slurm, in_slurm, &space, &settings, &gpus, parallel)?;
     for w in &plan.why {
         common::say!("train sweep: placement: {w}");
@@ -137,7 +138,7 @@ pub fn run(args: &Args, train: &Path, libtorch: bool, stop: &Interrupter) -> any
         storage,
         sampler: &*sampler,
         pruner: pruner.as_deref(),
-        slots: Slots::new(plan.slots, inherit_gpus),
+        slots: Slots::new(plan.slots, inherit_gpus).with_groups(groups),
         trials: Vec::new(),
         measuring,
         largest: Largest::default(),
@@ -296,8 +297,8 @@ fn torch_of(
 
 /// Where trials run: none with `--slurm` (Slurm places the workers), where
 /// Slurm put this worker, a program's measured slots, or our model's
-/// estimate against each GPU's free memory. A program whose trials are
-/// jobs of ranks is refused where GPUs are seen (`refuse_ranks_on_gpus`).
+/// estimate against each GPU's free memory (a group of GPUs placed as one
+/// where trials are jobs of ranks, `start::grouped`).
 fn plan_of(
     slurm: bool,
     in_slurm: bool,
@@ -306,9 +307,6 @@ fn plan_of(
     gpus: &[placement::Gpu],
     parallel: Option<u32>,
 ) -> anyhow::Result<placement::Plan> {
-    if let Some(p) = &space.program {
-        crate::program::refuse_ranks_on_gpus(p, gpus.len()).map_err(|e| bad_input!("{e}"))?;
-    }
     Ok(if slurm {
         placement::Plan {
             slots: Vec::new(),
@@ -658,7 +656,9 @@ impl Driver<'_> {
                 .filter_map(|r| r.pid())
                 .flat_map(supervise::memory::tree)
                 .collect();
-            gpus_counting(&self.sweep.train, &ours)
+            self.slots
+                .groups
+                .apply(&gpus_counting(&self.sweep.train, &ours))
         });
         let packing = self.packing();
         measured::replan(

@@ -177,7 +177,7 @@ impl Starter<'_> {
     /// running.
     fn room(&self, slot: usize, trials: &[Running]) -> Option<Room> {
         match self.slots.slots[slot].gpu {
-            Some(g) => crate::room::gpu(self.gpus, g),
+            Some(g) => crate::room::gpu(self.gpus, g, &self.slots.groups.label(g)),
             None => {
                 let ours = trials.iter().filter_map(Running::host_peak_mib).sum();
                 crate::room::host(self.sweep.settings.memory_budget_mib, ours)
@@ -398,13 +398,12 @@ impl Starter<'_> {
             "--out".into(),
             dir.run().path().display().to_string(),
         ];
-        let s = &self.slots.slots[t.slot];
         if let Some(n) = t.threads {
             argv.extend(["--threads".into(), n.to_string()]);
         }
         let mut env = Vec::new();
-        match s.gpu {
-            Some(g) => env.push(("CUDA_VISIBLE_DEVICES".into(), g.to_string())),
+        match self.slots.devices(t.slot) {
+            Some(g) => env.push(("CUDA_VISIBLE_DEVICES".into(), g)),
             None if self.slots.inherit_gpus => {}
             None if self.slots.all_cpu() => argv.extend(["--device".into(), "cpu".into()]),
             None => {}
@@ -431,13 +430,12 @@ impl Starter<'_> {
         let sweep = self.sweep;
         let dir = sweep.trial_dir(t.made.number);
         std::fs::create_dir_all(dir.path())?;
-        let s = &self.slots.slots[t.slot];
         let unfit = t.unfit.take();
         let launch = Launch {
             number: t.made.number,
             dir: &dir,
             values: &t.values,
-            gpu: s.gpu.map(|g| g.to_string()),
+            gpu: self.slots.devices(t.slot),
             threads: t.threads.map(|n| n.max(1) as usize),
             launch_blocking: t.blocking,
             torch: sweep.torch,

@@ -51,6 +51,7 @@ mod context;
 pub mod cores;
 pub mod driver;
 mod fitted;
+mod groups;
 pub mod history;
 pub mod journal;
 pub(crate) mod launch;

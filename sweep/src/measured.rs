@@ -48,8 +48,12 @@ pub fn program_plan(gpus: &[Gpu], parallel: Option<u32>, budget_mib: Option<f64>
                 })
                 .collect(),
             why: vec![format!(
-                "--parallel {k}: {k} program trial(s) at once, round-robin over {} GPU(s)",
-                gpus.len()
+                "--parallel {k}: {k} program trial(s) at once, round-robin over {} {}",
+                gpus.len(),
+                match gpus.iter().any(crate::groups::is_group) {
+                    true => "group(s) of GPUs",
+                    false => "GPU(s)",
+                }
             )],
         },
     }

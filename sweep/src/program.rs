@@ -106,15 +106,17 @@ impl Preloaded {
     }
 }
 
-/// The ranks each trial of `program` starts, when its command is a
-/// launcher's (`torchrun --nproc_per_node N ...`): N, with the options it
-/// was read from. Read from the command as written, its macros standing
-/// for what they become (`${interpreter}` a python, `${program}` the file).
-pub fn ranks_per_trial(program: &crate::space::Program) -> Option<(u32, String)> {
+/// The ranks each trial of `program` starts and where the number comes
+/// from: the space's `ranks_per_trial`, else its command's launcher
+/// (`torchrun --nproc_per_node N ...`), read from the command as written,
+/// its macros standing for what they become (`${interpreter}` a python,
+/// `${program}` the file); one for a plain command, unread for a launcher whose
+/// own defaults or config file decide). Err: the two disagree.
+pub fn ranks_per_trial(program: &crate::space::Program) -> Result<Ranks, String> {
     let words: Vec<String> = program
         .command
-        .as_ref()?
         .iter()
+        .flatten()
         .filter(|w| *w != "${env}")
         .map(|w| match w.as_str() {
             "${interpreter}" => "python".to_string(),
@@ -122,32 +124,27 @@ pub fn ranks_per_trial(program: &crate::space::Program) -> Option<(u32, String)>
             w => w.to_string(),
         })
         .collect();
-    supervise::launcher::ranks_of(&words)?.ok()
+    let launcher = supervise::launcher::ranks_of(&words);
+    match (program.ranks_per_trial, launcher) {
+        (Some(k), Some(Ok((n, from)))) if n != k => Err(format!(
+            "ranks_per_trial: {k}, but the command starts {n} ranks ({from}): give one number"
+        )),
+        (Some(k), _) => Ok(Ranks::Of(k, format!("ranks_per_trial: {k}"))),
+        (None, Some(Ok((n, from)))) => Ok(Ranks::Of(n, from)),
+        (None, Some(Err(why))) => Ok(Ranks::Unread(why)),
+        (None, None) => Ok(Ranks::One),
+    }
 }
 
-/// Refuses at the start a sweep whose trials are jobs of several ranks
-/// where GPUs are seen: each rank needs a GPU of its own, and trials are
-/// not placed on groups of GPUs yet (a slot holds one). Jobs of ranks on
-/// the CPU (gloo) run, each trial's threads split between its ranks.
-pub fn refuse_ranks_on_gpus(program: &crate::space::Program, gpus: usize) -> Result<(), String> {
-    let Some((ranks, from)) = ranks_per_trial(program).filter(|(n, _)| *n > 1) else {
-        return Ok(());
-    };
-    if gpus == 0 {
-        return Ok(());
-    }
-    let first = if ranks as usize > gpus {
-        format!(
-            "each trial starts {ranks} ranks ({from}) and memdiag sees {gpus} GPU(s): a rank needs a GPU of its own"
-        )
-    } else {
-        format!(
-            "each trial starts {ranks} ranks ({from}) and would need a group of {ranks} of the {gpus} GPU(s) to itself, which train sweep does not place yet (a trial gets one GPU)"
-        )
-    };
-    Err(format!(
-        "{first}: give --nproc_per_node 1 to run one rank per trial (trials spread over the GPUs), or run the sweep where no GPU is seen to run the ranks on the CPU (gloo)"
-    ))
+/// The ranks a trial's job starts.
+#[derive(Debug, PartialEq)]
+pub enum Ranks {
+    /// A plain command: one process.
+    One,
+    /// N ranks, and the words that say so.
+    Of(u32, String),
+    /// A launcher whose own defaults or config file decide, and why.
+    Unread(String),
 }
 
 /// A started program trial.
@@ -257,8 +254,12 @@ pub fn start(space: &Space, l: &Launch, p: Prepared) -> anyhow::Result<Started> 
     let get = |k: &str| std::env::var(k).ok();
     let argv = autofix::expand(&attempt.command, config.as_deref(), &dir.run());
     // A launcher's ranks share the trial's threads.
-    let ranks = match supervise::launcher::ranks_of(&argv) {
-        Some(Ok((n, _))) => n as usize,
+    let ranks = match (
+        space.program.as_ref().and_then(|p| p.ranks_per_trial),
+        supervise::launcher::ranks_of(&argv),
+    ) {
+        (Some(k), _) => k as usize,
+        (None, Some(Ok((n, _)))) => n as usize,
         _ => 1,
     };
     let fixes = supervise::env::fixes(
@@ -509,35 +510,39 @@ mod tests {
     }
 
     #[test]
-    fn trials_of_ranks_are_refused_on_gpus_with_both_numbers() {
-        let program = |command: &str| crate::space::Program {
+    fn a_trials_ranks_come_from_the_space_or_the_launcher_and_must_agree() {
+        let program = |command: &str, key: Option<u32>| crate::space::Program {
             file: "train.py".into(),
             command: Some(command.split(' ').map(String::from).collect()),
             work_in_trial: false,
             preload: vec![],
             auto_fix: None,
+            ranks_per_trial: key,
         };
-        let torchrun = program(
-            "${env} ${interpreter} -m torch.distributed.run --nproc_per_node 4 ${program} ${args}",
-        );
+        let torchrun =
+            "${env} ${interpreter} -m torch.distributed.run --nproc_per_node 4 ${program} ${args}";
         assert_eq!(
-            ranks_per_trial(&torchrun),
-            Some((4, "--nproc_per_node 4".into()))
+            ranks_per_trial(&program(torchrun, None)),
+            Ok(Ranks::Of(4, "--nproc_per_node 4".into()))
         );
-        let e = refuse_ranks_on_gpus(&torchrun, 2).unwrap_err();
-        assert!(
-            e.starts_with(
-                "each trial starts 4 ranks (--nproc_per_node 4) and memdiag sees 2 GPU(s)"
-            ),
-            "{e}"
+        let e = ranks_per_trial(&program(torchrun, Some(2))).unwrap_err();
+        assert_eq!(
+            e,
+            "ranks_per_trial: 2, but the command starts 4 ranks (--nproc_per_node 4): give one number"
         );
-        let e = refuse_ranks_on_gpus(&torchrun, 8).unwrap_err();
-        assert!(e.contains("a group of 4 of the 8 GPU(s)"), "{e}");
-        // On the CPU (gloo), or one rank per trial: run.
-        assert_eq!(refuse_ranks_on_gpus(&torchrun, 0), Ok(()));
-        let one = program("torchrun --nproc_per_node 1 ${program}");
-        assert_eq!(refuse_ranks_on_gpus(&one, 2), Ok(()));
-        let plain = program("${env} ${interpreter} ${program} ${args}");
-        assert_eq!(ranks_per_trial(&plain), None);
+        // The launcher's own defaults decide: the space says, or one GPU.
+        let gpu = "torchrun --nproc_per_node gpu ${program}";
+        assert_eq!(
+            ranks_per_trial(&program(gpu, Some(2))),
+            Ok(Ranks::Of(2, "ranks_per_trial: 2".into()))
+        );
+        let Ok(Ranks::Unread(why)) =
+            ranks_per_trial(&program("accelerate launch ${program}", None))
+        else {
+            panic!("unread")
+        };
+        assert!(why.contains("own defaults or config file"), "{why}");
+        let plain = program("${env} ${interpreter} ${program} ${args}", None);
+        assert_eq!(ranks_per_trial(&plain), Ok(Ranks::One));
     }
 }

@@ -42,14 +42,20 @@ pub fn host(budget_mib: Option<f64>, ours_mib: f64) -> Option<Room> {
     Room::smallest(rooms)
 }
 
-/// GPU `index`'s room, from the GPUs as last read (their free memory with
+/// GPU `index`'s room (`label`: "GPU 1", or a group's "GPUs 0,1", the
+/// least free of them), from the GPUs as last read (their free memory with
 /// what our trials hold there); None when it was not read.
-pub fn gpu(gpus: &[Gpu], index: u32) -> Option<Room> {
+pub fn gpu(gpus: &[Gpu], index: u32, label: &str) -> Option<Room> {
     let g = gpus.iter().find(|g| g.index == index)?;
+    let each = if label.starts_with("GPUs ") {
+        " each"
+    } else {
+        ""
+    };
     Some(Room {
         mib: g.free_mib as f64,
         what: format!(
-            "of GPU {index}'s memory free when last read (with what the sweep's trials hold there)"
+            "of {label}'s memory free{each} when last read (with what the sweep's trials hold there)"
         ),
     })
 }
@@ -74,7 +80,7 @@ mod tests {
             total_mib: 15360,
             free_mib: 14000,
         }];
-        assert_eq!(gpu(&gpus, 1).unwrap().mib, 14000.0);
-        assert_eq!(gpu(&gpus, 0), None);
+        assert_eq!(gpu(&gpus, 1, "GPU 1").unwrap().mib, 14000.0);
+        assert_eq!(gpu(&gpus, 0, "GPU 0"), None);
     }
 }

@@ -4,6 +4,7 @@
 //! Slurm chose this worker's GPUs. `busy` is the slots of the running
 //! trials, given by the caller, so that this knows nothing of trials.
 
+use crate::groups::Groups;
 use crate::placement::Slot;
 
 pub(crate) struct Slots {
@@ -14,6 +15,8 @@ pub(crate) struct Slots {
     pub crowded: Vec<bool>,
     /// Slurm chose this worker's GPUs: trials inherit CUDA_VISIBLE_DEVICES.
     pub inherit_gpus: bool,
+    /// Trials of several ranks: a slot's GPU is its group's first.
+    pub groups: Groups,
 }
 
 impl Slots {
@@ -23,7 +26,19 @@ impl Slots {
             crowded: vec![false; slots.len()],
             slots,
             inherit_gpus,
+            groups: Groups::default(),
         }
+    }
+
+    /// The same, each GPU slot holding the group of GPUs it leads.
+    pub fn with_groups(self, groups: Groups) -> Slots {
+        Slots { groups, ..self }
+    }
+
+    /// A GPU slot's CUDA_VISIBLE_DEVICES (its GPU, or its group's GPUs);
+    /// None on the CPU.
+    pub fn devices(&self, slot: usize) -> Option<String> {
+        self.slots[slot].gpu.map(|g| self.groups.devices(g))
     }
 
     /// The slots open now: the trials at once the sweep runs.
@@ -93,7 +108,7 @@ impl Slots {
     /// Where a slot's trial runs, for its block.
     pub fn runs_on(&self, slot: usize) -> String {
         match (self.slots[slot].gpu, self.inherit_gpus) {
-            (Some(g), _) => format!("GPU {g}"),
+            (Some(g), _) => self.groups.label(g),
             (None, true) => format!(
                 "the GPUs Slurm gave this task (CUDA_VISIBLE_DEVICES={})",
                 std::env::var("CUDA_VISIBLE_DEVICES").unwrap_or_default()

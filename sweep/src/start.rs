@@ -254,6 +254,39 @@ pub(crate) fn gpus_of(
         .collect()
 }
 
+/// The GPUs as placement sees them: for trials that are jobs of several
+/// ranks, in groups of that many (`Groups`), said with why; one GPU a
+/// trial otherwise. Bad input: more ranks than GPUs, or the space's
+/// `ranks_per_trial` and its command disagree.
+pub fn grouped(
+    space: &Space,
+    gpus: Vec<placement::Gpu>,
+) -> anyhow::Result<(crate::groups::Groups, Vec<placement::Gpu>)> {
+    let Some(program) = &space.program else {
+        return Ok((Default::default(), gpus));
+    };
+    use crate::program::Ranks;
+    let said = crate::program::ranks_per_trial(program).map_err(|e| bad_input!("{e}"))?;
+    let (ranks, from) = match said {
+        Ranks::Of(n, from) => (n, from),
+        Ranks::Unread(why) if !gpus.is_empty() => {
+            common::say!(
+                "train sweep: placement: {why}: each trial is given one GPU; give `ranks_per_trial: N` in the space to give each N"
+            );
+            (1, String::new())
+        }
+        Ranks::Unread(_) | Ranks::One => (1, String::new()),
+    };
+    let (groups, why) = crate::groups::Groups::of(&gpus, ranks, &from).map_err(|e| {
+        bad_input!("{e}: give --nproc_per_node 1 to run one rank a trial (trials spread over the GPUs), or run the sweep where no GPU is seen to run the ranks on the CPU (gloo)")
+    })?;
+    for w in why {
+        common::say!("train sweep: placement: {w}");
+    }
+    let placed = groups.apply(&gpus);
+    Ok((groups, placed))
+}
+
 /// cfgcheck's estimate of the space's worst combination.
 pub fn worst_peak_mib(space: &Space, base: &Config) -> u64 {
     space

@@ -143,11 +143,12 @@ impl Running {
         }
     }
 
-    /// Its process tree's GPU memory peak so far (a program trial's, where
-    /// NVML measured it).
+    /// Its process tree's GPU memory peak so far on each GPU it was given
+    /// (the most on one: a job of ranks holds about that on each), a
+    /// program trial's, where NVML measured it.
     pub fn gpu_peak_mib(&self) -> Option<f64> {
         match &self.proc {
-            Proc::Program(p) => p.leg.gpu_peak_mib(),
+            Proc::Program(p) => p.leg.gpu_device_peak_mib(),
             Proc::Train(_) | Proc::Ended(_) => None,
         }
     }
@@ -479,8 +480,12 @@ fn leg_attrs(leg: &ProgramLeg, epochs: usize) -> Vec<(&'static str, Value)> {
     if let Some(c) = leg.cpu_cores {
         attrs.push(("cpu_cores", Value::from(c)));
     }
-    if let Some(m) = leg.peak.gpu_mib {
+    // What it needs of each GPU: placement's and the memory model's unit.
+    if let Some(m) = leg.peak.gpu_each_mib() {
         attrs.push(("peak_gpu_mib", Value::from(m)));
+    }
+    if let (Some(m), true) = (leg.peak.gpu_mib, leg.peak.gpu_by_device_mib.len() > 1) {
+        attrs.push(("peak_gpu_total_mib", Value::from(m)));
     }
     if let Some(a) = &leg.advice {
         attrs.push(("advice", Value::from(a.clone())));

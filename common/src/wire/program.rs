@@ -101,6 +101,19 @@ pub struct ProgramPeak {
     /// processes whose environment says `RANK=N`), MiB, by rank.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub ranks_host_pss_mib: std::collections::BTreeMap<u32, f64>,
+    /// Where it used more than one GPU (ranks spread over a group): each
+    /// GPU's peak of its memory there, MiB, by NVML index.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub gpu_by_device_mib: std::collections::BTreeMap<u32, f64>,
+}
+
+impl ProgramPeak {
+    /// What it needs of each GPU it is given: the most it held on one GPU
+    /// (all it held, where it used one).
+    pub fn gpu_each_mib(&self) -> Option<f64> {
+        let most = self.gpu_by_device_mib.values().copied().reduce(f64::max);
+        most.or(self.gpu_mib)
+    }
 }
 
 /// The objective's best (or last) report.
@@ -193,6 +206,7 @@ impl Versioned for ProgramSummary {
                 gpu_note: Some("not available: NVML cannot be loaded".into()),
                 address_limit_mib: None,
                 ranks_host_pss_mib: Default::default(),
+                gpu_by_device_mib: Default::default(),
             },
             changed: vec![],
             resumed_from: None,

@@ -126,6 +126,7 @@ impl Versioned for Output {
                     gpu_note: Some("not available: NVML cannot be loaded".into()),
                     address_limit_mib: None,
                     ranks_host_pss_mib: Default::default(),
+                    gpu_by_device_mib: Default::default(),
                 },
                 parallel: Some(2),
             }),

@@ -41,11 +41,33 @@ pub struct Peaks {
     pub address_limit_mib: Option<f64>,
     /// None where the GPU side was not measured (`gpu_note` says why).
     pub gpu_mib: Option<f64>,
+    /// Each GPU's peak of the tree's memory on it, MiB, by NVML index: a job
+    /// of ranks spread over a group of GPUs needs its largest on each.
+    pub gpu_devices_mib: BTreeMap<u32, f64>,
     pub gpu_note: Option<String>,
     pub samples: u64,
     pub processes: u32,
     /// A job of ranks: each rank's own PSS peak, by rank.
     pub ranks: BTreeMap<u32, f64>,
+}
+
+impl Peaks {
+    /// A sample's GPU memory (the tree's, or why not) and each GPU's share.
+    fn add_gpu(&mut self, gpu: Option<Result<f64, String>>, devices: Option<BTreeMap<u32, f64>>) {
+        match gpu {
+            // A figure supersedes an earlier sample's why-not.
+            Some(Ok(m)) => {
+                self.gpu_mib = Some(self.gpu_mib.unwrap_or(0.0).max(m));
+                self.gpu_note = None;
+            }
+            Some(Err(why)) if self.gpu_mib.is_none() => self.gpu_note = Some(why),
+            _ => {}
+        }
+        for (d, m) in devices.into_iter().flatten() {
+            let peak = self.gpu_devices_mib.entry(d).or_insert(m);
+            *peak = peak.max(m);
+        }
+    }
 }
 
 /// The sampling thread of one process tree.
@@ -147,6 +169,7 @@ fn run(
         let limit = address_limit_mib(pid);
         let listed = nvml.as_ref().and_then(|n| n.as_ref().map(gpu_processes));
         let gpu = listed.as_ref().map(|l| gpu_mib(l, &pids));
+        let devices = listed.as_ref().map(|l| by_device(l, &pids));
         if seen > 0 {
             let (pss, rss) = (pss as f64 / 1024.0, rss as f64 / 1024.0);
             let gpu_cell = match &gpu {
@@ -167,15 +190,7 @@ fn run(
                     p.address_limit_mib = Some(p.address_limit_mib.map_or(l, |m: f64| m.min(l)));
                 }
                 p.processes = p.processes.max(seen);
-                match gpu {
-                    // A figure supersedes an earlier sample's why-not.
-                    Some(Ok(m)) => {
-                        p.gpu_mib = Some(p.gpu_mib.unwrap_or(0.0).max(m));
-                        p.gpu_note = None;
-                    }
-                    Some(Err(why)) if p.gpu_mib.is_none() => p.gpu_note = Some(why),
-                    _ => {}
-                }
+                p.add_gpu(gpu, devices);
             }
         }
         if nvml.is_none() {
@@ -265,8 +280,9 @@ fn start_nvml(peaks: &Mutex<Peaks>) -> Option<Nvml> {
     }
 }
 
-/// NVML's compute processes on every GPU (pid, bytes), or why not.
-type Listed = Result<Vec<(u32, Option<u64>)>, String>;
+/// NVML's compute processes on every GPU (pid, bytes, the GPU's NVML
+/// index), or why not.
+type Listed = Result<Vec<(u32, Option<u64>, u32)>, String>;
 
 /// The memory NVML attributes to `pids` among the processes it `listed`,
 /// MiB (see [`attribute`]).
@@ -275,6 +291,18 @@ fn gpu_mib(listed: &Listed, pids: &[u32]) -> Result<f64, String> {
     attribute(listed.as_ref().map_err(Clone::clone)?, &mine, |pid| {
         Path::new(&format!("/proc/{pid}")).exists()
     })
+}
+
+/// What NVML attributes to `pids` on each GPU that holds some of it, MiB,
+/// by NVML index; empty where nothing is listed.
+fn by_device(listed: &Listed, pids: &[u32]) -> BTreeMap<u32, f64> {
+    let mut out = BTreeMap::new();
+    for (pid, used, device) in listed.iter().flatten() {
+        if let (true, Some(b)) = (pids.contains(pid), used) {
+            *out.entry(*device).or_insert(0.0) += *b as f64 / (1024.0 * 1024.0);
+        }
+    }
+    out
 }
 
 /// NVML's compute processes on every GPU, asked once a sample.
@@ -290,7 +318,7 @@ fn gpu_processes(nvml: &Nvml) -> Listed {
                 UsedGpuMemory::Used(b) => Some(b),
                 UsedGpuMemory::Unavailable => None,
             };
-            listed.push((p.pid, used));
+            listed.push((p.pid, used, i));
         }
     }
     Ok(listed)
@@ -302,16 +330,16 @@ fn gpu_processes(nvml: &Nvml) -> Listed {
 /// the listed pids exists here (`visible`): then NVML reports pids from
 /// another pid namespace (a container's), and Err says it is not measured.
 fn attribute(
-    listed: &[(u32, Option<u64>)],
+    listed: &[(u32, Option<u64>, u32)],
     mine: &BTreeSet<u32>,
     visible: impl Fn(u32) -> bool,
 ) -> Result<f64, String> {
     let ours: u64 = listed
         .iter()
-        .filter(|(pid, _)| mine.contains(pid))
-        .filter_map(|(_, used)| *used)
+        .filter(|(pid, _, _)| mine.contains(pid))
+        .filter_map(|(_, used, _)| *used)
         .sum();
-    if ours == 0 && !listed.is_empty() && !listed.iter().any(|(pid, _)| visible(*pid)) {
+    if ours == 0 && !listed.is_empty() && !listed.iter().any(|(pid, _, _)| visible(*pid)) {
         return Err(
             "NVML lists GPU processes whose pids do not exist here (a container's pid namespace?): not measured".into(),
         );
@@ -440,26 +468,33 @@ mod tests {
         let mine: BTreeSet<u32> = [10, 11].into();
         let all = |_| true;
         // The tree's two processes, beside another job on the card.
-        let listed = [(10, Some(GIB)), (11, Some(GIB / 2)), (99, Some(70 * GIB))];
+        let listed = [
+            (10, Some(GIB), 0),
+            (11, Some(GIB / 2), 1),
+            (99, Some(70 * GIB), 0),
+        ];
         assert_eq!(attribute(&listed, &mine, all), Ok(1536.0));
+        // Each GPU's share: a rank on each of two.
+        let each = by_device(&Ok(listed.to_vec()), &[10, 11]);
+        assert_eq!(each, [(0, 1024.0), (1, 512.0)].into());
         // Before the tree opens its CUDA context, beside that job: 0, not
         // "not measured" (the GPU run's trials started so beside a ballast).
-        assert_eq!(attribute(&[(99, Some(70 * GIB))], &mine, all), Ok(0.0));
+        assert_eq!(attribute(&[(99, Some(70 * GIB), 0)], &mine, all), Ok(0.0));
         // Nothing on the card at all.
         assert_eq!(attribute(&[], &mine, all), Ok(0.0));
         // A process NVML cannot size counts nothing.
-        assert_eq!(attribute(&[(10, None)], &mine, all), Ok(0.0));
+        assert_eq!(attribute(&[(10, None, 0)], &mine, all), Ok(0.0));
     }
 
     #[test]
     fn pids_from_another_namespace_are_not_a_measurement() {
         let mine: BTreeSet<u32> = [10].into();
         let none_here = |_| false;
-        let e = attribute(&[(4242, Some(GIB))], &mine, none_here).unwrap_err();
+        let e = attribute(&[(4242, Some(GIB), 0)], &mine, none_here).unwrap_err();
         assert!(e.contains("pid namespace"), "{e}");
         // Ours among them: measured, whatever else is listed.
         assert_eq!(
-            attribute(&[(10, Some(GIB))], &mine, |p| p == 10),
+            attribute(&[(10, Some(GIB), 0)], &mine, |p| p == 10),
             Ok(1024.0)
         );
     }

@@ -64,6 +64,9 @@ pub struct Program {
     /// `auto_fix: true`: a trial that fails in a way a setting fixes runs
     /// again with the fix applied (`supervise::autofix`).
     pub auto_fix: Option<AutoFix>,
+    /// `ranks_per_trial: N`: each trial is a job of N ranks (where the
+    /// launcher's own options do not say), given N GPUs where there are.
+    pub ranks_per_trial: Option<u32>,
 }
 
 /// A program space's `auto_fix: true`, `fix:` and `max_attempts`.
@@ -105,7 +108,7 @@ pub struct Parsed {
     pub warnings: Vec<String>,
 }
 
-const TOP_KEYS: [&str; 14] = [
+const TOP_KEYS: [&str; 15] = [
     "method",
     "bayes",
     "metric",
@@ -120,6 +123,7 @@ const TOP_KEYS: [&str; 14] = [
     "auto_fix",
     "fix",
     "max_attempts",
+    "ranks_per_trial",
 ];
 /// W&B keys that do not apply to train sweep; accepted so that a W&B file
 /// reads as it is.

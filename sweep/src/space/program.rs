@@ -1,6 +1,6 @@
 //! A space that names the user's `program` (W&B's meaning): the program
 //! block (`program`, `command`, `working_dir`, `preload`, `auto_fix`,
-//! `fix`, `max_attempts`), its command checked before
+//! `fix`, `max_attempts`, `ranks_per_trial`), its command checked before
 //! any trial, a trial's parameters as the program gets them, and the
 //! `${config}` file (the base config with the trial's values at their
 //! dotted keys, comments kept).
@@ -19,6 +19,7 @@ pub(super) struct ProgramKeys<'a> {
     pub auto_fix: Option<&'a Value>,
     pub fix: Option<&'a Value>,
     pub max_attempts: Option<&'a Value>,
+    pub ranks_per_trial: Option<&'a Value>,
 }
 
 impl<'a> ProgramKeys<'a> {
@@ -31,6 +32,7 @@ impl<'a> ProgramKeys<'a> {
             auto_fix: get("auto_fix"),
             fix: get("fix"),
             max_attempts: get("max_attempts"),
+            ranks_per_trial: get("ranks_per_trial"),
         }
     }
 }
@@ -53,6 +55,7 @@ impl Reader<'_> {
                 ("auto_fix", keys.auto_fix),
                 ("fix", keys.fix),
                 ("max_attempts", keys.max_attempts),
+                ("ranks_per_trial", keys.ranks_per_trial),
             ] {
                 if v.is_some() {
                     return Err(self.err(key, "only for a space that names `program`"));
@@ -96,11 +99,23 @@ impl Reader<'_> {
                 Some(words)
             }
         };
-        let work_in_trial = match working_dir.map(|v| (v, v.as_str())) {
-            None | Some((_, Some("launch"))) => false,
-            Some((_, Some("trial"))) => true,
+        Ok(Some(Program {
+            file,
+            command,
+            work_in_trial: self.work_in_trial(working_dir)?,
+            preload: self.preload(preload)?,
+            auto_fix: self.auto_fix(keys)?,
+            ranks_per_trial: self.ranks_per_trial(keys.ranks_per_trial)?,
+        }))
+    }
+
+    /// `working_dir`: `launch` (the default) or `trial`.
+    fn work_in_trial(&self, working_dir: Option<&Value>) -> anyhow::Result<bool> {
+        match working_dir.map(|v| (v, v.as_str())) {
+            None | Some((_, Some("launch"))) => Ok(false),
+            Some((_, Some("trial"))) => Ok(true),
             Some((v, _)) => {
-                return Err(self.err(
+                Err(self.err(
                     "working_dir",
                     format!(
                         "expected launch (the default: where train sweep starts) or trial (each trial in its own directory), found {}",
@@ -108,14 +123,24 @@ impl Reader<'_> {
                     ),
                 ))
             }
+        }
+    }
+
+    /// `ranks_per_trial: N`, a whole number from 1.
+    fn ranks_per_trial(&self, v: Option<&Value>) -> anyhow::Result<Option<u32>> {
+        let Some(v) = v else {
+            return Ok(None);
         };
-        Ok(Some(Program {
-            file,
-            command,
-            work_in_trial,
-            preload: self.preload(preload)?,
-            auto_fix: self.auto_fix(keys)?,
-        }))
+        match v.as_u64().and_then(|n| u32::try_from(n).ok()) {
+            Some(n) if n >= 1 => Ok(Some(n)),
+            _ => Err(self.err(
+                "ranks_per_trial",
+                format!(
+                    "expected the number of ranks each trial's job starts (a whole number from 1, e.g. 2 for torchrun --nproc_per_node 2), found {}",
+                    show(v)
+                ),
+            )),
+        }
     }
 
     /// `auto_fix: true`, with `fix: {knob: name}` and `max_attempts: N`
@@ -372,6 +397,26 @@ mod tests {
             m.contains("`auto_fix`: only for a space that names `program`"),
             "{m}"
         );
+    }
+
+    #[test]
+    fn ranks_per_trial_is_a_whole_number_from_one_beside_a_program() {
+        let s = parse(&format!("{PROGRAM}ranks_per_trial: 2\n")).unwrap();
+        assert_eq!(s.program.unwrap().ranks_per_trial, Some(2));
+        assert_eq!(
+            parse(PROGRAM).unwrap().program.unwrap().ranks_per_trial,
+            None
+        );
+        let refused = |text: &str| format!("{:#}", parse(text).expect_err("refused"));
+        for bad in ["0", "two", "1.5"] {
+            let m = refused(&format!("{PROGRAM}ranks_per_trial: {bad}\n"));
+            assert!(
+                m.contains("`ranks_per_trial`: expected the number of ranks"),
+                "{m}"
+            );
+        }
+        let m = refused("method: grid\nmetric: {name: loss}\nparameters: {lr: {value: 1}}\nranks_per_trial: 2\n");
+        assert!(m.contains("only for a space that names `program`"), "{m}");
     }
 
     #[test]

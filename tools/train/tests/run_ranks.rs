@@ -570,3 +570,140 @@ command: ['${interpreter}', -m, torch.distributed.run, --standalone, --nproc_per
     assert!(env_set.contains("split between its 2 ranks)"), "{env_set}");
     assert!(procs_in(tmp.path()).is_empty());
 }
+
+/// `dir/bin/train`, a copy of train beside a `memdiag` that replays a
+/// report of `n` GPUs (memdiag's own H100 profile, once a GPU): a sweep
+/// reads the GPUs from the memdiag beside it. No GPU here: what is tested
+/// is the placement on the report, not a GPU.
+fn train_seeing_gpus(dir: &Path, n: u32) -> std::path::PathBuf {
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let out = Command::new(testkit::bin("memdiag"))
+        .args(["--from", "h100", "--format", "json"])
+        .output()
+        .unwrap();
+    let mut report = testkit::json(&out.stdout);
+    let one = report["gpus"][0].clone();
+    let gpus = report["gpus"].as_array_mut().unwrap();
+    gpus.clear();
+    for i in 0..n {
+        let mut g = one.clone();
+        g["index"] = i.into();
+        gpus.push(g);
+    }
+    testkit::write(dir, "gpus.json", &report.to_string());
+    let memdiag = testkit::write(
+        &bin,
+        "memdiag",
+        &format!(
+            "#!/bin/sh\nexec {} --from {} \"$@\"\n",
+            testkit::bin("memdiag").display(),
+            dir.join("gpus.json").display()
+        ),
+    );
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&memdiag, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::copy(BIN, bin.join("train")).unwrap();
+    bin.join("train")
+}
+
+fn devices_space(dir: &Path, nproc: &str, extra: &str) {
+    program_in(dir, "gloo_devices.py", "devices.py");
+    testkit::write(
+        dir,
+        "space.yaml",
+        &format!(
+            "program: devices.py
+method: grid
+metric: {{name: loss, goal: minimize}}
+parameters:
+  lr: {{values: [0.01, 0.02]}}
+command: ['${{interpreter}}', -m, torch.distributed.run, --standalone, --nproc_per_node, '{nproc}', '${{program}}']
+{extra}"
+        ),
+    );
+}
+
+/// A sweep whose trials are jobs of 2 ranks, on a machine of 5 GPUs (as
+/// memdiag's report says): the GPUs in groups of 2, each trial given a
+/// group through CUDA_VISIBLE_DEVICES, the fifth GPU unused.
+#[test]
+fn trials_of_two_ranks_are_each_given_a_group_of_two_gpus() {
+    let tmp = tempfile::tempdir().unwrap();
+    let train = train_seeing_gpus(tmp.path(), 5);
+    devices_space(tmp.path(), "2", "");
+    let out = Command::new(&train)
+        .args([
+            "sweep",
+            "--space",
+            "space.yaml",
+            "--out",
+            "s",
+            "--parallel",
+            "2",
+        ])
+        .arg("--interpreter")
+        .arg(testkit::python())
+        .current_dir(tmp.path())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("each trial starts 2 ranks (--nproc_per_node 2): the 5 GPU(s) in 2 group(s) of 2 (0,1; 2,3)")
+            && err.contains("GPU(s) 4 left unused: fewer than the 2 a trial needs")
+            && err.contains("round-robin over 2 group(s) of GPUs")
+            && err.contains("Runs on: GPUs 0,1"),
+        "{err}"
+    );
+    let mut given = Vec::new();
+    for t in ["0000", "0001"] {
+        let log =
+            std::fs::read_to_string(tmp.path().join(format!("s/trials/{t}/train.log"))).unwrap();
+        let devices = ["0,1", "2,3"]
+            .into_iter()
+            .find(|d| log.contains(&format!("[rank 0] devices {d}\n")))
+            .unwrap_or_else(|| panic!("{log}"));
+        assert!(
+            log.contains(&format!("[rank 1] devices {devices}\n")),
+            "{log}"
+        );
+        given.push(devices);
+    }
+    given.sort();
+    assert_eq!(given, ["0,1", "2,3"], "two trials at once, a group each");
+}
+
+/// More ranks a trial than GPUs: refused at the start with both numbers;
+/// the space's `ranks_per_trial` and the command disagreeing, too.
+#[test]
+fn more_ranks_a_trial_than_gpus_is_refused_at_the_start() {
+    let tmp = tempfile::tempdir().unwrap();
+    let train = train_seeing_gpus(tmp.path(), 3);
+    let sweep = |tmp: &Path| {
+        Command::new(&train)
+            .args(["sweep", "--space", "space.yaml", "--out", "s"])
+            .arg("--interpreter")
+            .arg(testkit::python())
+            .current_dir(tmp)
+            .output()
+            .unwrap()
+    };
+    devices_space(tmp.path(), "4", "");
+    let out = sweep(tmp.path());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("each trial starts 4 ranks (--nproc_per_node 4) and memdiag sees 3 GPU(s)"),
+        "{err}"
+    );
+    assert!(!tmp.path().join("s").exists(), "nothing started");
+    devices_space(tmp.path(), "2", "ranks_per_trial: 3\n");
+    let out = sweep(tmp.path());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("ranks_per_trial: 3, but the command starts 2 ranks (--nproc_per_node 2): give one number"),
+        "{err}"
+    );
+}
