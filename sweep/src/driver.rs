@@ -455,6 +455,7 @@ struct Driver<'a> {
 impl Driver<'_> {
     fn drive(&mut self, cap: u64) -> anyhow::Result<u8> {
         let started = Instant::now();
+        self.fold_first()?;
         let mut stopping: Option<(u8, String)> = None;
         let mut beaten = Instant::now();
         let mut waiting_said = false;
@@ -626,6 +627,23 @@ impl Driver<'_> {
             packing: self.packing().then_some(self.largest),
         }
         .launch(&mut self.trials, cap)
+    }
+
+    /// The first folds over the whole study, the history's digest and the
+    /// memory model's rows, on two threads at once: a worker that joins a
+    /// large study waits for them before its first trial (a fifth of that
+    /// wait at 50,000 trials, each fold a read of every trial's
+    /// attributes). Later turns fold only the trials that finished since.
+    fn fold_first(&self) -> anyhow::Result<()> {
+        let study = self.sweep.study(self.storage)?;
+        let digest = &mut *self.digest.borrow_mut();
+        std::thread::scope(|s| {
+            s.spawn(|| digest.update(&study));
+            if self.sweep.space.memory_model {
+                self.memory.borrow_mut().update(&study.trials);
+            }
+        });
+        Ok(())
     }
 
     /// Whether trials are packed by their predicted peaks: a program's

@@ -54,7 +54,7 @@ const INTERVAL_SDS: f64 = 2.0;
 const SD_FLOOR: f64 = 0.05;
 
 /// One term of the model, by the parameter it comes from.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Term {
     /// ln of a positive number.
     Log(String),
@@ -90,7 +90,7 @@ pub(crate) type Row = Vec<(usize, f64)>;
 #[derive(Debug, Default, Clone)]
 pub struct MemoryModel {
     terms: Vec<Term>,
-    index: HashMap<String, usize>,
+    index: HashMap<Term, usize>,
     scales: HashMap<String, Scale>,
     /// X'X over (intercept, terms...), grown as terms appear (earlier rows
     /// had 0 for a new term, so the grown sums stay exact).
@@ -229,7 +229,11 @@ impl MemoryModel {
         for (name, value) in params {
             if let Some(x) = value.as_f64() {
                 let first = if x > 0.0 { Scale::Log } else { Scale::Linear };
-                self.scales.entry(name.clone()).or_insert(first);
+                // Looked up first: a trial's row is made for every trial
+                // of a large study as a worker joins it.
+                if !self.scales.contains_key(name) {
+                    self.scales.insert(name.clone(), first);
+                }
             }
             let Some((term, x)) = term_of(name, value, self.scales.get(name)) else {
                 continue;
@@ -241,13 +245,12 @@ impl MemoryModel {
     }
 
     fn term_index(&mut self, term: Term) -> usize {
-        let key = term.to_string();
-        if let Some(&i) = self.index.get(&key) {
+        if let Some(&i) = self.index.get(&term) {
             return i;
         }
-        self.terms.push(term);
+        self.terms.push(term.clone());
         let i = self.terms.len();
-        self.index.insert(key, i);
+        self.index.insert(term, i);
         for r in &mut self.xtx {
             r.push(0.0);
         }

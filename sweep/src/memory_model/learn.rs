@@ -93,8 +93,16 @@ impl MemoryModel {
     /// Learns what `trial` teaches about `resource`; false if nothing.
     pub fn observe(&mut self, trial: &Trial, resource: Resource) -> bool {
         match lesson(trial, resource) {
-            Lesson::Measured(peak) => self.add_measured(&ran_with(trial), peak),
-            Lesson::Above(peak) => self.add_censored(&ran_with(trial), peak),
+            Lesson::Nothing => false,
+            taught => self.learn(taught, &ran_with(trial)),
+        }
+    }
+
+    /// Learns `lesson`, of a trial that ran with `values`.
+    fn learn(&mut self, lesson: Lesson, values: &Map<String, Value>) -> bool {
+        match lesson {
+            Lesson::Measured(peak) => self.add_measured(values, peak),
+            Lesson::Above(peak) => self.add_censored(values, peak),
             Lesson::Nothing => false,
         }
     }
@@ -161,15 +169,21 @@ impl Learner {
                 continue;
             }
             self.seen.insert(t.number);
+            // The values it ran with, made once for both models.
+            let mut values: Option<Map<String, Value>> = None;
             for (resource, model) in [
                 (Resource::Host, &mut self.host),
                 (Resource::Gpu, &mut self.gpu),
             ] {
                 let slot = slot_of(resource);
-                if model.observe(t, resource) {
-                    (self.fits[slot], self.ranked[slot]) = (None, None);
-                    if let Lesson::Above(_) = lesson(t, resource) {
-                        self.ran_out[slot].push((t.number, model.row(&ran_with(t))));
+                let taught = lesson(t, resource);
+                if taught != Lesson::Nothing {
+                    let ran = values.get_or_insert_with(|| ran_with(t));
+                    if model.learn(taught, ran) {
+                        (self.fits[slot], self.ranked[slot]) = (None, None);
+                        if let Lesson::Above(_) = taught {
+                            self.ran_out[slot].push((t.number, model.row(ran)));
+                        }
                     }
                 }
                 for (values, peak) in ran_out_legs(t, resource) {
