@@ -153,7 +153,7 @@ pub fn run(args: &Args, train: &Path, libtorch: bool, stop: &Interrupter) -> any
         bell,
         wait,
     };
-    let out = driver.drive(cap);
+    let out = driver.fold_first().and_then(|()| driver.drive(cap));
     drop(driver); // Its running trials' ends, if any, are owed to them.
     truth.leave();
     out
@@ -455,7 +455,6 @@ struct Driver<'a> {
 impl Driver<'_> {
     fn drive(&mut self, cap: u64) -> anyhow::Result<u8> {
         let started = Instant::now();
-        self.fold_first()?;
         let mut stopping: Option<(u8, String)> = None;
         let mut beaten = Instant::now();
         let mut waiting_said = false;
