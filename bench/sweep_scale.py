@@ -11,10 +11,14 @@ trial, its peak RSS (VmHWM) and the seconds from its start to its first
 new trial's folder (what a worker joining the study waits).
 
   sweep_scale.py [--train target/release/train] [--sizes 1000,20000]
-                 [--new 200] [--parallel 4] [--seconds 0] [--rounds 3]
+                 [--new 200] [--parallel 4] [--workers 1] [--seconds 0] [--rounds 3]
+
+With --workers W, W - 1 `train sweep --worker` drivers join the resumed
+one on the same journal, and the CPU is theirs together.
 
 Results: bench/results/sweep_scale.{csv,md} (sweep_scale_METHOD.* for
-another --method, sweep_scale[_METHOD]_lines.* with --seconds).
+another --method, sweep_scale[_METHOD]_lines.* with --seconds, a `_Ww`
+suffix with --workers W).
 """
 
 import argparse
@@ -80,20 +84,35 @@ def one_run(a, size, d):
     err = open(os.path.join(d, "driver.err"), "w+b")
     p = subprocess.Popen(base + ["--resume", "s"], cwd=d,
                          stdout=subprocess.DEVNULL, stderr=err)
+    # With --workers W, W - 1 more drivers join the same journal: the CPU
+    # is all the drivers' together, per trial any of them ran.
+    others = [subprocess.Popen(base + ["--worker", "s"], cwd=d, stdout=subprocess.DEVNULL,
+                               stderr=open(os.path.join(d, f"worker{w}.err"), "wb"))
+              for w in range(1, a.workers)]
+    procs = [p] + others
     # The steady state: from the first tenth of the new trials on (the
     # start, which replays the whole journal once, is reported apart).
     trials_dir = os.path.join(d, "s", "trials")
     warm = max(1, a.new // 10)
-    last, at_warm, first = (0.0, 0.0), None, None
-    while p.poll() is None:
-        last = own_cpu(p.pid) or last
+    last = {q.pid: (0.0, 0.0) for q in procs}
+    at_warm, first = None, None
+    while any(q.poll() is None for q in procs):
+        for q in procs:
+            if q.returncode is None:
+                last[q.pid] = own_cpu(q.pid) or last[q.pid]
+        cpu = sum(c for c, _ in last.values())
         # A joining worker's wait: from its start to its first trial's
         # folder (the one trial of the first sweep's is there already).
         if first is None and len(os.listdir(trials_dir)) > 1:
             first = time.monotonic() - t0
         if at_warm is None and len(os.listdir(trials_dir)) > warm + 1:
-            at_warm = (last[0], time.monotonic(), len(os.listdir(trials_dir)))
+            at_warm = (cpu, time.monotonic(), len(os.listdir(trials_dir)))
         time.sleep(0.02)
+    cpu = sum(c for c, _ in last.values())
+    last = (cpu, max(r for _, r in last.values()))
+    for q in others:
+        if q.returncode != 0:
+            sys.exit(f"sweep_scale: a joining worker exited {q.returncode}")
     wall = time.monotonic() - t0
     if p.returncode != 0:
         err.seek(0)
@@ -115,6 +134,7 @@ def main():
     ap.add_argument("--sizes", default="1000,20000")
     ap.add_argument("--new", type=int, default=200, help="trials run on top of each study")
     ap.add_argument("--parallel", type=int, default=4)
+    ap.add_argument("--workers", type=int, default=1, help="drivers on the journal (the resumed one and W - 1 `--worker`s)")
     ap.add_argument("--seconds", type=int, default=0, help="each trial's length (a line a second)")
     ap.add_argument("--method", default="random")
     ap.add_argument("--rounds", type=int, default=3)
@@ -130,7 +150,8 @@ def main():
     rows = []
     for n in sizes:
         cpu, wall, rss, ran, start, whole, first = (statistics.median(r[i] for r in runs[n]) for i in range(7))
-        rows.append({"study_trials": n, "method": a.method, "parallel": a.parallel, "trial_seconds": a.seconds,
+        rows.append({"study_trials": n, "method": a.method, "parallel": a.parallel, "workers": a.workers,
+                     "trial_seconds": a.seconds,
                      "trials_run": int(ran), "driver_cpu_ms_per_trial": round(cpu * 1000, 1),
                      "wall_ms_per_trial": round(wall * 1000, 1), "driver_peak_rss_mib": round(rss),
                      "start_cpu_s": round(start, 2), "whole_run_cpu_ms_per_trial": round(whole * 1000, 1),
@@ -138,15 +159,16 @@ def main():
     first = rows[0]
     text = [f"# The driver's own CPU per trial as the study grows\n",
             f"{stamp()}; `{command_line()}`; {load_note()}; medians of {a.rounds} rounds.\n",
-            "| study trials | method | at once | trial s | trials run | driver CPU ms/trial | wall ms/trial | driver peak RSS MiB | start CPU s | whole run CPU ms/trial | first trial s |",
-            "|---|---|---|---|---|---|---|---|---|---|---|"]
-    text += [f"| {r['study_trials']} | {r['method']} | {r['parallel']} | {r['trial_seconds']} | {r['trials_run']} | "
+            "| study trials | method | workers | at once | trial s | trials run | driver CPU ms/trial | wall ms/trial | driver peak RSS MiB | start CPU s | whole run CPU ms/trial | first trial s |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    text += [f"| {r['study_trials']} | {r['method']} | {r['workers']} | {r['parallel']} | {r['trial_seconds']} | {r['trials_run']} | "
              f"{r['driver_cpu_ms_per_trial']} | {r['wall_ms_per_trial']} | {r['driver_peak_rss_mib']} | {r['start_cpu_s']} | {r['whole_run_cpu_ms_per_trial']} | {r['first_trial_s']} |"
              for r in rows]
     text.append("")
     text += [f"- At {r['study_trials']} trials: {r['driver_cpu_ms_per_trial'] / first['driver_cpu_ms_per_trial']:.2f}x "
              f"the driver's CPU per trial at {first['study_trials']}." for r in rows[1:]]
-    name = "sweep_scale" + ("" if a.method == "random" else f"_{a.method}") + ("_lines" if a.seconds else "")
+    name = "sweep_scale" + ("" if a.method == "random" else f"_{a.method}") + ("_lines" if a.seconds else "") \
+        + ("" if a.workers == 1 else f"_{a.workers}w")
     write_results(a.out, name, rows, "\n".join(text) + "\n")
 
 
