@@ -14,6 +14,7 @@ use crate::trial::{Direction, Trial};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+mod bands;
 mod kept;
 pub use kept::Kept;
 
@@ -355,37 +356,26 @@ fn history(curve: &BTreeMap<u64, f64>, direction: Direction) -> Vec<f64> {
         .collect()
 }
 
-impl Pruner for Hyperband {
-    fn decide(
+impl Hyperband {
+    /// The last band a run of `reported` finite values has reached.
+    fn band_of(&self, reported: usize) -> Option<u64> {
+        let reached = self.bands.iter().take_while(|&&b| b as usize <= reported);
+        reached.last().copied()
+    }
+
+    /// The run whose finite values are `mine` judged at `band` against the
+    /// `index`-th best of the `n` runs' values there (`threshold`).
+    fn judge(
         &self,
-        curve: &BTreeMap<u64, f64>,
-        others: &[Arc<Trial>],
+        band: u64,
+        mine: &[f64],
+        threshold: f64,
+        index: usize,
+        n: usize,
         direction: Direction,
     ) -> Decision {
-        let mine = history(curve, direction);
-        let Some(&band) = self
-            .bands
-            .iter()
-            .take_while(|&&b| b as usize <= mine.len())
-            .last()
-        else {
-            return Decision::Continue;
-        };
-        let b = band as usize;
-        let mut at_band: Vec<f64> = others
-            .iter()
-            .map(|t| history(&t.intermediate, direction))
-            .chain(std::iter::once(mine.clone()))
-            .filter(|h| h.len() >= b)
-            .map(|h| h[b - 1])
-            .collect();
-        at_band.sort_by(f64::total_cmp);
-        // `mine` has b values, so at_band is never empty here.
-        let n = at_band.len();
-        let index = (((1.0 / self.eta) * n as f64) as usize).min(n - 1);
-        let threshold = at_band[index];
         let value = if self.strict {
-            mine[b - 1]
+            mine[band as usize - 1]
         } else {
             mine.iter().copied().fold(f64::INFINITY, f64::min)
         };
@@ -408,6 +398,72 @@ impl Pruner for Hyperband {
             index + 1,
             sign * threshold
         ))
+    }
+
+    /// The threshold's place among `n` runs' values at a band.
+    fn index_of(&self, n: usize) -> usize {
+        (((1.0 / self.eta) * n as f64) as usize).min(n - 1)
+    }
+}
+
+impl Pruner for Hyperband {
+    fn decide(
+        &self,
+        curve: &BTreeMap<u64, f64>,
+        others: &[Arc<Trial>],
+        direction: Direction,
+    ) -> Decision {
+        let mine = history(curve, direction);
+        let Some(band) = self.band_of(mine.len()) else {
+            return Decision::Continue;
+        };
+        let b = band as usize;
+        let mut at_band: Vec<f64> = others
+            .iter()
+            .map(|t| history(&t.intermediate, direction))
+            .chain(std::iter::once(mine.clone()))
+            .filter(|h| h.len() >= b)
+            .map(|h| h[b - 1])
+            .collect();
+        at_band.sort_by(f64::total_cmp);
+        // `mine` has b values, so at_band is never empty here.
+        let n = at_band.len();
+        let index = self.index_of(n);
+        self.judge(band, &mine, at_band[index], index, n, direction)
+    }
+
+    /// The finished trials' values at each band kept sorted between calls
+    /// (`bands::Bands`); the running ones' read afresh.
+    fn decide_kept(
+        &self,
+        curve: &BTreeMap<u64, f64>,
+        trials: &[Arc<Trial>],
+        me: u64,
+        kept: &mut Kept,
+        direction: Direction,
+    ) -> Decision {
+        let bands = &mut kept.bands;
+        bands.update(trials, me, &self.bands, direction);
+        let mine = history(curve, direction);
+        let Some(band) = self.band_of(mine.len()) else {
+            return Decision::Continue;
+        };
+        let b = band as usize;
+        let mut running: Vec<f64> = bands
+            .unsettled(trials)
+            .iter()
+            .filter(|t| t.number != me && !bands.folded(t.number))
+            .map(|t| history(&t.intermediate, direction))
+            .filter(|h| h.len() >= b)
+            .map(|h| h[b - 1])
+            .chain(std::iter::once(mine[b - 1]))
+            .collect();
+        running.sort_by(f64::total_cmp);
+        let finished = bands.at(band);
+        let n = finished.len() + running.len();
+        let index = self.index_of(n);
+        let threshold = bands::kth(finished, &running, index);
+        self.judge(band, &mine, threshold, index, n, direction)
     }
 }
 

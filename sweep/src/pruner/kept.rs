@@ -18,6 +18,9 @@ pub struct Kept {
     /// COMPLETE trials folded in.
     pub(super) completed: usize,
     steps: HashMap<u64, AtStep>,
+    /// What the hyperband pruner keeps (its own fold: every finished
+    /// state counts there).
+    pub(super) bands: super::bands::Bands,
 }
 
 /// The COMPLETE trials' values at one step.

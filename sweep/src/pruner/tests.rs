@@ -317,3 +317,54 @@ fn hyperband_counts_finite_values_and_every_state() {
         Decision::Continue
     );
 }
+
+/// Kept across the looks of a growing study (trials finishing out of
+/// order, in every state, NaN values, both goals, strict or not): the
+/// same decisions as hyperband's `decide` on all the others.
+#[test]
+fn hyperband_kept_decides_as_it_does_afresh() {
+    let mut seed = 11u64;
+    let mut next = |m: u64| {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (seed >> 33) % m
+    };
+    for (strict, direction) in [(true, Direction::Minimize), (false, Direction::Maximize)] {
+        let h = Hyperband::from_min_iter(1, 3.0, strict).unwrap();
+        let mut kept = Kept::default();
+        let mut trials: Vec<Trial> = Vec::new();
+        let mut decided = 0;
+        for round in 0..120 {
+            // A new trial, running; some running ones report or end.
+            trials.push(trial(round, TrialState::Running, &[]));
+            for t in trials.iter_mut().filter(|t| !t.state.is_finished()) {
+                if next(3) > 0 {
+                    let v = match next(10) {
+                        0 => f64::NAN,
+                        n => n as f64 + next(100) as f64 / 100.0,
+                    };
+                    let step = t.intermediate.len() as u64 + 1;
+                    t.intermediate.insert(step, v);
+                }
+                if next(6) == 0 {
+                    t.state = [TrialState::Complete, TrialState::Pruned, TrialState::Fail]
+                        [next(3) as usize];
+                }
+            }
+            let study = shared(&trials);
+            for me in study.iter().filter(|t| !t.state.is_finished()) {
+                let others: Vec<Arc<Trial>> = study
+                    .iter()
+                    .filter(|t| t.number != me.number)
+                    .cloned()
+                    .collect();
+                let fresh = h.decide(&me.intermediate, &others, direction);
+                let kept = h.decide_kept(&me.intermediate, &study, me.number, &mut kept, direction);
+                assert_eq!(kept, fresh, "round {round}, trial {}", me.number);
+                decided += usize::from(fresh.is_prune());
+            }
+        }
+        assert!(decided > 10, "the test prunes some: {decided}");
+    }
+}
