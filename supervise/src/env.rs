@@ -24,6 +24,24 @@ pub struct Wants<'a> {
     pub launch_blocking: bool,
 }
 
+impl Wants<'_> {
+    /// A command run as it stands: no GPU slot, no share of the threads,
+    /// one process.
+    pub const PLAIN: Wants<'static> = Wants {
+        gpu: None,
+        threads: None,
+        ranks: 1,
+        launch_blocking: false,
+    };
+}
+
+/// The fixes a command run as it stands gets (`Wants::PLAIN`), with the
+/// torch of the python `argv` runs (asked of it: a process).
+pub fn fixes_for_command(get: &dyn Fn(&str) -> Option<String>, argv: &[String]) -> Fixes {
+    let torch = python_of(argv).as_deref().and_then(torch_version);
+    fixes(get, torch, &Wants::PLAIN)
+}
+
 /// The variables to set, and a line for each that says why.
 #[derive(Debug, Default, PartialEq)]
 pub struct Fixes {
@@ -201,17 +219,10 @@ mod tests {
         None
     }
 
-    const PLAIN: Wants = Wants {
-        gpu: None,
-        threads: None,
-        ranks: 1,
-        launch_blocking: false,
-    };
-
     #[test]
     fn the_allocator_variable_follows_torchs_version() {
         let names = |t| -> Vec<String> {
-            fixes(&none, t, &PLAIN)
+            fixes(&none, t, &Wants::PLAIN)
                 .set
                 .into_iter()
                 .map(|(k, _)| k)
@@ -228,7 +239,7 @@ mod tests {
         assert_eq!(names(v("2.9.1+cu128")), both);
         assert_eq!(names(v("2.10.0")), both);
         assert_eq!(names(v("2.8.0")), ["PYTORCH_CUDA_ALLOC_CONF"]);
-        let said = fixes(&none, v("2.9.1+cu128"), &PLAIN).said;
+        let said = fixes(&none, v("2.9.1+cu128"), &Wants::PLAIN).said;
         assert!(
             said[0].contains("torch 2.9.1 reads only PYTORCH_CUDA_ALLOC_CONF"),
             "{said:?}"
@@ -259,7 +270,7 @@ mod tests {
     fn what_the_user_set_is_left_alone() {
         let old =
             |k: &str| (k == "PYTORCH_CUDA_ALLOC_CONF").then(|| "max_split_size_mb:128".into());
-        assert!(fixes(&old, None, &PLAIN).set.is_empty());
+        assert!(fixes(&old, None, &Wants::PLAIN).set.is_empty());
         let all = |_: &str| Some("x".to_string());
         let wants = Wants {
             gpu: Some("1"),
@@ -288,7 +299,7 @@ mod tests {
     fn a_users_new_name_is_copied_where_torch_ignores_it() {
         let user = |k: &str| (k == "PYTORCH_ALLOC_CONF").then(|| EXPANDABLE.to_string());
         for t in ["2.9.1", "2.9.1+cu128", "2.10.0"] {
-            let f = fixes(&user, parse_version(t), &PLAIN);
+            let f = fixes(&user, parse_version(t), &Wants::PLAIN);
             assert_eq!(
                 f.set,
                 [("PYTORCH_CUDA_ALLOC_CONF".into(), EXPANDABLE.into())],
@@ -297,12 +308,17 @@ mod tests {
             assert!(f.said[0].contains("pytorch#183387"));
         }
         for t in ["2.9.0", "2.11.0", "2.8.0"] {
-            assert!(fixes(&user, parse_version(t), &PLAIN).set.is_empty(), "{t}");
+            assert!(
+                fixes(&user, parse_version(t), &Wants::PLAIN).set.is_empty(),
+                "{t}"
+            );
         }
         // Both set, or the version unknown: the user's choice stands.
         let both = |_: &str| Some(EXPANDABLE.to_string());
-        assert!(fixes(&both, parse_version("2.9.1"), &PLAIN).set.is_empty());
-        assert!(fixes(&user, None, &PLAIN).set.is_empty());
+        assert!(fixes(&both, parse_version("2.9.1"), &Wants::PLAIN)
+            .set
+            .is_empty());
+        assert!(fixes(&user, None, &Wants::PLAIN).set.is_empty());
     }
 
     #[test]

@@ -258,12 +258,6 @@ impl Leg {
         self.sampler.as_ref().map(|s| s.peaks().host_pss_mib)
     }
 
-    /// The GPU memory peak so far (MiB, NVML's, its processes'), for
-    /// placement; None where it is not measured.
-    pub fn gpu_peak_mib(&self) -> Option<f64> {
-        self.sampler.as_ref().and_then(|s| s.peaks().gpu_mib)
-    }
-
     /// The most it held on one GPU so far (MiB): a job of ranks given a
     /// group of GPUs needs this much of each; None where not measured.
     pub fn gpu_device_peak_mib(&self) -> Option<f64> {

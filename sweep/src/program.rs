@@ -254,12 +254,8 @@ pub fn start(space: &Space, l: &Launch, p: Prepared) -> anyhow::Result<Started> 
     let get = |k: &str| std::env::var(k).ok();
     let argv = autofix::expand(&attempt.command, config.as_deref(), &dir.run());
     // A launcher's ranks share the trial's threads.
-    let ranks = match (
-        space.program.as_ref().and_then(|p| p.ranks_per_trial),
-        supervise::launcher::ranks_of(&argv),
-    ) {
-        (Some(k), _) => k as usize,
-        (None, Some(Ok((n, _)))) => n as usize,
+    let ranks = match space.program.as_ref().map(ranks_per_trial) {
+        Some(Ok(Ranks::Of(n, _))) => n as usize,
         _ => 1,
     };
     let fixes = supervise::env::fixes(

@@ -406,6 +406,12 @@ impl Hyperband {
     }
 }
 
+/// A run's `band`-th finite value (made smaller is better), if it has
+/// reported that many.
+fn at_band_of(curve: &BTreeMap<u64, f64>, band: u64, direction: Direction) -> Option<f64> {
+    history(curve, direction).get(band as usize - 1).copied()
+}
+
 impl Pruner for Hyperband {
     fn decide(
         &self,
@@ -417,13 +423,10 @@ impl Pruner for Hyperband {
         let Some(band) = self.band_of(mine.len()) else {
             return Decision::Continue;
         };
-        let b = band as usize;
         let mut at_band: Vec<f64> = others
             .iter()
-            .map(|t| history(&t.intermediate, direction))
-            .chain(std::iter::once(mine.clone()))
-            .filter(|h| h.len() >= b)
-            .map(|h| h[b - 1])
+            .filter_map(|t| at_band_of(&t.intermediate, band, direction))
+            .chain(std::iter::once(mine[band as usize - 1]))
             .collect();
         at_band.sort_by(f64::total_cmp);
         // `mine` has b values, so at_band is never empty here.
@@ -448,15 +451,12 @@ impl Pruner for Hyperband {
         let Some(band) = self.band_of(mine.len()) else {
             return Decision::Continue;
         };
-        let b = band as usize;
         let mut running: Vec<f64> = bands
             .unsettled(trials)
             .iter()
             .filter(|t| t.number != me && !bands.folded(t.number))
-            .map(|t| history(&t.intermediate, direction))
-            .filter(|h| h.len() >= b)
-            .map(|h| h[b - 1])
-            .chain(std::iter::once(mine[b - 1]))
+            .filter_map(|t| at_band_of(&t.intermediate, band, direction))
+            .chain(std::iter::once(mine[band as usize - 1]))
             .collect();
         running.sort_by(f64::total_cmp);
         let finished = bands.at(band);

@@ -467,15 +467,7 @@ fn opt(r: &Fields, key: &str) -> Result<Option<Value>, String> {
 }
 
 fn uint(r: &Fields, key: &str) -> Result<u64, String> {
-    let raw = field(r, key)?.get();
-    // Nearly every record has two (its op code, its trial): digits are
-    // read as they are, without a JSON parser's set-up each.
-    let digits = raw.bytes().all(|b| b.is_ascii_digit());
-    match (digits, raw.len(), raw.as_bytes().first()) {
-        (true, 1..=19, Some(b'1'..=b'9')) | (true, 1, _) => raw.parse().map_err(|_| String::new()),
-        _ => serde_json::from_str(raw).map_err(|_| String::new()),
-    }
-    .map_err(|_| format!("{key} is not an integer >= 0"))
+    serde_json::from_str(field(r, key)?.get()).map_err(|_| format!("{key} is not an integer >= 0"))
 }
 
 /// A string field, borrowed from the line unless it has escapes.

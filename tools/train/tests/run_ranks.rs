@@ -536,20 +536,8 @@ command: ['${interpreter}', -m, torch.distributed.run, --standalone, --nproc_per
 ",
     );
     let started = std::time::Instant::now();
-    let out = Command::new(BIN)
-        .args(["sweep", "--space", "space.yaml", "--out", "s"])
-        .args([
-            "--hang-grace",
-            "4s",
-            "--trial-timeout",
-            "60",
-            "--interpreter",
-        ])
-        .arg(testkit::python())
-        .current_dir(tmp.path())
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
+    let extra = ["--hang-grace", "4s", "--trial-timeout", "60"];
+    let (_, err) = sweep_in(Path::new(BIN), tmp.path(), &extra);
     // Without the grace the job would wait on its all-reduce for gloo's
     // 30-minute timeout, here until the trial's 60 s timeout.
     assert!(started.elapsed().as_secs() < 60, "{err}");
@@ -607,6 +595,21 @@ fn train_seeing_gpus(dir: &Path, n: u32) -> std::path::PathBuf {
     bin.join("train")
 }
 
+/// `TRAIN sweep --space space.yaml --out s EXTRA --interpreter PYTHON` in
+/// `dir`: its exit code and stderr.
+fn sweep_in(train: &Path, dir: &Path, extra: &[&str]) -> (Option<i32>, String) {
+    let out = Command::new(train)
+        .args(["sweep", "--space", "space.yaml", "--out", "s"])
+        .args(extra)
+        .arg("--interpreter")
+        .arg(testkit::python())
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    (out.status.code(), err)
+}
+
 fn devices_space(dir: &Path, nproc: &str, extra: &str) {
     program_in(dir, "gloo_devices.py", "devices.py");
     testkit::write(
@@ -632,23 +635,8 @@ fn trials_of_two_ranks_are_each_given_a_group_of_two_gpus() {
     let tmp = tempfile::tempdir().unwrap();
     let train = train_seeing_gpus(tmp.path(), 5);
     devices_space(tmp.path(), "2", "");
-    let out = Command::new(&train)
-        .args([
-            "sweep",
-            "--space",
-            "space.yaml",
-            "--out",
-            "s",
-            "--parallel",
-            "2",
-        ])
-        .arg("--interpreter")
-        .arg(testkit::python())
-        .current_dir(tmp.path())
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{err}");
+    let (code, err) = sweep_in(&train, tmp.path(), &["--parallel", "2"]);
+    assert_eq!(code, Some(0), "{err}");
     assert!(
         err.contains("each trial starts 2 ranks (--nproc_per_node 2): the 5 GPU(s) in 2 group(s) of 2 (0,1; 2,3)")
             && err.contains("GPU(s) 4 left unused: fewer than the 2 a trial needs")
@@ -680,28 +668,17 @@ fn trials_of_two_ranks_are_each_given_a_group_of_two_gpus() {
 fn more_ranks_a_trial_than_gpus_is_refused_at_the_start() {
     let tmp = tempfile::tempdir().unwrap();
     let train = train_seeing_gpus(tmp.path(), 3);
-    let sweep = |tmp: &Path| {
-        Command::new(&train)
-            .args(["sweep", "--space", "space.yaml", "--out", "s"])
-            .arg("--interpreter")
-            .arg(testkit::python())
-            .current_dir(tmp)
-            .output()
-            .unwrap()
-    };
     devices_space(tmp.path(), "4", "");
-    let out = sweep(tmp.path());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
+    let (code, err) = sweep_in(&train, tmp.path(), &[]);
+    assert_eq!(code, Some(2), "{err}");
     assert!(
         err.contains("each trial starts 4 ranks (--nproc_per_node 4) and memdiag sees 3 GPU(s)"),
         "{err}"
     );
     assert!(!tmp.path().join("s").exists(), "nothing started");
     devices_space(tmp.path(), "2", "ranks_per_trial: 3\n");
-    let out = sweep(tmp.path());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
+    let (code, err) = sweep_in(&train, tmp.path(), &[]);
+    assert_eq!(code, Some(2), "{err}");
     assert!(
         err.contains("ranks_per_trial: 3, but the command starts 2 ranks (--nproc_per_node 2): give one number"),
         "{err}"

@@ -68,22 +68,22 @@ fn hyperband_stops_the_trailing_trials_at_their_first_band() {
          early_terminate: {type: hyperband, min_iter: 1, eta: 2}\n\
          parameters:\n  lr: {values: [0.1, 0.2, 0.3, 0.4, 0.5]}\n",
     );
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_train"));
-    cmd.args(["sweep", "--space", "space.yaml", "--out", "s"])
-        .args(["--parallel", "1"])
-        .args(["--interpreter", &testkit::python().display().to_string()])
-        .current_dir(p.path());
-    for k in testkit::CALLER_ENV {
-        cmd.env_remove(k);
-    }
-    let out = cmd.output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{err}");
+    let python = testkit::python_arg();
+    let args = [
+        "--space",
+        "space.yaml",
+        "--out",
+        "s",
+        "--parallel",
+        "1",
+        "--interpreter",
+        &python,
+    ];
+    let (err, trials) = testkit::train_sweep_ok(p.path(), &args, "s");
     assert!(
         err.contains("train sweep: trial 2 pruned: hyperband band 1: value at iteration 1 4 is outside the best 1/2 (2 of 3 runs; threshold 3)"),
         "{err}"
     );
-    let trials = testkit::optuna_trials(&p.path().join("s"), "s");
     let states: Vec<&str> = trials
         .as_array()
         .unwrap()

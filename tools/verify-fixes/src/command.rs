@@ -158,19 +158,7 @@ impl Gate<'_> {
     /// trials) runs with, and the variables to set for the smoke.
     fn allocator(&self) -> (Check, Vec<(String, String)>) {
         let id = "allocator";
-        let torch = supervise::env::python_of(self.argv)
-            .as_deref()
-            .and_then(supervise::env::torch_version);
-        let fixes = supervise::env::fixes(
-            self.machine.env,
-            torch,
-            &supervise::env::Wants {
-                gpu: None,
-                threads: None,
-                ranks: 1,
-                launch_blocking: false,
-            },
-        );
+        let fixes = supervise::env::fixes_for_command(self.machine.env, self.argv);
         let c = match rules::alloc_conf(&Config::default(), self.machine.env) {
             None => FORM.row(id, Status::Pass,
                 format!(

@@ -267,40 +267,22 @@ fn a_malformed_discard_names_its_line() {
 #[test]
 fn integer_fields_are_whole_numbers_from_zero_as_json_writes_them() {
     let t = trial(0);
+    let step = |op: &str, step: &str| {
+        format!(
+            r#"{{"op_code":{op},"worker_id":"w","trial_id":0,"step":{step},"intermediate_value":1.0}}"#
+        )
+    };
     for (record, ok) in [
-        (
-            r#"{"op_code":7,"worker_id":"w","trial_id":0,"step":12345,"intermediate_value":1.0}"#,
-            true,
-        ),
-        (
-            r#"{"op_code":7,"worker_id":"w","trial_id":0,"step":0,"intermediate_value":1.0}"#,
-            true,
-        ),
-        (
-            r#"{"op_code":7,"worker_id":"w","trial_id":0,"step":18446744073709551615,"intermediate_value":1.0}"#,
-            true,
-        ),
-        (
-            r#"{"op_code":7,"worker_id":"w","trial_id":0,"step":18446744073709551616,"intermediate_value":1.0}"#,
-            false,
-        ),
-        (
-            r#"{"op_code":7,"worker_id":"w","trial_id":0,"step":-1,"intermediate_value":1.0}"#,
-            false,
-        ),
-        (
-            r#"{"op_code":7,"worker_id":"w","trial_id":0,"step":1.5,"intermediate_value":1.0}"#,
-            false,
-        ),
-        (
-            r#"{"op_code":7,"worker_id":"w","trial_id":0,"step":"3","intermediate_value":1.0}"#,
-            false,
-        ),
-        (
-            r#"{"op_code":07,"worker_id":"w","trial_id":0,"step":3,"intermediate_value":1.0}"#,
-            false,
-        ),
+        (step("7", "12345"), true),
+        (step("7", "0"), true),
+        (step("7", "18446744073709551615"), true),
+        (step("7", "18446744073709551616"), false),
+        (step("7", "-1"), false),
+        (step("7", "1.5"), false),
+        (step("7", r#""3""#), false),
+        (step("07", "3"), false),
     ] {
+        let record = record.as_str();
         let (_d, j) = journal_with(&[STUDY, &t, record, &t]);
         match (j.load("s"), ok) {
             (Ok(Some(s)), true) => assert_eq!(s.trials[0].intermediate.len(), 1, "{record}"),

@@ -17,20 +17,7 @@ pub(super) fn say_restarts(command: &[String]) {
 
 /// The known fixes for this command's environment, said once per run.
 pub(super) fn fixes(argv: &[String], summary: &mut ProgramSummary) -> Vec<(String, String)> {
-    let torch = supervise::env::python_of(argv)
-        .as_deref()
-        .and_then(supervise::env::torch_version);
-    let get = |k: &str| std::env::var(k).ok();
-    let f = supervise::env::fixes(
-        &get,
-        torch,
-        &supervise::env::Wants {
-            gpu: None,
-            threads: None,
-            ranks: 1,
-            launch_blocking: false,
-        },
-    );
+    let f = supervise::env::fixes_for_command(&|k| std::env::var(k).ok(), argv);
     if summary.env_set.is_empty() {
         for s in &f.said {
             common::say!("train run: {s}");
