@@ -27,6 +27,10 @@ only where PostgreSQL cannot be installed.
               --db-patience ends a worker with exit 6
   same        one seeded sweep on the journal and on the database: the same
               `--report`
+  between     a sweep while an Optuna worker adds a trial a second to
+              another study in the same database, so that the other study's
+              trial ids fall between ours: `--report` reads ours as Optuna
+              does (no trial of the other study, none missing)
 """
 
 import argparse
@@ -415,6 +419,50 @@ def test_same(e):
           (a.stderr[-500:], b.stderr[-500:], rb.stderr[-500:]))
 
 
+SLOW_WORKER = """
+import sys, time, optuna
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+s = optuna.create_study(study_name=sys.argv[2], storage=sys.argv[1])
+def f(t):
+    time.sleep(1)
+    return t.suggest_float("x", -5, 5) ** 2
+s.optimize(f, n_trials=int(sys.argv[3]))
+"""
+
+
+def test_between(e):
+    db = e.pg.new_db("between")
+    url = e.pg.sqlalchemy(db)
+    slow = subprocess.Popen([e.python, "-c", SLOW_WORKER, url, "other", "60"], env=e.env(),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    def others():  # The other study's trials so far (0 before Optuna made its tables).
+        if e.pg.sql("between", "SELECT to_regclass('trials') IS NULL").strip() == "t":
+            return 0
+        return int(e.pg.sql("between", "SELECT count(*) FROM trials").strip())
+
+    try:
+        deadline = time.time() + 60
+        while time.time() < deadline and others() == 0:
+            time.sleep(0.2)
+        space = e.space("between", run_cap=12, sleep=0.2)
+        a = e.sweep("--space", space, "--storage", db, "--study", "ours", "--out", os.path.join(e.tmp, "between"),
+                    "--parallel", "1")
+    finally:
+        slow.kill()
+        slow.wait()
+    report = e.sweep("--report", "--storage", db, "--study", "ours", "--format", "json")
+    ids = e.pg.sql("between", "SELECT min(t.trial_id), max(t.trial_id), count(*) FROM trials t "
+                              "JOIN studies s USING (study_id) WHERE s.study_name = 'ours'").strip().split("|")
+    say(f"between: our trials' ids {ids[0]}..{ids[1]}, {ids[2]} of them (the rest the other study's)")
+    theirs = e.optuna(TRIALS, url, "ours")
+    ok = a.returncode == 0 and report.returncode == 0
+    rows = [(t["number"], t["state"], t["params"], t["value"]) for t in json.loads(report.stdout)["trials"]] if ok else []
+    check("between: another study's trials among ours; --report reads ours as Optuna does",
+          ok and len(rows) == 12 and rows == [(t["number"], t["state"], t["params"], t["value"]) for t in theirs]
+          and int(ids[1]) - int(ids[0]) + 1 > 12,
+          (a.stderr[-500:], report.stderr[-500:], ids))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--train", default=os.path.join(ROOT, "target", "debug", "train"))
@@ -441,7 +489,8 @@ def main():
     try:
         tests = {"schema": test_schema, "access": test_access,
                  "workers": lambda e: test_workers(e, args.trials, args.kills),
-                 "restart": lambda e: test_restart(e, args.restarts, args.restart_trials), "same": test_same}
+                 "restart": lambda e: test_restart(e, args.restarts, args.restart_trials), "same": test_same,
+                 "between": test_between}
         for name, fn in tests.items():
             if args.only is None or name in args.only:
                 t0 = time.time()

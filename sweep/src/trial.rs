@@ -200,6 +200,14 @@ impl Direction {
 /// were a third of a 50,000-trial study's memory.
 pub type Attrs = litemap::LiteMap<String, serde_json::Value>;
 
+/// `attrs` without the room that inserting them one at a time left (up to
+/// half of it), for a trial that takes no more.
+pub fn shrunk(attrs: Attrs) -> Attrs {
+    let mut v = attrs.into_tuple_vec();
+    v.shrink_to_fit();
+    Attrs::from_sorted_store_unchecked(v)
+}
+
 /// One trial as the journal's replay knows it (Optuna's FrozenTrial); the
 /// default is an empty WAITING trial 0.
 #[derive(Clone, Debug, Default, PartialEq)]

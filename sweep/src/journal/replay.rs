@@ -5,7 +5,7 @@ use super::codec::{compatible, float, readable, to_external, ParsedDistributions
 use super::records::*;
 use super::timestamps::naive_utc;
 use super::{Study, StudyId, TrialId};
-use crate::trial::{Attrs, Direction, Distribution, ParamValue, Trial, TrialState};
+use crate::trial::{shrunk, Direction, Distribution, ParamValue, Trial, TrialState};
 use anyhow::{bail, Context, Result};
 use common::bad_input;
 use serde_json::value::RawValue;
@@ -557,12 +557,6 @@ impl<'de> serde::Deserialize<'de> for OneAttr {
         }
         d.deserialize_map(V)
     }
-}
-
-fn shrunk(attrs: Attrs) -> Attrs {
-    let mut v = attrs.into_tuple_vec();
-    v.shrink_to_fit();
-    Attrs::from_sorted_store_unchecked(v)
 }
 
 /// A study's attributes (a map) or a trial's (`Attrs`).
