@@ -187,7 +187,7 @@ test: setup
     {{ just_executable() }} test-hook
     {{ just_executable() }} test-postgres
 
-# Sweeps whose truth is a real PostgreSQL (part of `just test`; installs Debian's postgresql if missing, which needs root; a throwaway server on 127.0.0.1, removed at the end): pg_dump of Optuna's schema and ours, bad credentials, 4 workers and an Optuna worker on 200 trials with SIGKILLs, optuna-dashboard's server, the database restarted mid-sweep, journal and database reporting alike
+# Sweeps whose truth is a real PostgreSQL (part of `just test`; installs Debian's postgresql if missing, which needs root; a throwaway server on 127.0.0.1, removed at the end): pg_dump of Optuna's schema and ours, bad credentials, 4 workers and an Optuna worker on 200 trials with SIGKILLs, optuna-dashboard's server, the database restarted mid-sweep, journal and database reporting alike, a generated study and another study's trials among ours read as Optuna reads them
 [group('test')]
 test-postgres: setup
     cargo test --workspace --no-run --quiet
@@ -252,6 +252,11 @@ reliability-soak: build
 [group('test')]
 reliability-scale: build
     python scripts/reliability/scale_soak.py --train "{{ release }}/train" --out runs/reliability/scale --trials 20000 --workers 8 --kills 40
+
+# The same soak on a throwaway PostgreSQL (Debian's; installed if missing, which needs root): 8 workers, each with its own --out, a killed one back with its --out, checked in Optuna's RDBStorage
+[group('test')]
+reliability-scale-postgres: build
+    python scripts/reliability/scale_soak.py --train "{{ release }}/train" --out runs/reliability/scale-postgres --trials 20000 --workers 8 --kills 40 --postgres
 
 # Reliability, recorded: a program sweep (examples/own_script/main.py) whose driver is SIGKILLed 20 times and resumed, and a 300-trial program soak with real faults (OOM under a limit, NaN, label, SIGKILL, hang); then both again with the trials forked from a preload server
 [group('test')]

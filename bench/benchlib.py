@@ -157,6 +157,38 @@ def generated_sweep(train, python, d, space, trial, trials, flags=(), total=None
     return journal
 
 
+def generated_db_sweep(train, python, d, space, trial, trials, pg, db, flags=(), total=None):
+    """generated_sweep's study in a PostgreSQL database instead of a
+    journal: database `db` of the scripts/postgres `Cluster` pg, the
+    sweep's folders in d/s, the study named s; returns its URL."""
+    url = pg.new_db(db)
+    env = {**os.environ, "PGPASSFILE": pg.passfile}
+    with open(os.path.join(d, "trial.py"), "w") as f:
+        f.write(trial)
+    with open(os.path.join(d, "space.yaml"), "w") as f:
+        f.write(space)
+    subprocess.run([train, "sweep", "--interpreter", python, *flags, "--space", "space.yaml", "--out", "s",
+                    "--storage", url, "--study", "s", "--trials", "1"], cwd=d, check=True, env=env,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    script = os.path.join(d, "gen.sql")
+    here = os.path.dirname(os.path.abspath(__file__))
+    study = pg.sql(db, "SELECT study_id FROM studies WHERE study_name = 's'").strip()
+    subprocess.run([python, os.path.join(here, "gen_study.py"), "--trials", str(trials), "--out", script,
+                    "--postgres", study, "--interrupted", "0"], check=True, stderr=subprocess.DEVNULL)
+    with open(script) as f:
+        pg.sql_script(db, f.read())
+    if total is not None:
+        # The trial count where --resume DIR reads it and in the database.
+        settings = os.path.join(d, "s", "sweep.yaml")
+        with open(settings) as f:
+            text = f.read()
+        with open(settings, "w") as f:
+            f.write(text.replace("\ntrials: 1\n", f"\ntrials: {total}\n"))
+        pg.sql(db, "UPDATE study_system_attributes SET value_json = "
+                   f"replace(value_json, '\\ntrials: 1\\n', '\\ntrials: {total}\\n') WHERE key = 'trainguard:settings'")
+    return url
+
+
 def write_results(out, name, rows, text):
     """`rows` as out/NAME.csv and `text` as out/NAME.md; `text` printed."""
     import csv

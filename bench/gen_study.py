@@ -7,13 +7,17 @@ newer issues add (out-of-memory, refused points: `predicted-out-of-memory`
 with `room_mib`), pruned trials and interrupted ones.
 
   gen_study.py --trials N --out JOURNAL [--seed S] [--optuna] [--name STUDY] [--interrupted F]
+  gen_study.py --trials N --out SCRIPT.sql --postgres STUDY_ID [--seed S] [--interrupted F]
 
 By default the records are written as `train sweep` writes them (Optuna's
 journal format, one JSON object a line, the same op codes and fields), in
 one pass: 50,000 trials take seconds. With --optuna the same trials go
 through Optuna itself (`JournalStorage`, `study.add_trial`), for a side
 by side with Optuna's own reader on a file Optuna wrote (minutes at
-50,000).
+50,000). With --postgres the same trials are written as a psql script that
+adds them to study STUDY_ID of a database in Optuna's schema (rows as
+Optuna's RDBStorage stores them, `COPY`ed in), after the trials it holds:
+the same study in PostgreSQL for the database's side of the benchmarks.
 """
 
 import argparse
@@ -129,6 +133,56 @@ def write_optuna(trials, path, name):
             user_attrs=t["attrs"], intermediate_values=t["curve"]))
 
 
+def write_postgres(trials, path, study_id):
+    """A psql script: the trials COPYed into Optuna's tables after the
+    study's last trial (ids and numbers continue from there), the
+    sequences moved past the ids given."""
+    dists = {k: json.dumps(dist(k)) for k in ("lr", "batch_size", "width")}
+    states = {1: "COMPLETE", 2: "PRUNED", 3: "FAIL"}
+    tables = {"trials": [], "trial_params": [], "trial_values": [], "trial_intermediate_values": [],
+              "trial_user_attributes": [], "trial_system_attributes": []}
+
+    def text(v):  # COPY's text format: tab-separated, backslashes doubled.
+        return "\\N" if v is None else str(v).replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n")
+
+    for n, t in enumerate(trials):
+        tables["trials"].append((n, n, states[t["state"]], iso(t["start"]), iso(t["complete"])))
+        for k, v in t["internal"].items():
+            tables["trial_params"].append((n, k, float(v), dists[k]))
+        if t["value"] is not None:
+            tables["trial_values"].append((n, 0, t["value"], "FINITE"))
+        for step, v in t["curve"].items():
+            tables["trial_intermediate_values"].append((n, step, v, "FINITE"))
+        for k, v in t["attrs"].items():
+            tables["trial_user_attributes"].append((n, k, json.dumps(v)))
+        # The token `train sweep` claims a trial with: the sweep's own.
+        tables["trial_system_attributes"].append((n, "trainguard:claim", json.dumps(str(uuid.uuid4()))))
+    cols = {"trials": "trial_id, number, study_id, state, datetime_start, datetime_complete",
+            "trial_params": "trial_id, param_name, param_value, distribution_json",
+            "trial_values": "trial_id, objective, value, value_type",
+            "trial_intermediate_values": "trial_id, step, intermediate_value, intermediate_value_type",
+            "trial_user_attributes": "trial_id, key, value_json",
+            "trial_system_attributes": "trial_id, key, value_json"}
+    with open(path, "w") as f:
+        f.write(f"SELECT (SELECT coalesce(max(trial_id), 0) + 1 FROM trials) AS first, "
+                f"(SELECT count(*) FROM trials WHERE study_id = {study_id}) AS number \\gset\n")
+        # Each table through a staging copy whose trial column is the
+        # generated trial's index, then shifted to the study's ids.
+        for table, rows in tables.items():
+            f.write(f"CREATE TEMP TABLE g_{table} AS SELECT {cols[table]} FROM {table} WITH NO DATA;\n")
+            copied = cols[table].replace(" study_id,", "")
+            f.write(f"COPY g_{table} ({copied}) FROM STDIN;\n")
+            for r in rows:
+                f.write("\t".join(text(v) for v in r) + "\n")
+            f.write("\\.\n")
+        f.write(f"INSERT INTO trials ({cols['trials']}) SELECT trial_id + :first, number + :number, {study_id}, "
+                f"state, datetime_start, datetime_complete FROM g_trials ORDER BY trial_id;\n")
+        for table in list(tables)[1:]:
+            f.write(f"INSERT INTO {table} ({cols[table]}) SELECT trial_id + :first, "
+                    f"{cols[table].split(', ', 1)[1]} FROM g_{table};\n")
+        f.write("SELECT setval('trials_trial_id_seq', (SELECT max(trial_id) FROM trials));\n")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trials", type=int, required=True)
@@ -136,6 +190,8 @@ def main():
     ap.add_argument("--name", default="s", help="the study's name")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--optuna", action="store_true", help="write it through Optuna itself")
+    ap.add_argument("--postgres", type=int, metavar="STUDY_ID",
+                    help="write a psql script that adds the trials to this study in Optuna's tables")
     ap.add_argument("--interrupted", type=float, default=0.02,
                     help="the share of trials interrupted (a resume runs them again)")
     a = ap.parse_args()
@@ -144,7 +200,10 @@ def main():
     trials = [trial(rng, n, t0 + datetime.timedelta(seconds=10 * n), a.interrupted) for n in range(a.trials)]
     if os.path.exists(a.out):
         os.remove(a.out)
-    (write_optuna if a.optuna else write_ours)(trials, a.out, a.name)
+    if a.postgres is not None:
+        write_postgres(trials, a.out, a.postgres)
+    else:
+        (write_optuna if a.optuna else write_ours)(trials, a.out, a.name)
     print(f"gen_study: {a.trials} trials in {a.out} ({os.path.getsize(a.out) >> 20} MiB)", file=sys.stderr)
 
 

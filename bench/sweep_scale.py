@@ -14,11 +14,14 @@ new trial's folder (what a worker joining the study waits).
                  [--new 200] [--parallel 4] [--workers 1] [--seconds 0] [--rounds 3]
 
 With --workers W, W - 1 `train sweep --worker` drivers join the resumed
-one on the same journal, and the CPU is theirs together.
+one on the same journal, and the CPU is theirs together. With --postgres
+the study is in a throwaway PostgreSQL (scripts/postgres/cluster.sh; a
+database for each run) instead of a journal, its N trials copied in by
+bench/gen_study.py --postgres, and the workers join it with --storage.
 
 Results: bench/results/sweep_scale.{csv,md} (sweep_scale_METHOD.* for
 another --method, sweep_scale[_METHOD]_lines.* with --seconds, a `_Ww`
-suffix with --workers W).
+suffix with --workers W, `_pg` with --postgres).
 """
 
 import argparse
@@ -29,7 +32,7 @@ import sys
 import tempfile
 import time
 
-from benchlib import command_line, generated_sweep, load_note, stamp, write_results
+from benchlib import command_line, generated_db_sweep, generated_sweep, load_note, stamp, write_results
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TICK = os.sysconf("SC_CLK_TCK")
@@ -71,31 +74,48 @@ def created(journal):
         return sum(1 for line in f if line.startswith(b'{"op_code":4,'))
 
 
-def one_run(a, size, d):
-    """Resumes a sweep of `size` generated trials with --new more: (driver
-    CPU s, wall s, peak RSS MiB, trials run)."""
+def one_run(a, size, d, pg=None, db=None):
+    """Resumes a sweep of `size` generated trials with --new more (its
+    truth database `db` of the cluster `pg` where given): (driver CPU s,
+    wall s, peak RSS MiB, trials run, start CPU s, whole run CPU s a trial,
+    first trial s)."""
     parallel = ["--parallel", str(a.parallel)]
-    journal = generated_sweep(a.train, a.python, d, SPACE % (a.method, a.seconds), TRIAL, size, parallel,
-                              total=size + a.new)
+    space = SPACE % (a.method, a.seconds)
+    env = dict(os.environ)
+    if pg is None:
+        journal = generated_sweep(a.train, a.python, d, space, TRIAL, size, parallel, total=size + a.new)
+        join = lambda w: ["--worker", "s"]
+    else:
+        # The first sweep's one trial counts towards the total too.
+        url = generated_db_sweep(a.train, a.python, d, space, TRIAL, size, pg, db, parallel, total=size + 1 + a.new)
+        env["PGPASSFILE"] = pg.passfile
+        join = lambda w: ["--worker", "--storage", url, "--study", "s", "--out", f"w{w}"]
     base = [a.train, "sweep", "--interpreter", a.python] + parallel
     t0 = time.monotonic()
     # Its messages to a file: a pipe read only at the end fills (64 KiB,
     # about 150 trials' lines) and blocks the driver in its next write.
     err = open(os.path.join(d, "driver.err"), "w+b")
-    p = subprocess.Popen(base + ["--resume", "s"], cwd=d,
+    p = subprocess.Popen(base + ["--resume", "s"], cwd=d, env=env,
                          stdout=subprocess.DEVNULL, stderr=err)
-    # With --workers W, W - 1 more drivers join the same journal: the CPU
+    # With --workers W, W - 1 more drivers join the same study: the CPU
     # is all the drivers' together, per trial any of them ran.
-    others = [subprocess.Popen(base + ["--worker", "s"], cwd=d, stdout=subprocess.DEVNULL,
+    others = [subprocess.Popen(base + join(w), cwd=d, stdout=subprocess.DEVNULL, env=env,
                                stderr=open(os.path.join(d, f"worker{w}.err"), "wb"))
               for w in range(1, a.workers)]
     procs = [p] + others
     # The steady state: from the first tenth of the new trials on (the
     # start, which replays the whole journal once, is reported apart).
-    trials_dir = os.path.join(d, "s", "trials")
+    # A database's workers keep their trial folders apart (w1, w2, ...).
+    folders = [os.path.join(d, "s", "trials")] + [os.path.join(d, f"w{w}", "trials") for w in range(1, a.workers)]
     warm = max(1, a.new // 10)
     last = {q.pid: (0.0, 0.0) for q in procs}
     at_warm, first = None, None
+    if pg is None:
+        folders = folders[:1]  # Journal workers share the sweep's folders.
+
+    def started():
+        return sum(len(os.listdir(f)) for f in folders if os.path.isdir(f))
+
     while any(q.poll() is None for q in procs):
         for q in procs:
             if q.returncode is None:
@@ -103,10 +123,11 @@ def one_run(a, size, d):
         cpu = sum(c for c, _ in last.values())
         # A joining worker's wait: from its start to its first trial's
         # folder (the one trial of the first sweep's is there already).
-        if first is None and len(os.listdir(trials_dir)) > 1:
+        n = started()
+        if first is None and n > 1:
             first = time.monotonic() - t0
-        if at_warm is None and len(os.listdir(trials_dir)) > warm + 1:
-            at_warm = (cpu, time.monotonic(), len(os.listdir(trials_dir)))
+        if at_warm is None and n > warm + 1:
+            at_warm = (cpu, time.monotonic(), n)
         time.sleep(0.02)
     cpu = sum(c for c, _ in last.values())
     last = (cpu, max(r for _, r in last.values()))
@@ -118,7 +139,10 @@ def one_run(a, size, d):
         err.seek(0)
         sys.exit(f"sweep_scale: the resumed sweep exited {p.returncode}:\n{err.read().decode()[-2000:]}")
     err.close()
-    ran = created(journal) - size
+    if pg is None:
+        ran = created(journal) - size
+    else:  # The first sweep's trial, the generated ones, the new ones.
+        ran = int(pg.sql(db, "SELECT count(*) FROM trials").strip()) - size - 1
     if at_warm is None:
         sys.exit("sweep_scale: the sweep ended before its first tenth of trials was seen")
     # Trial folders: the first sweep's one trial, then one per new trial.
@@ -138,15 +162,27 @@ def main():
     ap.add_argument("--seconds", type=int, default=0, help="each trial's length (a line a second)")
     ap.add_argument("--method", default="random")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--postgres", action="store_true", help="the study in a throwaway PostgreSQL, not a journal")
     ap.add_argument("--out", default=os.path.join(HERE, "results"))
     a = ap.parse_args()
     a.train = os.path.abspath(a.train)
     sizes = [int(s) for s in a.sizes.split(",")]
     runs = {n: [] for n in sizes}
-    for _ in range(a.rounds):
-        for n in sizes:  # Sizes alternate within a round: load drifts hit all.
-            with tempfile.TemporaryDirectory() as d:
-                runs[n].append(one_run(a, n, d))
+    with tempfile.TemporaryDirectory() as top:
+        pg = None
+        if a.postgres:
+            sys.path.insert(0, os.path.join(os.path.dirname(HERE), "scripts", "postgres"))
+            from pgcluster import Cluster
+            os.chmod(top, 0o755)  # The server runs as the postgres user.
+            pg = Cluster(os.path.join(top, "pg"))
+        try:
+            for r in range(a.rounds):
+                for n in sizes:  # Sizes alternate within a round: load drifts hit all.
+                    with tempfile.TemporaryDirectory() as d:
+                        runs[n].append(one_run(a, n, d, pg, f"scale_{n}_{r}"))
+        finally:
+            if pg is not None:
+                pg.down()
     rows = []
     for n in sizes:
         cpu, wall, rss, ran, start, whole, first = (statistics.median(r[i] for r in runs[n]) for i in range(7))
@@ -157,7 +193,7 @@ def main():
                      "start_cpu_s": round(start, 2), "whole_run_cpu_ms_per_trial": round(whole * 1000, 1),
                      "first_trial_s": round(first, 2)})
     first = rows[0]
-    text = [f"# The driver's own CPU per trial as the study grows\n",
+    text = [f"# The driver's own CPU per trial as the study grows ({'PostgreSQL' if a.postgres else 'a journal'})\n",
             f"{stamp()}; `{command_line()}`; {load_note()}; medians of {a.rounds} rounds.\n",
             "| study trials | method | workers | at once | trial s | trials run | driver CPU ms/trial | wall ms/trial | driver peak RSS MiB | start CPU s | whole run CPU ms/trial | first trial s |",
             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -168,7 +204,7 @@ def main():
     text += [f"- At {r['study_trials']} trials: {r['driver_cpu_ms_per_trial'] / first['driver_cpu_ms_per_trial']:.2f}x "
              f"the driver's CPU per trial at {first['study_trials']}." for r in rows[1:]]
     name = "sweep_scale" + ("" if a.method == "random" else f"_{a.method}") + ("_lines" if a.seconds else "") \
-        + ("" if a.workers == 1 else f"_{a.workers}w")
+        + ("" if a.workers == 1 else f"_{a.workers}w") + ("_pg" if a.postgres else "")
     write_results(a.out, name, rows, "\n".join(text) + "\n")
 
 

@@ -27,6 +27,9 @@ only where PostgreSQL cannot be installed.
               --db-patience ends a worker with exit 6
   same        one seeded sweep on the journal and on the database: the same
               `--report`
+  generated   bench/gen_study.py --postgres (the scale benchmarks' studies)
+              adds 300 trials to a sweep's study: Optuna loads them, every
+              number once, and `--report` reads them as Optuna does
   between     a sweep while an Optuna worker adds a trial a second to
               another study in the same database, so that the other study's
               trial ids fall between ours: `--report` reads ours as Optuna
@@ -430,6 +433,28 @@ s.optimize(f, n_trials=int(sys.argv[3]))
 """
 
 
+def test_generated(e):
+    db = e.pg.new_db("generated")
+    space = e.space("generated")
+    a = e.sweep("--space", space, "--storage", db, "--study", "g", "--out", os.path.join(e.tmp, "generated"),
+                "--trials", "1")
+    study = e.pg.sql("generated", "SELECT study_id FROM studies WHERE study_name = 'g'").strip()
+    script = os.path.join(e.tmp, "generated.sql")
+    subprocess.run([e.python, os.path.join(ROOT, "bench", "gen_study.py"), "--trials", "300", "--out", script,
+                    "--postgres", study, "--interrupted", "0"], check=True, stderr=subprocess.DEVNULL)
+    with open(script) as f:
+        e.pg.sql_script("generated", f.read())
+    theirs = e.optuna(TRIALS, e.pg.sqlalchemy(db), "g")
+    report = e.sweep("--report", "--storage", db, "--study", "g", "--format", "json")
+    ok = a.returncode == 0 and report.returncode == 0
+    rows = [(t["number"], t["state"], t["params"], t["value"]) for t in json.loads(report.stdout)["trials"]] if ok else []
+    check("generated: 300 trials copied in, every number once, ours by their claim, --report reads them as Optuna",
+          ok and [t["number"] for t in theirs] == list(range(301))
+          and all("trainguard:claim" in t["system_attrs"] for t in theirs)
+          and rows == [(t["number"], t["state"], t["params"], t["value"]) for t in theirs],
+          (a.stderr[-500:], report.stderr[-500:], len(theirs)))
+
+
 def test_between(e):
     db = e.pg.new_db("between")
     url = e.pg.sqlalchemy(db)
@@ -490,7 +515,7 @@ def main():
         tests = {"schema": test_schema, "access": test_access,
                  "workers": lambda e: test_workers(e, args.trials, args.kills),
                  "restart": lambda e: test_restart(e, args.restarts, args.restart_trials), "same": test_same,
-                 "between": test_between}
+                 "generated": test_generated, "between": test_between}
         for name, fn in tests.items():
             if args.only is None or name in args.only:
                 t0 = time.time()

@@ -136,19 +136,22 @@ OPTUNA_SCRIPT = r"""
 import json, sys
 import optuna
 optuna.logging.set_verbosity(optuna.logging.WARNING)
-storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(sys.argv[1]))
+storage = sys.argv[1]  # A database's URL, else a journal file.
+if "://" not in storage:
+    storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(storage))
 s = optuna.load_study(study_name=sys.argv[2], storage=storage)
 print(json.dumps([{"number": t.number, "state": t.state.name, "params": t.params,
     "value": t.value, "user_attrs": t.user_attrs} for t in s.trials]))
 """
 
 
-def optuna_trials(journal, study):
+def optuna_trials(journal, study, env=None):
     """The trials as Optuna (5.0.0 since issue 22) loads them (optuna.load_study on a
-    JournalStorage(JournalFileBackend(journal))), in a fresh interpreter;
+    JournalStorage(JournalFileBackend(journal)), or on a database's
+    SQLAlchemy URL given instead), in a fresh interpreter;
     raises RuntimeError when Optuna cannot load the journal."""
     p = subprocess.run([sys.executable, "-c", OPTUNA_SCRIPT, journal, study],
-                       capture_output=True, text=True)
+                       capture_output=True, text=True, env=env)
     if p.returncode != 0:
         raise RuntimeError(f"Optuna could not load {journal}: {p.stderr.strip()[-2000:]}")
     return json.loads(p.stdout)

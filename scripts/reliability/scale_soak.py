@@ -25,7 +25,13 @@ every half second and just before a kill; their trials' CPU not
 included), the wall time, trials per second, the workers' peak RSS, the
 journal's size, and `--status` on the final journal.
 
-  scale_soak.py [--train target/release/train] [--trials 20000] [--workers 8] [--kills 40]
+With --postgres the study is in a throwaway PostgreSQL
+(scripts/postgres/cluster.sh) instead: each worker has its own --out
+(`train sweep --worker --storage URL --study s --out wN`), a killed worker
+comes back with the same --out and settles the trial it left RUNNING
+(run again, as on the journal), and Optuna loads the database.
+
+  scale_soak.py [--train target/release/train] [--trials 20000] [--workers 8] [--kills 40] [--postgres]
 """
 
 import argparse
@@ -68,12 +74,22 @@ def own_usage(pid):
 
 
 class Worker:
-    def __init__(self, train, d, n, first, trials):
+    def __init__(self, train, d, n, first, trials, db=None, out=None):
+        """Worker `n`; on a database (`db`: its URL and environment), its
+        trial folders in `out` (default wN)."""
         cmd = [train, "sweep", "--parallel", "1"]
-        cmd += (["--space", "space.yaml", "--out", "s", "--trials", str(trials), "--interpreter", "/bin/sh"]
-                if first else ["--worker", "s"])
+        self.out = out or ("s" if first else f"w{n}")
+        if first:
+            cmd += ["--space", "space.yaml", "--out", "s", "--trials", str(trials), "--interpreter", "/bin/sh"]
+        elif db is None:
+            cmd += ["--worker", "s"]
+        else:
+            cmd += ["--worker", "--out", self.out]
+        if db is not None:
+            cmd += ["--storage", db[0], "--study", "s", "--heartbeat-grace", "10"]
         self.err_path = os.path.join(d, f"worker{n}.err")
-        self.p = subprocess.Popen(cmd, cwd=d, stdout=subprocess.DEVNULL, stderr=open(self.err_path, "w"))
+        self.p = subprocess.Popen(cmd, cwd=d, stdout=subprocess.DEVNULL, stderr=open(self.err_path, "w"),
+                                  env=db[1] if db else None)
         self.cpu, self.rss, self.killed = 0.0, 0.0, False
 
     def sample(self):
@@ -83,23 +99,28 @@ class Worker:
 
 
 def started(d):
-    try:
-        return len(os.listdir(os.path.join(d, "s", "trials")))
-    except FileNotFoundError:
-        return 0
+    """Trial folders so far: the sweep's (s), and a database's other
+    workers' (w1, w2, ...)."""
+    n = 0
+    for out in os.listdir(d):
+        try:
+            n += len(os.listdir(os.path.join(d, out, "trials")))
+        except (FileNotFoundError, NotADirectoryError):
+            pass
+    return n
 
 
-def run(a, d, checks):
+def run(a, d, checks, db=None):
     with open(os.path.join(d, "trial.sh"), "w") as f:
         f.write(TRIAL)
     with open(os.path.join(d, "space.yaml"), "w") as f:
         f.write(SPACE)
     rng = random.Random(a.seed)
     t = rc.Timer()
-    workers = [Worker(a.train, d, 0, True, a.trials)]
+    workers = [Worker(a.train, d, 0, True, a.trials, db)]
     while not os.path.exists(os.path.join(d, "s", "sweep.yaml")) and workers[0].p.poll() is None:
         time.sleep(0.05)
-    workers += [Worker(a.train, d, n, False, a.trials) for n in range(1, a.workers)]
+    workers += [Worker(a.train, d, n, False, a.trials, db) for n in range(1, a.workers)]
     step = a.trials / (a.kills + 1)
     kills = 0
     while any(w.p.poll() is None for w in workers):
@@ -113,7 +134,10 @@ def run(a, d, checks):
             victim.p.wait()
             victim.killed = True
             kills += 1
-            workers.append(Worker(a.train, d, len(workers), False, a.trials))
+            # On a database the worker comes back with its --out, which
+            # settles the trial it left; on a journal the resume does.
+            again = victim.out if db is not None and victim.out != "s" else None
+            workers.append(Worker(a.train, d, len(workers), False, a.trials, db, again))
         time.sleep(0.5)
     run_s = t.s()
     for w in workers:
@@ -124,16 +148,20 @@ def run(a, d, checks):
         checks.check("panicked" not in err, f"a worker panicked: {w.err_path}: {err[-500:]}")
     checks.check(kills == a.kills, f"{kills} kills landed, {a.kills} asked for")
     resume = subprocess.run([a.train, "sweep", "--resume", "s", "--parallel", "2"], cwd=d,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            env=db[1] if db else None)
     checks.check(resume.returncode == 0, f"the resume exited {resume.returncode}: {resume.stderr[-500:]}")
     return workers, kills, run_s
 
 
-def check_study(a, d, checks):
+def check_study(a, d, checks, db=None):
     journal = os.path.join(d, "s", "journal.log")
     with open(os.path.join(d, "s", "sweep.yaml")) as f:
         name = next(line.split(":", 1)[1].strip().strip("'\"") for line in f if line.startswith("study_name:"))
-    trials = rc.optuna_trials(journal, name)
+    if db is None:
+        trials = rc.optuna_trials(journal, name)
+    else:
+        trials = rc.optuna_trials(db[0].replace("postgresql://", "postgresql+psycopg2://", 1), name, db[1])
     numbers = sorted(x["number"] for x in trials)
     checks.check(numbers == list(range(len(trials))), "trial numbers are not 0..n-1 once each")
     checks.check(not [x for x in trials if x["state"] == "RUNNING"], "a trial is RUNNING after the resume")
@@ -153,13 +181,14 @@ def check_study(a, d, checks):
         checks.check(len(again) == 1 and again[0]["params"] == x["params"] and again[0]["number"] > x["number"],
                      f"interrupted trial {x['number']} run again as {[r['number'] for r in again]}")
     rep = subprocess.run([a.train, "sweep", "--report", "s", "--format", "json"], cwd=d,
-                         capture_output=True, text=True)
+                         capture_output=True, text=True, env=db[1] if db else None)
     counts = json.loads(rep.stdout)["counts"] if rep.returncode == 0 else {}
     checks.check(counts.get("COMPLETE") == a.trials, f"--report counts {counts}, Optuna {a.trials} COMPLETE")
     t0 = time.monotonic()
-    subprocess.run([a.train, "sweep", "--status", "s"], cwd=d, stdout=subprocess.DEVNULL, check=False)
+    subprocess.run([a.train, "sweep", "--status", "s"], cwd=d, stdout=subprocess.DEVNULL, check=False,
+                   env=db[1] if db else None)
     status_s = time.monotonic() - t0
-    return len(trials), len(interrupted), os.path.getsize(journal), status_s
+    return len(trials), len(interrupted), os.path.getsize(journal) if db is None else None, status_s
 
 
 def main():
@@ -169,24 +198,38 @@ def main():
     ap.add_argument("--workers", type=int, default=8)
     ap.add_argument("--kills", type=int, default=40)
     ap.add_argument("--seed", type=int, default=44)
+    ap.add_argument("--postgres", action="store_true", help="the study in a throwaway PostgreSQL")
     ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"))
     a = ap.parse_args()
     a.train = os.path.abspath(a.train)
     started_at = rc.utc_now()
     checks = rc.Checks()
     with tempfile.TemporaryDirectory(prefix="scale-soak-") as d:
-        workers, kills, run_s = run(a, d, checks)
-        n, interrupted, size, status_s = check_study(a, d, checks)
+        pg = db = None
+        if a.postgres:
+            sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "postgres"))
+            from pgcluster import Cluster
+            os.chmod(d, 0o755)  # The server runs as the postgres user.
+            pg = Cluster(os.path.join(d, "pg"))
+            db = (pg.new_db("soak"), {**os.environ, "PGPASSFILE": pg.passfile})
+        try:
+            workers, kills, run_s = run(a, d, checks, db)
+            n, interrupted, size, status_s = check_study(a, d, checks, db)
+        finally:
+            if pg is not None:
+                pg.down()
     cpu = sum(w.cpu for w in workers)
     figures = {
+        "storage": "postgres" if a.postgres else "journal",
         "trials": a.trials, "workers": a.workers, "kills": kills, "trials_in_journal": n,
         "interrupted_and_rerun": interrupted, "wall_s": round(run_s, 1),
         "trials_per_s": round(a.trials / run_s, 1),
         "workers_cpu_s": round(cpu, 1), "workers_cpu_ms_per_trial": round(1000 * cpu / a.trials, 2),
         "worker_peak_rss_mib": round(max(w.rss for w in workers), 1),
-        "journal_mib": round(size / 2**20, 1), "status_s": round(status_s, 2),
+        "journal_mib": None if size is None else round(size / 2**20, 1), "status_s": round(status_s, 2),
     }
-    path = rc.write_result(a.out, "scale_soak", not checks.failed, figures, checks.failed, started_at)
+    name = "scale_soak_postgres" if a.postgres else "scale_soak"
+    path = rc.write_result(a.out, name, not checks.failed, figures, checks.failed, started_at)
     print(json.dumps(figures, indent=2))
     print(f"scale_soak: {'ok' if not checks.failed else f'{len(checks.failed)} check(s) failed'}; {path}",
           file=sys.stderr)
