@@ -355,7 +355,11 @@ fn a_module_that_does_not_import_is_named() {
 fn a_trial_holds_no_other_trials_pipes() {
     let server = torch_server();
     let dir = TempDir::new().unwrap();
-    let s = script(dir.path(), "waits.py", "import time\ntime.sleep(60)\n");
+    let s = script(
+        dir.path(),
+        "waits.py",
+        "import time\nprint('up', flush=True)\ntime.sleep(60)\n",
+    );
     let spawn = || {
         let (out, out_w) = pipe();
         let (_, err_w) = pipe();
@@ -370,8 +374,18 @@ fn a_trial_holds_no_other_trials_pipes() {
             .unwrap();
         (forked, out)
     };
-    let (a, mut a_out) = spawn();
-    let (b, _b_out) = spawn();
+    let (a, a_out) = spawn();
+    let (b, b_out) = spawn();
+    // Each trial is in its own group once it prints: a kill before that
+    // (a loaded machine) found no group, and the trial slept on.
+    let up = |out| {
+        let mut out = std::io::BufReader::new(out);
+        let mut first = String::new();
+        std::io::BufRead::read_line(&mut out, &mut first).unwrap();
+        assert_eq!(first, "up\n");
+        out
+    };
+    let (mut a_out, _b_out) = (up(a_out), up(b_out));
     let (tx, eof) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let mut s = String::new();
