@@ -4,11 +4,13 @@ sweep of instant trials (or of trials that print one line a second for
 --seconds) resumed on top of a study of N finished trials that
 bench/gen_study.py wrote, for each N of --sizes, side by side in one run.
 The driver's CPU is its own (utime + stime in /proc/PID/stat, sampled
-until it exits), not its trials', per trial in the steady state (after the
-first tenth of the new trials); its CPU up to then (the start, which
-replays the whole journal once) is reported apart, with its wall time per
-trial, its peak RSS (VmHWM) and the seconds from its start to its first
-new trial's folder (what a worker joining the study waits).
+until it exits), not its trials', per trial in the steady state (from the
+first tenth of the new trials to the end of the last); its CPU up to then
+(the start, which replays the whole journal once) and after (the end: the
+sweep's summary and its objective.png of every trial) are reported apart,
+with its wall time per trial, its peak RSS (VmHWM) and the seconds from
+its start to its first new trial's folder (what a worker joining the study
+waits).
 
   sweep_scale.py [--train target/release/train] [--sizes 1000,20000]
                  [--new 200] [--parallel 4] [--workers 1] [--seconds 0] [--rounds 3]
@@ -69,6 +71,37 @@ def own_cpu(pid):
     return (int(fields[11]) + int(fields[12])) / TICK, hwm / 1024.0
 
 
+class Ended:
+    """Trials that ended since the run started: the journal's records that
+    finish a trial, read from where the last look stopped, or the
+    database's finished trials."""
+
+    def __init__(self, journal=None, pg=None, db=None):
+        self.n, self.tail, self.conn = 0, b"", None
+        if journal is not None:
+            self.f = open(journal, "rb")
+            self.f.seek(0, os.SEEK_END)
+        else:
+            import psycopg2
+            os.environ["PGPASSFILE"] = pg.passfile
+            self.conn = psycopg2.connect(pg.url.rsplit("/", 1)[0] + "/" + db)
+            self.conn.autocommit = True
+            self.first = self._finished()
+
+    def _finished(self):
+        with self.conn.cursor() as c:
+            c.execute("SELECT count(*) FROM trials WHERE state <> 'RUNNING'")
+            return c.fetchone()[0]
+
+    def count(self):
+        if self.conn is not None:
+            return self._finished() - self.first
+        lines = (self.tail + self.f.read()).split(b"\n")
+        self.tail = lines.pop()
+        self.n += sum(1 for l in lines if l.startswith(b'{"op_code":6,') and b'"state":0,' not in l)
+        return self.n
+
+
 def created(journal):
     with open(journal, "rb") as f:
         return sum(1 for line in f if line.startswith(b'{"op_code":4,'))
@@ -116,6 +149,10 @@ def one_run(a, size, d, pg=None, db=None):
     def started():
         return sum(len(os.listdir(f)) for f in folders if os.path.isdir(f))
 
+    # The steady state ends as the last new trial does: what follows (the
+    # sweep's summary, its objective.png of every trial) is reported apart.
+    ended = Ended(journal) if pg is None else Ended(pg=pg, db=db)
+    at_end = None
     while any(q.poll() is None for q in procs):
         for q in procs:
             if q.returncode is None:
@@ -126,8 +163,11 @@ def one_run(a, size, d, pg=None, db=None):
         n = started()
         if first is None and n > 1:
             first = time.monotonic() - t0
+        e = ended.count() if at_end is None else a.new
         if at_warm is None and n > warm + 1:
-            at_warm = (cpu, time.monotonic(), n)
+            at_warm = (cpu, time.monotonic(), e)
+        if at_end is None and at_warm is not None and e >= a.new:
+            at_end = (cpu, time.monotonic())
         time.sleep(0.02)
     cpu = sum(c for c, _ in last.values())
     last = (cpu, max(r for _, r in last.values()))
@@ -145,10 +185,14 @@ def one_run(a, size, d, pg=None, db=None):
         ran = int(pg.sql(db, "SELECT count(*) FROM trials").strip()) - size - 1
     if at_warm is None:
         sys.exit("sweep_scale: the sweep ended before its first tenth of trials was seen")
-    # Trial folders: the first sweep's one trial, then one per new trial.
-    steady = ran + 1 - at_warm[2]
-    return ((last[0] - at_warm[0]) / steady, (time.monotonic() - at_warm[1]) / steady, last[1], ran, at_warm[0],
-            last[0] / ran, first)
+    if at_end is None and ended.count() >= a.new:
+        at_end = (cpu, time.monotonic())  # Its end came within the last look.
+    if at_end is None:
+        sys.exit("sweep_scale: the sweep ended before its last trial was seen to end")
+    # The trials that ended between the two moments.
+    steady = a.new - at_warm[2]
+    return ((at_end[0] - at_warm[0]) / steady, (at_end[1] - at_warm[1]) / steady, last[1], ran, at_warm[0],
+            last[0] / ran, first, last[0] - at_end[0])
 
 
 def main():
@@ -185,20 +229,20 @@ def main():
                 pg.down()
     rows = []
     for n in sizes:
-        cpu, wall, rss, ran, start, whole, first = (statistics.median(r[i] for r in runs[n]) for i in range(7))
+        cpu, wall, rss, ran, start, whole, first, end = (statistics.median(r[i] for r in runs[n]) for i in range(8))
         rows.append({"study_trials": n, "method": a.method, "parallel": a.parallel, "workers": a.workers,
                      "trial_seconds": a.seconds,
                      "trials_run": int(ran), "driver_cpu_ms_per_trial": round(cpu * 1000, 1),
                      "wall_ms_per_trial": round(wall * 1000, 1), "driver_peak_rss_mib": round(rss),
                      "start_cpu_s": round(start, 2), "whole_run_cpu_ms_per_trial": round(whole * 1000, 1),
-                     "first_trial_s": round(first, 2)})
+                     "first_trial_s": round(first, 2), "end_cpu_s": round(end, 2)})
     first = rows[0]
     text = [f"# The driver's own CPU per trial as the study grows ({'PostgreSQL' if a.postgres else 'a journal'})\n",
             f"{stamp()}; `{command_line()}`; {load_note()}; medians of {a.rounds} rounds.\n",
-            "| study trials | method | workers | at once | trial s | trials run | driver CPU ms/trial | wall ms/trial | driver peak RSS MiB | start CPU s | whole run CPU ms/trial | first trial s |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+            "| study trials | method | workers | at once | trial s | trials run | driver CPU ms/trial | wall ms/trial | driver peak RSS MiB | start CPU s | end CPU s | whole run CPU ms/trial | first trial s |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     text += [f"| {r['study_trials']} | {r['method']} | {r['workers']} | {r['parallel']} | {r['trial_seconds']} | {r['trials_run']} | "
-             f"{r['driver_cpu_ms_per_trial']} | {r['wall_ms_per_trial']} | {r['driver_peak_rss_mib']} | {r['start_cpu_s']} | {r['whole_run_cpu_ms_per_trial']} | {r['first_trial_s']} |"
+             f"{r['driver_cpu_ms_per_trial']} | {r['wall_ms_per_trial']} | {r['driver_peak_rss_mib']} | {r['start_cpu_s']} | {r['end_cpu_s']} | {r['whole_run_cpu_ms_per_trial']} | {r['first_trial_s']} |"
              for r in rows]
     text.append("")
     text += [f"- At {r['study_trials']} trials: {r['driver_cpu_ms_per_trial'] / first['driver_cpu_ms_per_trial']:.2f}x "
