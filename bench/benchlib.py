@@ -128,6 +128,33 @@ def program_sweep(train, python, program, space, flags):
         return json.loads(out.stdout), wall
 
 
+def _first_sweep(train, python, d, space, trial, flags, env=None):
+    """`trial` (written as d/trial.py) swept over `space` (d/space.yaml's
+    text) and `flags` for one trial, its folders in d/s; returns the
+    settings' path and text."""
+    with open(os.path.join(d, "trial.py"), "w") as f:
+        f.write(trial)
+    with open(os.path.join(d, "space.yaml"), "w") as f:
+        f.write(space)
+    subprocess.run([train, "sweep", "--interpreter", python, *flags, "--space", "space.yaml", "--out", "s",
+                    "--trials", "1"], cwd=d, check=True, env=env, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL)
+    settings = os.path.join(d, "s", "sweep.yaml")
+    with open(settings) as f:
+        return settings, f.read()
+
+
+def _gen_study(python, trials, out, *args):
+    here = os.path.dirname(os.path.abspath(__file__))
+    subprocess.run([python, os.path.join(here, "gen_study.py"), "--trials", str(trials), "--out", out, *args],
+                   check=True, stderr=subprocess.DEVNULL)
+
+
+def _with_total(text, total):
+    """Settings' text with the sweep's trial count `total` (it was 1)."""
+    return text.replace("\ntrials: 1\n", f"\ntrials: {total}\n")
+
+
 def generated_sweep(train, python, d, space, trial, trials, flags=(), total=None, interrupted=0.0):
     """A sweep directory (d/s) whose journal holds a study of `trials`
     finished trials that bench/gen_study.py wrote, under the name `train
@@ -137,23 +164,13 @@ def generated_sweep(train, python, d, space, trial, trials, flags=(), total=None
     becomes the sweep's trial count, so that a resume runs the rest;
     `interrupted` is the share of generated trials left interrupted.
     Returns the journal's path."""
-    with open(os.path.join(d, "trial.py"), "w") as f:
-        f.write(trial)
-    with open(os.path.join(d, "space.yaml"), "w") as f:
-        f.write(space)
-    subprocess.run([train, "sweep", "--interpreter", python, *flags, "--space", "space.yaml", "--out", "s",
-                    "--trials", "1"], cwd=d, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    settings = os.path.join(d, "s", "sweep.yaml")
-    with open(settings) as f:
-        text = f.read()
+    settings, text = _first_sweep(train, python, d, space, trial, flags)
     name = next(l.split(":", 1)[1].strip().strip("'\"") for l in text.splitlines() if l.startswith("study_name:"))
     if total is not None:
         with open(settings, "w") as f:
-            f.write(text.replace("\ntrials: 1\n", f"\ntrials: {total}\n"))
+            f.write(_with_total(text, total))
     journal = os.path.join(d, "s", "journal.log")
-    here = os.path.dirname(os.path.abspath(__file__))
-    subprocess.run([python, os.path.join(here, "gen_study.py"), "--trials", str(trials), "--out", journal,
-                    "--name", name, "--interrupted", str(interrupted)], check=True, stderr=subprocess.DEVNULL)
+    _gen_study(python, trials, journal, "--name", name, "--interrupted", str(interrupted))
     return journal
 
 
@@ -163,27 +180,17 @@ def generated_db_sweep(train, python, d, space, trial, trials, pg, db, flags=(),
     sweep's folders in d/s, the study named s; returns its URL."""
     url = pg.new_db(db)
     env = {**os.environ, "PGPASSFILE": pg.passfile}
-    with open(os.path.join(d, "trial.py"), "w") as f:
-        f.write(trial)
-    with open(os.path.join(d, "space.yaml"), "w") as f:
-        f.write(space)
-    subprocess.run([train, "sweep", "--interpreter", python, *flags, "--space", "space.yaml", "--out", "s",
-                    "--storage", url, "--study", "s", "--trials", "1"], cwd=d, check=True, env=env,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    settings, text = _first_sweep(train, python, d, space, trial, [*flags, "--storage", url, "--study", "s"], env)
     script = os.path.join(d, "gen.sql")
-    here = os.path.dirname(os.path.abspath(__file__))
     study = pg.sql(db, "SELECT study_id FROM studies WHERE study_name = 's'").strip()
-    subprocess.run([python, os.path.join(here, "gen_study.py"), "--trials", str(trials), "--out", script,
-                    "--postgres", study, "--interrupted", "0"], check=True, stderr=subprocess.DEVNULL)
+    _gen_study(python, trials, script, "--postgres", study, "--interrupted", "0")
     with open(script) as f:
         pg.sql_script(db, f.read())
     if total is not None:
-        # The trial count where --resume DIR reads it and in the database.
-        settings = os.path.join(d, "s", "sweep.yaml")
-        with open(settings) as f:
-            text = f.read()
+        # The trial count where --resume DIR reads it and in the database
+        # (its settings as JSON text: a newline is backslash-n there).
         with open(settings, "w") as f:
-            f.write(text.replace("\ntrials: 1\n", f"\ntrials: {total}\n"))
+            f.write(_with_total(text, total))
         pg.sql(db, "UPDATE study_system_attributes SET value_json = "
                    f"replace(value_json, '\\ntrials: 1\\n', '\\ntrials: {total}\\n') WHERE key = 'trainguard:settings'")
     return url

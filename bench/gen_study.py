@@ -157,7 +157,7 @@ def write_postgres(trials, path, study_id):
             tables["trial_user_attributes"].append((n, k, json.dumps(v)))
         # The token `train sweep` claims a trial with: the sweep's own.
         tables["trial_system_attributes"].append((n, "trainguard:claim", json.dumps(str(uuid.uuid4()))))
-    cols = {"trials": "trial_id, number, study_id, state, datetime_start, datetime_complete",
+    cols = {"trials": "trial_id, number, state, datetime_start, datetime_complete",
             "trial_params": "trial_id, param_name, param_value, distribution_json",
             "trial_values": "trial_id, objective, value, value_type",
             "trial_intermediate_values": "trial_id, step, intermediate_value, intermediate_value_type",
@@ -170,13 +170,12 @@ def write_postgres(trials, path, study_id):
         # generated trial's index, then shifted to the study's ids.
         for table, rows in tables.items():
             f.write(f"CREATE TEMP TABLE g_{table} AS SELECT {cols[table]} FROM {table} WITH NO DATA;\n")
-            copied = cols[table].replace(" study_id,", "")
-            f.write(f"COPY g_{table} ({copied}) FROM STDIN;\n")
+            f.write(f"COPY g_{table} ({cols[table]}) FROM STDIN;\n")
             for r in rows:
                 f.write("\t".join(text(v) for v in r) + "\n")
             f.write("\\.\n")
-        f.write(f"INSERT INTO trials ({cols['trials']}) SELECT trial_id + :first, number + :number, {study_id}, "
-                f"state, datetime_start, datetime_complete FROM g_trials ORDER BY trial_id;\n")
+        f.write(f"INSERT INTO trials (study_id, {cols['trials']}) SELECT {study_id}, trial_id + :first, "
+                f"number + :number, state, datetime_start, datetime_complete FROM g_trials ORDER BY trial_id;\n")
         for table in list(tables)[1:]:
             f.write(f"INSERT INTO {table} ({cols[table]}) SELECT trial_id + :first, "
                     f"{cols[table].split(', ', 1)[1]} FROM g_{table};\n")

@@ -76,15 +76,14 @@ class Ended:
     finish a trial, read from where the last look stopped, or the
     database's finished trials."""
 
-    def __init__(self, journal=None, pg=None, db=None):
+    def __init__(self, journal=None, url=None, passfile=None):
         self.n, self.tail, self.conn = 0, b"", None
         if journal is not None:
             self.f = open(journal, "rb")
             self.f.seek(0, os.SEEK_END)
         else:
             import psycopg2
-            os.environ["PGPASSFILE"] = pg.passfile
-            self.conn = psycopg2.connect(pg.url.rsplit("/", 1)[0] + "/" + db)
+            self.conn = psycopg2.connect(url, passfile=passfile)
             self.conn.autocommit = True
             self.first = self._finished()
 
@@ -151,7 +150,7 @@ def one_run(a, size, d, pg=None, db=None):
 
     # The steady state ends as the last new trial does: what follows (the
     # sweep's summary, its objective.png of every trial) is reported apart.
-    ended = Ended(journal) if pg is None else Ended(pg=pg, db=db)
+    ended = Ended(journal) if pg is None else Ended(url=url, passfile=pg.passfile)
     at_end = None
     while any(q.poll() is None for q in procs):
         for q in procs:

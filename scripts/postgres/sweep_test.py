@@ -404,6 +404,16 @@ def test_restart(e, restarts, cap):
           (out.returncode, len(drawn), out.stderr[-800:]))
 
 
+def report_rows(out):
+    """A `--report --format json`'s trials as number, state, params, value."""
+    return [(t["number"], t["state"], t["params"], t["value"]) for t in json.loads(out.stdout)["trials"]]
+
+
+def optuna_rows(trials):
+    """The same of the trials Optuna loaded (TRIALS)."""
+    return [(t["number"], t["state"], t["params"], t["value"]) for t in trials]
+
+
 def test_same(e):
     db = e.pg.new_db("same")
     space = e.space("same", run_cap=12)
@@ -413,12 +423,9 @@ def test_same(e):
                 "--seed", "3")
     ra = e.sweep("--report", j, "--format", "json")
     rb = e.sweep("--report", "--storage", db, "--format", "json")
-
-    def rows(out):
-        return [(t["number"], t["state"], t["params"], t["value"]) for t in json.loads(out.stdout)["trials"]]
     ok = all(o.returncode == 0 for o in (a, b, ra, rb))
     check("same: one seeded sweep, the same --report on the journal and on the database",
-          ok and rows(ra) == rows(rb) and len(rows(ra)) == 12,
+          ok and report_rows(ra) == report_rows(rb) and len(report_rows(ra)) == 12,
           (a.stderr[-500:], b.stderr[-500:], rb.stderr[-500:]))
 
 
@@ -447,11 +454,10 @@ def test_generated(e):
     theirs = e.optuna(TRIALS, e.pg.sqlalchemy(db), "g")
     report = e.sweep("--report", "--storage", db, "--study", "g", "--format", "json")
     ok = a.returncode == 0 and report.returncode == 0
-    rows = [(t["number"], t["state"], t["params"], t["value"]) for t in json.loads(report.stdout)["trials"]] if ok else []
     check("generated: 300 trials copied in, every number once, ours by their claim, --report reads them as Optuna",
           ok and [t["number"] for t in theirs] == list(range(301))
           and all("trainguard:claim" in t["system_attrs"] for t in theirs)
-          and rows == [(t["number"], t["state"], t["params"], t["value"]) for t in theirs],
+          and report_rows(report) == optuna_rows(theirs),
           (a.stderr[-500:], report.stderr[-500:], len(theirs)))
 
 
@@ -481,9 +487,9 @@ def test_between(e):
     say(f"between: our trials' ids {ids[0]}..{ids[1]}, {ids[2]} of them (the rest the other study's)")
     theirs = e.optuna(TRIALS, url, "ours")
     ok = a.returncode == 0 and report.returncode == 0
-    rows = [(t["number"], t["state"], t["params"], t["value"]) for t in json.loads(report.stdout)["trials"]] if ok else []
+    rows = report_rows(report) if ok else []
     check("between: another study's trials among ours; --report reads ours as Optuna does",
-          ok and len(rows) == 12 and rows == [(t["number"], t["state"], t["params"], t["value"]) for t in theirs]
+          ok and len(rows) == 12 and rows == optuna_rows(theirs)
           and int(ids[1]) - int(ids[0]) + 1 > 12,
           (a.stderr[-500:], report.stderr[-500:], ids))
 

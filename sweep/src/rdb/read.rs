@@ -135,8 +135,10 @@ fn refresh(c: &mut impl GenericClient, id: i32, name: &str, known: &mut Known) -
             })
         })
         .collect::<Result<_>>()?;
-    let fetched: Vec<i32> = heads.iter().map(|h| h.tid).collect();
-    if let Some(gone) = open.iter().find(|t| fetched.binary_search(t).is_err()) {
+    if let Some(gone) = open
+        .iter()
+        .find(|t| heads.binary_search_by_key(*t, |h| h.tid).is_err())
+    {
         return Err(anyhow!(
             "study {name:?}: trial id {gone} is gone from the database"
         ));
@@ -147,8 +149,9 @@ fn refresh(c: &mut impl GenericClient, id: i32, name: &str, known: &mut Known) -
     );
     // A batch of trials at a time: the rows of all a large study's trials
     // at once (a first read) held 50,000 trials' rows beside the trials.
-    for (heads, batch) in heads.chunks_mut(BATCH).zip(fetched.chunks(BATCH)) {
-        let mut details = Details::fetch(c, batch)?;
+    for heads in heads.chunks_mut(BATCH) {
+        let batch: Vec<i32> = heads.iter().map(|h| h.tid).collect();
+        let mut details = Details::fetch(c, &batch)?;
         for h in heads {
             let n = match known.open.get(&h.tid) {
                 Some(n) => *n,
