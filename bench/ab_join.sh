@@ -16,24 +16,12 @@ rounds=${N:-7}
 python=${PYTHON:-python3}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-join_once() { # BIN -> seconds
-    rm -rf "$work/d" && cp -r "$src" "$work/d" && sync
-    local before after t0 t1
-    before=$(ls "$work/d/s/trials" | wc -l)
-    t0=$(date +%s.%N)
-    (cd "$work/d" && exec "$1" sweep --interpreter "$python" --parallel 4 --resume s >/dev/null 2>&1) &
-    local pid=$!
-    while after=$(ls "$work/d/s/trials" | wc -l); [ "$after" -le "$before" ]; do sleep 0.005; done
-    t1=$(date +%s.%N)
-    kill -INT "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-    echo "$t1 - $t0" | bc
-}
-median() { printf '%s\n' "$@" | sort -n | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'; }
+# shellcheck source=bench/joinlib.sh
+. "$(dirname "$0")/joinlib.sh"
 to=() tn=()
 for _ in $(seq "$rounds"); do
-    to+=("$(join_once "$old")")
-    tn+=("$(join_once "$new")")
+    to+=("$(join_once "$old" "$src")")
+    tn+=("$(join_once "$new" "$src")")
 done
 o=$(median "${to[@]}") n=$(median "${tn[@]}")
 echo "| build | first trial s (median of $rounds) | all |"

@@ -568,8 +568,10 @@ impl Driver<'_> {
         })
     }
 
-    /// The exit code of a sweep whose trials are all done, said on stderr.
+    /// The exit code of a sweep whose trials are all done, said on stderr,
+    /// its storage's checkpoint kept for the next start.
     fn end(&self, stopping: Option<(u8, String)>) -> u8 {
+        self.storage.keep_checkpoint(true);
         let Some((code, why)) = stopping else {
             return common::exit::OK;
         };
@@ -609,8 +611,10 @@ impl Driver<'_> {
         Ok(())
     }
 
+    /// Starts what the turn can, then keeps the storage's checkpoint if it
+    /// is due (after the launches: a joining worker's first trial first).
     fn launch(&mut self, cap: u64) -> anyhow::Result<bool> {
-        Starter {
+        let exhausted = Starter {
             sweep: self.sweep,
             storage: self.storage,
             sampler: self.sampler,
@@ -625,7 +629,9 @@ impl Driver<'_> {
             gpus: &self.gpus,
             packing: self.packing().then_some(self.largest),
         }
-        .launch(&mut self.trials, cap)
+        .launch(&mut self.trials, cap)?;
+        self.storage.keep_checkpoint(false);
+        Ok(exhausted)
     }
 
     /// The first folds over the whole study, the history's digest and the

@@ -36,6 +36,10 @@ pub trait Storage {
     fn heartbeat_every(&self) -> Option<std::time::Duration> {
         None
     }
+    /// Keeps what makes the next reader's start fast (a journal's replay
+    /// checkpoint) when it is due; `at_end`: the sweep ends. Never fails
+    /// the sweep.
+    fn keep_checkpoint(&self, _at_end: bool) {}
 }
 
 impl Storage for Journal {
@@ -65,5 +69,9 @@ impl Storage for Journal {
 
     fn finish(&self, trial: TrialId, attrs: &[(String, Value)], outcome: Outcome) -> Result<()> {
         self.finish_with(trial, attrs, outcome)
+    }
+
+    fn keep_checkpoint(&self, at_end: bool) {
+        Journal::keep_checkpoint(self, at_end)
     }
 }

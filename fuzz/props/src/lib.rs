@@ -84,9 +84,18 @@ pub fn space(data: &[u8]) -> Result<(), String> {
     }
 }
 
-/// A sweep's journal as `--resume` replays it.
+/// A sweep's journal as `--resume` replays it; one that replays, replays
+/// the same from its checkpoint.
 pub fn journal(data: &[u8]) -> Result<(), String> {
-    check(sweep::journal::replay(data, Path::new(NAME)))
+    let path = Path::new(NAME);
+    if let Err(e) = sweep::journal::replay(data, path) {
+        return refused_well(&e);
+    }
+    match sweep::journal::checkpoint_agrees(data, path) {
+        Ok(true) => Ok(()),
+        Ok(false) => Err("its checkpoint replays to another state".into()),
+        Err(e) => Err(format!("its checkpoint does not replay: {e:#}")),
+    }
 }
 
 /// A checkpoint's metadata (safetensors' string map).

@@ -45,7 +45,7 @@ pub(crate) fn internal_params(trial: &TrialRecord) -> Result<Internal<'_>> {
     Ok((params, dists))
 }
 
-fn to_internal(dist: &Distribution, value: &ParamValue) -> Result<Value> {
+pub(super) fn to_internal(dist: &Distribution, value: &ParamValue) -> Result<Value> {
     let float = |x: f64, log: bool| -> Result<Value> {
         finite(x, "the value")?;
         if log && x <= 0.0 {
@@ -81,7 +81,7 @@ fn check_distribution(dist: &Distribution) -> Result<()> {
 
 /// `optuna.distributions.distribution_to_json`: Python's `json.dumps` with
 /// its default separators and the attributes in `__dict__` order.
-fn distribution_to_json(dist: &Distribution) -> String {
+pub(super) fn distribution_to_json(dist: &Distribution) -> String {
     match dist {
         Distribution::Float {
             low,

@@ -19,6 +19,8 @@ pub(super) struct Cache {
     pub(super) file: (u64, u64),
     pub(super) offset: u64,
     pub(super) lines: usize,
+    /// The CRC-32 of those bytes (what a checkpoint of this replay names).
+    pub(super) crc: crc32fast::Hasher,
     pub(super) state: Replay,
 }
 
@@ -46,6 +48,7 @@ impl Cache {
         })?;
         self.offset += whole as u64;
         self.lines += lines;
+        self.crc.update(&bytes[..whole]);
         Ok(&bytes[whole..])
     }
 
@@ -53,7 +56,7 @@ impl Cache {
     /// large journal is never held whole in memory beside its replay;
     /// returns the torn tail. The last whole line of each block waits for
     /// the next, as only the file's last line may be torn.
-    fn extend_from(&mut self, file: &mut File, path: &Path) -> Result<Vec<u8>> {
+    pub(super) fn extend_from(&mut self, file: &mut File, path: &Path) -> Result<Vec<u8>> {
         // Grown as read: the driver reads a few new lines at most turns.
         let mut carry = Vec::new();
         loop {
@@ -102,12 +105,11 @@ impl Journal {
             .with_context(|| format!("stat of the journal {shown}"))?;
         let id = (meta.dev(), meta.ino());
         let taken = self.cache.lock().unwrap_or_else(|e| e.into_inner()).take();
-        let mut cache = taken
-            .filter(|c| c.file == id && c.offset <= meta.len())
-            .unwrap_or_else(|| Cache {
-                file: id,
-                ..Cache::default()
-            });
+        let mut cache = match taken.filter(|c| c.file == id && c.offset <= meta.len()) {
+            Some(cache) => cache,
+            None => self.start_from_checkpoint(file, meta.len()).unwrap_or_default(),
+        };
+        cache.file = id;
         file.seek(SeekFrom::Start(cache.offset))
             .with_context(|| format!("reading the journal {shown}"))?;
         let torn = cache.extend_from(file, &self.path)?;

@@ -65,8 +65,10 @@
 //! `replay` (records -> studies and trials), `file` (the cached replay,
 //! appends under the lock, the torn-tail cut), `lock` (the symlink lock),
 //! `codec` (Optuna's JSON values: distributions, parameters, non-finite
-//! numbers), `timestamps`.
+//! numbers), `timestamps`, `checkpoint` (the replay kept beside the
+//! journal, so that a large sweep's next reader starts from it).
 
+mod checkpoint;
 pub(crate) mod codec;
 mod file;
 mod lock;
@@ -88,6 +90,7 @@ use std::collections::BTreeMap;
 use std::fs::OpenOptions;
 use std::hash::{BuildHasher, Hasher};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -180,6 +183,11 @@ pub struct Journal {
     /// The replay so far, so that each call reads only what was appended
     /// since (a whole replay per append made a long sweep quadratic).
     cache: Mutex<Option<Cache>>,
+    /// The journal bytes the newest checkpoint we know of stands for
+    /// (u64::MAX: this journal's replay cannot be checkpointed).
+    checkpointed: AtomicU64,
+    /// A checkpoint failed to be written, and that was said.
+    checkpoint_failed: AtomicBool,
 }
 
 impl Journal {
@@ -209,6 +217,8 @@ impl Journal {
             worker_id: format!("{}-{}", uuid4(), std::process::id()),
             grace: DEFAULT_LOCK_GRACE,
             cache: Mutex::new(None),
+            checkpointed: AtomicU64::new(0),
+            checkpoint_failed: AtomicBool::new(false),
             path,
         })
     }
@@ -607,6 +617,15 @@ pub fn replay(bytes: &[u8], path: &Path) -> Result<Vec<Study>> {
                 .with_context(|| path.display().to_string())
         })
         .collect()
+}
+
+/// Whether the replay of `bytes`, written as a checkpoint's records and
+/// replayed again, is the same replay (true also where it would not be
+/// written). For the fuzzer: errors are the replay's own, as `replay`'s.
+pub fn checkpoint_agrees(bytes: &[u8], path: &Path) -> Result<bool> {
+    let mut cache = Cache::default();
+    cache.extend(bytes, path, true)?;
+    checkpoint::agrees(&cache, path)
 }
 
 /// Optuna gives a pruned trial its last intermediate value, if finite.

@@ -5,7 +5,7 @@ use super::codec::{compatible, float, readable, to_external, ParsedDistributions
 use super::records::*;
 use super::timestamps::naive_utc;
 use super::{Study, StudyId, TrialId};
-use crate::trial::{shrunk, Direction, Distribution, ParamValue, Trial, TrialState};
+use crate::trial::{shrunk, Attrs, Direction, Distribution, ParamValue, Trial, TrialState};
 use anyhow::{bail, Context, Result};
 use common::bad_input;
 use serde_json::value::RawValue;
@@ -559,13 +559,62 @@ impl<'de> serde::Deserialize<'de> for OneAttr {
     }
 }
 
-/// A study's attributes (a map) or a trial's (`Attrs`).
-fn attrs<M: FromIterator<(String, Value)>>(r: &Fields, key: &str) -> Result<M, String> {
-    Ok(object(r, key)?
-        .into_iter()
-        .flatten()
-        .map(|(k, v)| (k, readable(v)))
-        .collect())
+/// An object field's entries as a map iterates them (by key, the last of
+/// a repeated key), read into a Vec: a map built to be turned into another
+/// was a tenth of a large journal's replay. Absent: none.
+fn entries(r: &Fields, key: &str) -> Result<Vec<(String, Value)>, String> {
+    let Some(raw) = r.get(key) else {
+        return Ok(Vec::new());
+    };
+    let Entries(mut v) =
+        serde_json::from_str(raw.get()).map_err(|_| format!("{key} is not an object"))?;
+    if !v.is_sorted_by(|a, b| a.0 < b.0) {
+        v.sort_by(|a, b| a.0.cmp(&b.0)); // Stable: the last of a key stays last.
+        let mut kept: Vec<(String, Value)> = Vec::with_capacity(v.len());
+        for e in v {
+            match kept.last_mut() {
+                Some(last) if last.0 == e.0 => *last = e,
+                _ => kept.push(e),
+            }
+        }
+        v = kept;
+    }
+    Ok(v)
+}
+
+/// A JSON object's entries in the order written.
+struct Entries(Vec<(String, Value)>);
+
+impl<'de> serde::Deserialize<'de> for Entries {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Entries;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an object")
+            }
+            fn visit_map<M: serde::de::MapAccess<'de>>(
+                self,
+                mut m: M,
+            ) -> Result<Entries, M::Error> {
+                let mut v = Vec::with_capacity(m.size_hint().unwrap_or(0));
+                while let Some(e) = m.next_entry::<String, Value>()? {
+                    v.push(e);
+                }
+                Ok(Entries(v))
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+/// A trial's attributes: its entries, sorted as read, held as they are.
+fn attrs(r: &Fields, key: &str) -> Result<Attrs, String> {
+    let mut v = entries(r, key)?;
+    for e in &mut v {
+        e.1 = readable(std::mem::take(&mut e.1));
+    }
+    Ok(Attrs::from_sorted_store_unchecked(v))
 }
 
 /// A CREATE_TRIAL's params, internal values read through their distributions.
@@ -574,7 +623,7 @@ fn params(
     distributions: &BTreeMap<String, Distribution>,
 ) -> Result<BTreeMap<String, ParamValue>, String> {
     let mut params = BTreeMap::new();
-    for (k, v) in object(r, "params")?.into_iter().flatten() {
+    for (k, v) in entries(r, "params")? {
         let dist = distributions
             .get(&k)
             .ok_or_else(|| format!("params.{k} has no distribution"))?;
@@ -618,7 +667,7 @@ fn value_or_values(r: &Fields) -> Result<Option<Vec<f64>>, String> {
 
 fn intermediate_values(r: &Fields) -> Result<BTreeMap<u64, f64>, String> {
     let mut intermediate = BTreeMap::new();
-    for (k, v) in object(r, "intermediate_values")?.into_iter().flatten() {
+    for (k, v) in entries(r, "intermediate_values")? {
         let step = k
             .trim()
             .parse::<u64>()

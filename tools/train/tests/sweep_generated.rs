@@ -128,13 +128,16 @@ fn a_sweep_resumed_on_20000_trials_runs_its_new_ones() {
     .unwrap();
     let resumed = sweep(&["--resume", "s"]);
     resumed.code_is(0);
-    let report = ucmd("train")
-        .args(["sweep", "--report"])
-        .arg(d.join("s"))
-        .args(["--format", "json"])
-        .run();
-    report.code_is(0);
-    let r: Value = report.stdout_json();
+    let report = || {
+        let r = ucmd("train")
+            .args(["sweep", "--report"])
+            .arg(d.join("s"))
+            .args(["--format", "json"])
+            .run();
+        r.code_is(0);
+        r.stdout_str().to_string()
+    };
+    let r: Value = serde_json::from_str(&report()).unwrap();
     let trials = r["trials"].as_array().unwrap();
     assert_eq!(trials.len(), 20004, "{}", resumed.stderr_str());
     for t in &trials[20000..] {
@@ -150,4 +153,42 @@ fn a_sweep_resumed_on_20000_trials_runs_its_new_ones() {
         "{}",
         status.stdout_str()
     );
+
+    // The driver left its replay's checkpoint beside the journal, for all
+    // of it; the readers read from it what they read without it, and a
+    // checkpoint that does not match the journal is passed over.
+    let checkpoint = d.join("s/journal.log.checkpoint");
+    let text = std::fs::read_to_string(&checkpoint).unwrap();
+    let header: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    let bytes = std::fs::metadata(&journal).unwrap().len();
+    assert_eq!(header["journal_bytes"], bytes, "{header}");
+    let trial_records = text
+        .lines()
+        .filter(|l| l.starts_with("{\"op_code\":4,"))
+        .count();
+    assert_eq!(trial_records, 20004, "one record a trial");
+    let from_checkpoint = report();
+    std::fs::rename(&checkpoint, d.join("kept")).unwrap();
+    assert_eq!(report(), from_checkpoint);
+    std::fs::write(
+        &checkpoint,
+        text.replacen("\"journal_crc32\":", "\"journal_crc32\":1", 1),
+    )
+    .unwrap();
+    assert_eq!(report(), from_checkpoint);
+    // A driver goes on from it: the next trials are numbered after all.
+    std::fs::rename(d.join("kept"), &checkpoint).unwrap();
+    let settings_text = std::fs::read_to_string(&settings).unwrap();
+    std::fs::write(
+        &settings,
+        settings_text.replace("\ntrials: 20004\n", "\ntrials: 20006\n"),
+    )
+    .unwrap();
+    sweep(&["--resume", "s"]).code_is(0);
+    let r: Value = serde_json::from_str(&report()).unwrap();
+    let numbers: Vec<&Value> = r["trials"].as_array().unwrap()[20004..]
+        .iter()
+        .map(|t| &t["number"])
+        .collect();
+    assert_eq!(numbers, [20004, 20005]);
 }
