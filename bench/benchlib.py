@@ -128,6 +128,30 @@ def program_sweep(train, python, program, space, flags):
         return json.loads(out.stdout), wall
 
 
+# A trial of generated sweeps: a line a second for --seconds, then its
+# last (instant where there is no --seconds).
+GENERATED_TRIAL = """import json, sys, time
+args = dict(a[2:].split("=", 1) for a in sys.argv[1:] if a.startswith("--") and "=" in a)
+lr, seconds = float(args["lr"]), int(args.get("seconds", 0))
+for s in range(1, seconds + 1):
+    time.sleep(1)
+    print(json.dumps({"epoch": s, "val_loss": lr * 10 + 1.0 / s}), flush=True)
+print(json.dumps({"epoch": seconds + 1, "val_loss": lr * 10}), flush=True)
+"""
+
+
+def generated_space(method="random", extra=""):
+    """A space whose parameters are bench/gen_study.py's trials' (a sweep
+    goes on from a generated study), with `extra` parameter lines."""
+    return ("program: trial.py\n"
+            f"method: {method}\n"
+            "metric: {name: val_loss, goal: minimize}\n"
+            "parameters:\n"
+            "  lr: {distribution: log_uniform_values, min: 1.0e-5, max: 0.1}\n"
+            "  batch_size: {distribution: int_uniform, min: 1, max: 64}\n"
+            "  width: {values: [64, 128, 256, 512, 1024]}\n" + extra)
+
+
 def _first_sweep(train, python, d, space, trial, flags, env=None):
     """`trial` (written as d/trial.py) swept over `space` (d/space.yaml's
     text) and `flags` for one trial, its folders in d/s; returns the

@@ -33,7 +33,7 @@ import sys
 import tempfile
 import time
 
-from benchlib import command_line, generated_sweep, load_note, measured, stamp, write_results
+from benchlib import command_line, generated_space, generated_sweep, load_note, measured, stamp, write_results
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -54,21 +54,11 @@ optuna.copy_study(from_study_name="s", to_storage=sys.argv[2], from_storage=optu
 
 PLOTTED = "train sweep --report DIR (with objective.png)"
 
-SPACE = """program: trial.py
-method: random
-metric: {name: val_loss, goal: minimize}
-parameters:
-  lr: {distribution: log_uniform_values, min: 1.0e-5, max: 0.1}
-  batch_size: {distribution: int_uniform, min: 1, max: 64}
-  width: {values: [64, 128, 256, 512, 1024]}
-"""
-
-
 def plotted(a, train, d):
     """The whole --report of a sweep directory on a generated study."""
     s = os.path.join(d, "plot")
     os.makedirs(s)
-    journal = generated_sweep(train, a.python, s, SPACE, 'print(\'{"val_loss": 1.0}\')\n', a.plot_trials,
+    journal = generated_sweep(train, a.python, s, generated_space(), 'print(\'{"val_loss": 1.0}\')\n', a.plot_trials,
                               interrupted=0.02)
     runs = [measured([train, "sweep", "--report", os.path.join(s, "s"), "--format", "json"])
             for _ in range(a.rounds)]

@@ -34,30 +34,10 @@ import sys
 import tempfile
 import time
 
-from benchlib import command_line, generated_db_sweep, generated_sweep, load_note, stamp, write_results
+from benchlib import GENERATED_TRIAL, generated_space, command_line, generated_db_sweep, generated_sweep, load_note, stamp, write_results
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TICK = os.sysconf("SC_CLK_TCK")
-
-TRIAL = """import json, sys, time
-args = dict(a[2:].split("=", 1) for a in sys.argv[1:] if a.startswith("--") and "=" in a)
-lr, seconds = float(args["lr"]), int(args.get("seconds", 0))
-for s in range(1, seconds + 1):
-    time.sleep(1)
-    print(json.dumps({"epoch": s, "val_loss": lr * 10 + 1.0 / s}), flush=True)
-print(json.dumps({"epoch": seconds + 1, "val_loss": lr * 10}), flush=True)
-"""
-
-SPACE = """program: trial.py
-method: %s
-metric: {name: val_loss, goal: minimize}
-parameters:
-  lr: {distribution: log_uniform_values, min: 1.0e-5, max: 0.1}
-  batch_size: {distribution: int_uniform, min: 1, max: 64}
-  width: {values: [64, 128, 256, 512, 1024]}
-  seconds: {value: %d}
-"""
-
 
 def own_cpu(pid):
     """(own CPU seconds, peak RSS MiB) of a live process, or None."""
@@ -112,14 +92,14 @@ def one_run(a, size, d, pg=None, db=None):
     wall s, peak RSS MiB, trials run, start CPU s, whole run CPU s a trial,
     first trial s)."""
     parallel = ["--parallel", str(a.parallel)]
-    space = SPACE % (a.method, a.seconds)
+    space = generated_space(a.method, f"  seconds: {{value: {a.seconds}}}\n")
     env = dict(os.environ)
     if pg is None:
-        journal = generated_sweep(a.train, a.python, d, space, TRIAL, size, parallel, total=size + a.new)
+        journal = generated_sweep(a.train, a.python, d, space, GENERATED_TRIAL, size, parallel, total=size + a.new)
         join = lambda w: ["--worker", "s"]
     else:
         # The first sweep's one trial counts towards the total too.
-        url = generated_db_sweep(a.train, a.python, d, space, TRIAL, size, pg, db, parallel, total=size + 1 + a.new)
+        url = generated_db_sweep(a.train, a.python, d, space, GENERATED_TRIAL, size, pg, db, parallel, total=size + 1 + a.new)
         env["PGPASSFILE"] = pg.passfile
         join = lambda w: ["--worker", "--storage", url, "--study", "s", "--out", f"w{w}"]
     base = [a.train, "sweep", "--interpreter", a.python] + parallel

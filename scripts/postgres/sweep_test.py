@@ -34,6 +34,11 @@ only where PostgreSQL cannot be installed.
               another study in the same database, so that the other study's
               trial ids fall between ours: `--report` reads ours as Optuna
               does (no trial of the other study, none missing)
+  checkpoint  a sweep resumed on top of 2,500 generated trials leaves
+              DIR/database.checkpoint; `--report DIR` reads from it what it
+              reads without it, a driver goes on from it, and after a
+              finished trial's state is changed by hand the checkpoint is
+              passed over (`--report` reads the change, as Optuna does)
 """
 
 import argparse
@@ -494,6 +499,65 @@ def test_between(e):
           (a.stderr[-500:], report.stderr[-500:], ids))
 
 
+def test_checkpoint(e):
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    import benchlib
+
+    d = os.path.join(e.tmp, "kept")
+    os.makedirs(d)
+    url = benchlib.generated_db_sweep(e.train, e.python, d, benchlib.generated_space(), benchlib.GENERATED_TRIAL, 2500, e.pg, "kept", total=2503)
+    run = lambda *a: subprocess.run([e.train, "sweep", *a], cwd=d, env=e.env(), text=True,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    resumed = run("--interpreter", e.python, "--resume", "s")
+    kept = os.path.join(d, "s", "database.checkpoint")
+    header = {}
+    if os.path.exists(kept):
+        with open(kept) as f:
+            header = json.loads(f.readline())
+    report = lambda: run("--report", "s", "--format", "json")
+    a = report()
+    os.rename(kept, kept + ".aside")
+    b = report()
+    os.rename(kept + ".aside", kept)
+    ok = resumed.returncode == 0 and a.returncode == 0 and b.returncode == 0
+    check("checkpoint: a sweep of 2,503 trials leaves one; --report reads the same from it as without it",
+          ok and header.get("study_name") == "s" and len(report_rows(a)) == 2503 and report_rows(a) == report_rows(b),
+          (resumed.stderr[-800:], a.stderr[-500:], header.get("ids")))
+    # It is what was read: a value changed in it (and only there) shows.
+    with open(kept) as f:
+        lines = f.readlines()
+    n = next(i for i, l in enumerate(lines[2:]) if '"state":1,' in l)
+    lines[2 + n] = re.sub(r'"values":\[[^]]*\]', '"values":[42.0]', lines[2 + n])
+    with open(kept + ".marked", "w") as f:
+        f.writelines(lines)
+    os.rename(kept, kept + ".aside")
+    os.rename(kept + ".marked", kept)
+    marked = report()
+    os.rename(kept + ".aside", kept)
+    check("checkpoint: --report DIR reads the trials from it",
+          marked.returncode == 0 and report_rows(marked)[n][3] == 42.0 and report_rows(a)[n][3] != 42.0,
+          (marked.stderr[-500:], n))
+    # A driver goes on from it: the next trial is numbered after all.
+    with open(os.path.join(d, "s", "sweep.yaml")) as f:
+        text = f.read()
+    with open(os.path.join(d, "s", "sweep.yaml"), "w") as f:
+        f.write(text.replace("\ntrials: 2503\n", "\ntrials: 2504\n"))
+    more = run("--interpreter", e.python, "--resume", "s")
+    c = report()
+    check("checkpoint: --resume from it runs the next trial, number 2503",
+          more.returncode == 0 and c.returncode == 0 and [r[0] for r in report_rows(c)] == list(range(2504)),
+          (more.stderr[-800:], c.stderr[-300:]))
+    # A finished trial changed by hand: the digest differs, the rows are read.
+    e.pg.sql("kept", "UPDATE trials SET state = 'FAIL' WHERE number = 7 AND study_id = "
+                     "(SELECT study_id FROM studies WHERE study_name = 's')")
+    changed = report()
+    theirs = e.optuna(TRIALS, e.pg.sqlalchemy(url), "s")
+    rows = report_rows(changed) if changed.returncode == 0 else []
+    check("checkpoint: a finished trial changed by hand is read as Optuna reads it (the checkpoint passed over)",
+          len(rows) == 2504 and rows[7][1] == "FAIL" and rows == optuna_rows(theirs),
+          (changed.stderr[-500:], rows[7] if rows else None))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--train", default=os.path.join(ROOT, "target", "debug", "train"))
@@ -521,7 +585,7 @@ def main():
         tests = {"schema": test_schema, "access": test_access,
                  "workers": lambda e: test_workers(e, args.trials, args.kills),
                  "restart": lambda e: test_restart(e, args.restarts, args.restart_trials), "same": test_same,
-                 "generated": test_generated, "between": test_between}
+                 "generated": test_generated, "between": test_between, "checkpoint": test_checkpoint}
         for name, fn in tests.items():
             if args.only is None or name in args.only:
                 t0 = time.time()

@@ -223,10 +223,18 @@ fn joined(
             .as_ref()
             .map(|u| open_db(args, u))
             .transpose()?;
+        if let Some(db) = &db {
+            db.keep_checkpoint_in(
+                SweepDir::new(&dir).database_checkpoint(),
+                &settings.study_name,
+            );
+        }
         return Ok((dir, settings, mode, db));
     };
     let db = open_db(args, url)?;
     let name = study_in(&db, args, Some(&dir))?;
+    // Before the first read: a joining worker starts from it.
+    db.keep_checkpoint_in(SweepDir::new(&dir).database_checkpoint(), &name);
     let (_, mut settings) = stored_settings(&db, &name)?;
     if let Some(i) = &args.interpreter {
         settings.interpreter = Some(crate::start::interpreter_of(i)?);
@@ -390,7 +398,10 @@ fn open_truth(
         common::files::write_yaml(&sweep_dir.settings(), settings)?;
     }
     let truth = match db {
-        Some(db) => Truth::Db(db),
+        Some(db) => {
+            db.keep_checkpoint_in(sweep_dir.database_checkpoint(), &settings.study_name);
+            Truth::Db(db)
+        }
         None => Truth::Journal(Journal::open(sweep_dir.journal())?),
     };
     let study_id = truth.storage().create_study(&settings.study_name, goal)?;

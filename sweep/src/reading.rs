@@ -52,6 +52,9 @@ pub(crate) fn load(args: &Args, given: &Option<PathBuf>, flag: &str) -> anyhow::
         (Some(url), dir) => {
             let db = open_db(args, url)?;
             let name = study_in(&db, args, dir.as_deref())?;
+            if let Some(d) = &dir {
+                db.keep_checkpoint_in(SweepDir::new(d).database_checkpoint(), &name);
+            }
             let study = db
                 .load(&name)?
                 .ok_or_else(|| bad_input!("{}: no study {name:?} in it", db.shown()))?;

@@ -60,7 +60,12 @@ impl Truth {
     /// carry what the stored one lacks), else DIR's journal.
     pub fn of(args: &Args, dir: &Path, settings: &Settings) -> anyhow::Result<Truth> {
         match (&args.storage, &settings.storage) {
-            (Some(url), _) | (None, Some(url)) => open_db(args, url).map(Truth::Db),
+            (Some(url), _) | (None, Some(url)) => {
+                let db = open_db(args, url)?;
+                let kept = SweepDir::new(dir).database_checkpoint();
+                db.keep_checkpoint_in(kept, &settings.study_name);
+                Ok(Truth::Db(db))
+            }
             (None, None) => Ok(Truth::Journal(Journal::open(SweepDir::new(dir).journal())?)),
         }
     }

@@ -57,6 +57,9 @@ pub const CURVES: &str = "curves.png";
 
 pub const SETTINGS: &str = "sweep.yaml";
 pub const JOURNAL: &str = "journal.log";
+/// What a database sweep's reads know, for the next reader to start from
+/// (the journal's own is `<journal>.checkpoint`, beside it).
+pub const DATABASE_CHECKPOINT: &str = "database.checkpoint";
 pub const SLURM_JOBS: &str = "slurm.yaml";
 pub const SLURM_DIR: &str = "slurm";
 /// Slurm's name for an array task's output, under `SLURM_DIR`.
@@ -211,6 +214,9 @@ impl SweepDir {
     }
     pub fn journal(&self) -> PathBuf {
         self.0.join(JOURNAL)
+    }
+    pub fn database_checkpoint(&self) -> PathBuf {
+        self.0.join(DATABASE_CHECKPOINT)
     }
     pub fn slurm_jobs(&self) -> PathBuf {
         self.0.join(SLURM_JOBS)

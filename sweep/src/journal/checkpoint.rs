@@ -24,7 +24,7 @@ use super::file::Cache;
 use super::records::*;
 use super::replay::Replay;
 use super::Journal;
-use crate::trial::{Attrs, Distribution, Trial};
+use crate::trial::{Attrs, Direction, Distribution, Trial};
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::Value;
@@ -131,15 +131,17 @@ pub(super) fn write(journal: &Path, cache: &Cache) -> Result<bool> {
 }
 
 /// Whether every study is live (a deleted one's trials would take ids the
-/// records could not give back) and every distribution and parameter
-/// reads back from its record as it is.
+/// records could not give back) and every trial reads back the same.
 fn writable(state: &Replay) -> bool {
-    if (0..state.next_study_id).any(|id| !state.studies.contains_key(&id)) {
-        return false;
-    }
+    (0..state.next_study_id).all(|id| state.studies.contains_key(&id))
+        && trials_writable(state.trials.iter().map(|e| &*e.trial))
+}
+
+/// Whether every distribution and parameter of `trials` reads back from
+/// its record as it is.
+pub(crate) fn trials_writable<'a>(trials: impl Iterator<Item = &'a Trial>) -> bool {
     let mut seen = HashSet::new();
-    state.trials.iter().all(|e| {
-        let t = &e.trial;
+    trials.into_iter().all(|t| {
         let maps_ok = !seen.insert(Arc::as_ptr(&t.distributions))
             || t.distributions
                 .values()
@@ -155,6 +157,45 @@ fn writable(state: &Replay) -> bool {
                 })
             })
     })
+}
+
+/// One study's trials as a checkpoint's records, for a storage with a
+/// header of its own (rdb/checkpoint.rs): a CREATE_STUDY, then a
+/// CREATE_TRIAL a trial in number order (check `trials_writable` first).
+pub(crate) fn study_records(
+    out: &mut impl Write,
+    name: &str,
+    direction: Direction,
+    trials: &[Arc<Trial>],
+) -> Result<()> {
+    let directions = [direction as i64];
+    line(
+        out,
+        CREATE_STUDY,
+        &Study {
+            study_name: name,
+            directions: &directions,
+        },
+    )?;
+    for t in trials {
+        let values = t.value.map(|v| [v]);
+        line(
+            out,
+            CREATE_TRIAL,
+            &Whole::of(0, t, values.as_ref().map(|v| &v[..]))?,
+        )?;
+    }
+    Ok(())
+}
+
+/// The trials `study_records` wrote, read from `file`'s position on
+/// (None: the records do not read, or hold no study).
+pub(crate) fn read_study(file: &mut File, path: &Path) -> Option<Arc<Vec<Arc<Trial>>>> {
+    let mut cache = Cache::default();
+    if !cache.extend_from(file, path).ok()?.is_empty() {
+        return None;
+    }
+    Some(cache.state.study(super::StudyId(0)).ok()?.trials)
 }
 
 /// Whether `cache`'s state, written as a checkpoint's records and read

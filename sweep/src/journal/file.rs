@@ -107,7 +107,9 @@ impl Journal {
         let taken = self.cache.lock().unwrap_or_else(|e| e.into_inner()).take();
         let mut cache = match taken.filter(|c| c.file == id && c.offset <= meta.len()) {
             Some(cache) => cache,
-            None => self.start_from_checkpoint(file, meta.len()).unwrap_or_default(),
+            None => self
+                .start_from_checkpoint(file, meta.len())
+                .unwrap_or_default(),
         };
         cache.file = id;
         file.seek(SeekFrom::Start(cache.offset))

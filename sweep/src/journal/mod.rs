@@ -68,7 +68,7 @@
 //! numbers), `timestamps`, `checkpoint` (the replay kept beside the
 //! journal, so that a large sweep's next reader starts from it).
 
-mod checkpoint;
+pub(crate) mod checkpoint;
 pub(crate) mod codec;
 mod file;
 mod lock;

@@ -17,6 +17,7 @@
 //! worker reclaims each (and its re-run is claimed like any interrupted
 //! trial). Parts: `target` (URL, password, TLS), `schema`, `read`, `write`.
 
+mod checkpoint;
 mod read;
 pub mod schema;
 pub mod target;
@@ -34,6 +35,7 @@ use common::wire::sweep::Settings;
 use postgres::error::SqlState;
 use postgres::Client;
 use serde_json::Value;
+use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use target::Target;
@@ -52,8 +54,23 @@ pub struct Database {
     target: Target,
     client: Mutex<Option<Client>>,
     cache: Mutex<read::Cache>,
+    /// Where the sweep keeps its checkpoint of what was read (None: no
+    /// sweep directory, as `--status --storage URL`).
+    kept: Mutex<Option<Kept>>,
     grace: Duration,
     patience: Duration,
+}
+
+/// A sweep's database checkpoint (checkpoint.rs): its file, its study, and
+/// how many trials the newest one this process read or wrote holds.
+struct Kept {
+    path: PathBuf,
+    study: String,
+    id: Option<i32>,
+    trials: usize,
+    /// None can be written (a trial would not read back the same).
+    unwritable: bool,
+    failed_said: bool,
 }
 
 impl Database {
@@ -78,9 +95,31 @@ impl Database {
             target,
             client: Mutex::new(Some(client)),
             cache: Mutex::new(Default::default()),
+            kept: Mutex::new(None),
             grace,
             patience,
         })
+    }
+
+    /// Reads the study `study` first from the checkpoint at `path`, and
+    /// keeps one there as the sweep goes (`Storage::keep_checkpoint`).
+    /// Asked again for the same, it changes nothing.
+    pub fn keep_checkpoint_in(&self, path: PathBuf, study: &str) {
+        let mut kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
+        if kept
+            .as_ref()
+            .is_some_and(|k| k.path == path && k.study == study)
+        {
+            return;
+        }
+        *kept = Some(Kept {
+            path,
+            study: study.to_string(),
+            id: None,
+            trials: 0,
+            unwritable: false,
+            failed_said: false,
+        });
     }
 
     pub fn shown(&self) -> &str {
@@ -199,6 +238,18 @@ impl Storage for Database {
     fn load(&self, name: &str) -> Result<Option<Study>> {
         self.with("reading the study", |tx, _| {
             let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+            let mut kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
+            // The first read of the sweep's study starts from its checkpoint.
+            if let Some(k) = kept.as_mut().filter(|k| k.study == name && k.id.is_none()) {
+                if let Some(id) = read::study_id(tx, name)? {
+                    k.id = Some(id);
+                    if let Some(known) = checkpoint::load(tx, &k.path, id, name) {
+                        k.trials = known.len();
+                        cache.insert(id, known);
+                    }
+                }
+            }
+            drop(kept);
             read::load(tx, name, &mut cache)
         })
     }
@@ -290,6 +341,41 @@ impl Storage for Database {
 
     fn heartbeat_every(&self) -> Option<Duration> {
         Some((self.grace / 4).max(Duration::from_secs(1)))
+    }
+
+    /// As a journal's: once the study has grown by a quarter since the
+    /// newest checkpoint (`at_end`: by anything), from `FROM_TRIALS` on.
+    fn keep_checkpoint(&self, at_end: bool) {
+        let mut guard = self.kept.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(k) = guard.as_mut().filter(|k| !k.unwritable) else {
+            return;
+        };
+        let Some(id) = k.id else { return };
+        let cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(known) = cache.get(&id).cloned() else {
+            return;
+        };
+        drop(cache);
+        let (n, last) = (known.len(), k.trials);
+        let due = n >= checkpoint::FROM_TRIALS && n > last && (at_end || n - last >= last / 4);
+        let Some(direction) = known.direction().filter(|_| due) else {
+            return;
+        };
+        let written = self.with("keeping the sweep's checkpoint", |tx, _| {
+            checkpoint::write(tx, &k.path, (id, &k.study, direction), &known)
+        });
+        k.trials = n; // A failure is tried again a quarter later.
+        match written {
+            Ok(true) => {}
+            Ok(false) => k.unwritable = true,
+            Err(e) if !k.failed_said => {
+                k.failed_said = true;
+                common::say!(
+                    "warning: {e:#} (the sweep goes on: the checkpoint only makes a later start faster)"
+                );
+            }
+            Err(_) => {}
+        }
     }
 }
 

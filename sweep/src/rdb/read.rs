@@ -21,13 +21,13 @@ use std::sync::Arc;
 const BATCH: usize = 4096;
 
 /// The UTC timestamps as Optuna's journal writes them (naive, ISO 8601).
-const ISO: &str = r#"'YYYY-MM-DD"T"HH24:MI:SS.US'"#;
+pub(super) const ISO: &str = r#"'YYYY-MM-DD"T"HH24:MI:SS.US'"#;
 
 /// What was read of each study (by study id), so that a read fetches only
 /// what can have changed.
 pub type Cache = HashMap<i32, Known>;
 
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub struct Known {
     /// The study's trials in number order, as last handed out: a read
     /// changes this list in place when no loaded study still holds it (a
@@ -38,6 +38,35 @@ pub struct Known {
     /// The trials not finished at the last read, by id: their number.
     open: HashMap<i32, usize>,
     direction: Option<Direction>,
+}
+
+impl Known {
+    /// What a checkpoint kept (rdb/checkpoint.rs).
+    pub(super) fn from_parts(
+        trials: Arc<Vec<Arc<Trial>>>,
+        ids: Arc<Vec<TrialId>>,
+        open: HashMap<i32, usize>,
+    ) -> Known {
+        Known {
+            trials,
+            ids,
+            open,
+            direction: None,
+        }
+    }
+
+    pub(super) fn parts(&self) -> (&[Arc<Trial>], &[TrialId], &HashMap<i32, usize>) {
+        (&self.trials, &self.ids, &self.open)
+    }
+
+    pub(super) fn direction(&self) -> Option<Direction> {
+        self.direction
+    }
+
+    /// How many trials were read.
+    pub(super) fn len(&self) -> usize {
+        self.ids.len()
+    }
 }
 
 pub fn study_id(c: &mut impl GenericClient, name: &str) -> Result<Option<i32>> {

@@ -168,6 +168,23 @@ fn a_sweep_resumed_on_20000_trials_runs_its_new_ones() {
         .count();
     assert_eq!(trial_records, 20004, "one record a trial");
     let from_checkpoint = report();
+    // It is what was read: a value changed in it (and only there) shows.
+    let trial_lines: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("{\"op_code\":4,"))
+        .collect();
+    let n = trial_lines
+        .iter()
+        .position(|l| l.contains("\"state\":1,"))
+        .unwrap();
+    let line = trial_lines[n];
+    let at = line.find("\"values\":[").unwrap() + "\"values\":[".len();
+    let end = at + line[at..].find(']').unwrap();
+    let marked = text.replacen(line, &format!("{}42.5{}", &line[..at], &line[end..]), 1);
+    std::fs::write(&checkpoint, marked).unwrap();
+    let r: Value = serde_json::from_str(&report()).unwrap();
+    assert_eq!(r["trials"][n]["value"], 42.5, "read from the checkpoint");
+    std::fs::write(&checkpoint, &text).unwrap();
     std::fs::rename(&checkpoint, d.join("kept")).unwrap();
     assert_eq!(report(), from_checkpoint);
     std::fs::write(
