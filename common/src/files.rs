@@ -33,16 +33,25 @@ pub fn write_atomic_with(
     path: &Path,
     write: impl FnOnce(&Path) -> anyhow::Result<()>,
 ) -> anyhow::Result<()> {
+    write_atomic_via(path, &temp_beside(path)?, write)
+}
+
+/// `write_atomic_with` through the temp file `tmp` (beside `path`): for a
+/// file several processes may write at once, each through its own.
+pub fn write_atomic_via(
+    path: &Path,
+    tmp: &Path,
+    write: impl FnOnce(&Path) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
     let dir = parent_dir(path);
-    let tmp = temp_beside(path)?;
-    let done = write(&tmp).and_then(|()| {
-        File::open(&tmp)
+    let done = write(tmp).and_then(|()| {
+        File::open(tmp)
             .and_then(|f| f.sync_all())
             .with_context(|| format!("syncing {}", tmp.display()))?;
-        std::fs::rename(&tmp, path).with_context(|| format!("renaming into {}", path.display()))
+        std::fs::rename(tmp, path).with_context(|| format!("renaming into {}", path.display()))
     });
     if done.is_err() {
-        let _ = std::fs::remove_file(&tmp);
+        let _ = std::fs::remove_file(tmp);
     }
     // Name the file the user knows, and say the old one is intact.
     done.with_context(|| match path.exists() {

@@ -22,7 +22,7 @@ use super::codec::{distribution_to_json, json_to_distribution, to_external, to_i
 use super::codec::{INF, NAN, NEG_INF};
 use super::file::Cache;
 use super::records::*;
-use super::replay::Replay;
+use super::replay::{read_trial, Dists, NewTrial, Replay};
 use super::Journal;
 use crate::trial::{Attrs, Direction, Distribution, Trial};
 use anyhow::{Context, Result};
@@ -75,14 +75,12 @@ pub(super) fn load(path: &Path, journal: &File, len: u64) -> Option<Cache> {
     if h.journal_bytes > len || crc_of_first(journal, h.journal_bytes)? != h.journal_crc32 {
         return None;
     }
-    let at = path_of(path);
-    let mut file = File::open(&at).ok()?;
+    let mut file = File::open(path_of(path)).ok()?;
     file.seek(SeekFrom::Start(body_at)).ok()?;
-    let mut cache = Cache::default();
-    let torn = cache.extend_from(&mut file, &at).ok()?;
-    if !torn.is_empty() {
-        return None;
-    }
+    let mut cache = Cache {
+        state: replay_records(&mut file)?,
+        ..Cache::default()
+    };
     cache.offset = h.journal_bytes;
     cache.lines = h.journal_lines;
     cache.crc = crc32fast::Hasher::new_with_initial_len(h.journal_crc32, h.journal_bytes);
@@ -118,16 +116,44 @@ pub(super) fn write(journal: &Path, cache: &Cache) -> Result<bool> {
         journal_lines: cache.lines,
         journal_crc32: cache.crc.clone().finalize(),
     };
-    common::files::write_atomic_with(&path_of(journal), |tmp| {
+    write_file(&path_of(journal), &header, |out| records(state, out))?;
+    Ok(true)
+}
+
+/// Writes `header`'s line and `body` to `path` atomically, through a temp
+/// file of this process's own (workers sharing a folder may write at
+/// once); a temp file that a killed writer left, unchanged for an hour, is
+/// removed first.
+pub(crate) fn write_file(
+    path: &Path,
+    header: &impl Serialize,
+    body: impl FnOnce(&mut BufWriter<File>) -> Result<()>,
+) -> Result<()> {
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let dir = common::files::parent_dir(path);
+    let (prefix, hour) = (format!(".{name}."), std::time::Duration::from_secs(3600));
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let left = e.file_name().to_string_lossy().starts_with(&prefix)
+            && e.file_name().to_string_lossy().ends_with(".tmp");
+        let old = e
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok());
+        if left && old.is_some_and(|age| age > hour) {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+    let tmp = dir.join(format!("{prefix}{}.tmp", std::process::id()));
+    common::files::write_atomic_via(path, &tmp, |tmp| {
         let file = File::create(tmp).with_context(|| format!("creating {}", tmp.display()))?;
         let mut out = BufWriter::with_capacity(1 << 20, file);
-        serde_json::to_writer(&mut out, &header)?;
+        serde_json::to_writer(&mut out, header)?;
         out.write_all(b"\n")?;
-        records(state, &mut out)?;
+        body(&mut out)?;
         out.flush()
             .with_context(|| format!("writing {}", tmp.display()))
-    })?;
-    Ok(true)
+    })
 }
 
 /// Whether every study is live (a deleted one's trials would take ids the
@@ -190,12 +216,67 @@ pub(crate) fn study_records(
 
 /// The trials `study_records` wrote, read from `file`'s position on
 /// (None: the records do not read, or hold no study).
-pub(crate) fn read_study(file: &mut File, path: &Path) -> Option<Arc<Vec<Arc<Trial>>>> {
-    let mut cache = Cache::default();
-    if !cache.extend_from(file, path).ok()?.is_empty() {
-        return None;
+pub(crate) fn read_study(file: &mut File) -> Option<Arc<Vec<Arc<Trial>>>> {
+    Some(replay_records(file)?.study(super::StudyId(0)).ok()?.trials)
+}
+
+/// A checkpoint's records replayed, read from `input` to its end a block
+/// at a time, each block's lines read on two threads at once (a
+/// checkpoint's CREATE_TRIAL holds all its trial: it needs no record but
+/// its study's, which come first) and replayed in order. None: a line
+/// that is not a whole record the replay takes.
+fn replay_records(input: &mut impl Read) -> Option<Replay> {
+    let mut state = Replay::default();
+    let mut carry = Vec::new();
+    loop {
+        let n = input.take(8 << 20).read_to_end(&mut carry).ok()?;
+        let whole = memchr::memrchr(b'\n', &carry).map_or(0, |nl| nl + 1);
+        if n == 0 && whole < carry.len() {
+            return None; // Torn: a writer's temp file is never renamed so.
+        }
+        replay_block(&mut state, &carry[..whole])?;
+        carry.drain(..whole);
+        if n == 0 {
+            return Some(state);
+        }
     }
-    Some(cache.state.study(super::StudyId(0)).ok()?.trials)
+}
+
+fn replay_block(state: &mut Replay, block: &[u8]) -> Option<()> {
+    let half = block.len() / 2;
+    let mid = memchr::memchr(b'\n', &block[half..]).map_or(block.len(), |nl| half + nl + 1);
+    let (first, second) = block.split_at(mid);
+    let (a, b) = std::thread::scope(|s| {
+        let later = s.spawn(|| read_lines(second));
+        (read_lines(first), later.join().ok().flatten())
+    });
+    for line in a?.into_iter().chain(b?) {
+        match line {
+            Line::Trial(t) if state.studies.contains_key(&t.study_id) => state.add_trial(t),
+            Line::Trial(_) => return None,
+            Line::Other(text) => state.apply(&serde_json::from_slice(text).ok()?).ok()?,
+        }
+    }
+    Some(())
+}
+
+enum Line<'a> {
+    Trial(NewTrial),
+    /// Any other record, replayed as the journal's are.
+    Other(&'a [u8]),
+}
+
+fn read_lines(bytes: &[u8]) -> Option<Vec<Line<'_>>> {
+    let mut dists = Dists::default();
+    let mut out = Vec::new();
+    for text in bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+        let fields: Fields = serde_json::from_slice(text).ok()?;
+        out.push(match fields.get("op_code")?.get() {
+            "4" => Line::Trial(read_trial(&fields, &mut dists).ok()?),
+            _ => Line::Other(text),
+        });
+    }
+    Some(out)
 }
 
 /// Whether `cache`'s state, written as a checkpoint's records and read
@@ -206,11 +287,9 @@ pub(super) fn agrees(cache: &Cache, path: &Path) -> Result<bool> {
     }
     let mut body = Vec::new();
     records(&cache.state, &mut body)?;
-    let mut back = Cache::default();
-    if !back.extend(&body, path, true)?.is_empty() {
-        return Ok(false);
-    }
-    Ok(seen(&back.state) == seen(&cache.state))
+    let back = replay_records(&mut &body[..])
+        .with_context(|| format!("{}: its checkpoint's records do not replay", path.display()))?;
+    Ok(seen(&back) == seen(&cache.state))
 }
 
 /// What a replay knows, as text: equal texts, equal replays (NaN too).

@@ -27,10 +27,7 @@ pub(super) struct Replay {
     pub(super) study_trials: HashMap<u64, Vec<u64>>,
     /// The trial the last CREATE_TRIAL made (None: it was ignored).
     pub(super) last_created: Option<u64>,
-    parsed: ParsedDistributions,
-    /// A CREATE_TRIAL's whole distributions by their JSON text: the trials
-    /// that have the same share one map.
-    maps: HashMap<String, Arc<BTreeMap<String, Distribution>>>,
+    dists: Dists,
     /// Per study id, its trials as the last load handed them out. A load
     /// at 50,000 trials cost a pointer a trial, several times a turn of the
     /// driver; now it brings this list up to date with what `changed`
@@ -40,6 +37,22 @@ pub(super) struct Replay {
     /// snapshots were brought up to date (ids, in the order the records
     /// came; a reader that loads once keeps none).
     changed: Vec<u64>,
+}
+
+/// Distributions as read: each JSON text parsed once, and a CREATE_TRIAL's
+/// whole distributions by their JSON text, so that the trials that have the
+/// same share one map.
+#[derive(Debug, Default)]
+pub(super) struct Dists {
+    parsed: ParsedDistributions,
+    maps: HashMap<String, Arc<BTreeMap<String, Distribution>>>,
+}
+
+/// A CREATE_TRIAL read, not yet replayed (`Replay::add_trial`).
+pub(super) struct NewTrial {
+    pub(super) study_id: u64,
+    trial: Trial,
+    values: Option<Vec<f64>>,
 }
 
 /// What a snapshot holds in the place of a trial being changed.
@@ -356,50 +369,94 @@ impl Replay {
 
     fn create_trial(&mut self, r: &Fields) -> Result<(), String> {
         self.last_created = None;
-        let study_id = uint(r, "study_id")?;
-        if !self.studies.contains_key(&study_id) {
-            return Ok(());
+        if self.studies.contains_key(&uint(r, "study_id")?) {
+            let t = read_trial(r, &mut self.dists)?;
+            self.add_trial(t);
         }
-        let distributions = self.distributions(r)?;
-        let params = params(r, &distributions)?;
-        let (datetime_start, datetime_complete) = datetimes(r)?;
-        let state = match opt(r, "state")? {
-            None => TrialState::Running,
-            Some(s) => trial_state(&s)?,
-        };
-        let values = value_or_values(r)?;
-        let intermediate = intermediate_values(r)?;
-        let trials = self.study_trials.entry(study_id).or_default();
+        Ok(())
+    }
+
+    /// A trial read by `read_trial`, of a live study, added.
+    pub(super) fn add_trial(&mut self, t: NewTrial) {
+        let trials = self.study_trials.entry(t.study_id).or_default();
         let id = self.trials.len() as u64;
         let number = trials.len() as u64;
         trials.push(id);
         self.trials.push(TrialEntry {
-            study_id,
-            trial: Arc::new(Trial {
-                number,
-                state,
-                params,
-                distributions,
-                value: None,
-                intermediate,
-                user_attrs: attrs(r, "user_attrs")?,
-                system_attrs: attrs(r, "system_attrs")?,
-                datetime_start,
-                datetime_complete,
-                discarded: false,
-            }),
+            study_id: t.study_id,
+            trial: Arc::new(Trial { number, ..t.trial }),
             values: None,
         });
-        self.trials[id as usize].set_values(values);
-        if self.snapshots.contains_key(&study_id) {
+        self.trials[id as usize].set_values(t.values);
+        if self.snapshots.contains_key(&t.study_id) {
             self.changed.push(id);
         }
         self.last_created = Some(id);
-        Ok(())
     }
 
+    fn set_param(&mut self, r: &Fields) -> Result<(), String> {
+        let Some(t) = self.updatable(r)? else {
+            return Ok(());
+        };
+        let study = t.study_id;
+        let name = string(r, "param_name")?.into_owned();
+        let json = string(r, "distribution")?;
+        let dist = (self.dists.parsed)
+            .get(&json)
+            .map_err(|e| format!("distribution: {e}"))?;
+        let value = to_external(&dist, &value(field(r, "param_value_internal")?)?)
+            .map_err(|e| format!("param_value_internal: {e}"))?;
+        if let Some(earlier) = self.study_trials.get(&study).and_then(|ids| {
+            ids.iter()
+                .find_map(|t| self.trials[*t as usize].trial.params.get(&name).map(|_| *t))
+        }) {
+            let old = &self.trials[earlier as usize].trial.distributions[&name];
+            if compatible(old, &dist).is_err() {
+                return Ok(()); // Optuna ignores another worker's incompatible param.
+            }
+        }
+        let id = uint(r, "trial_id")? as usize;
+        let t = self.trials[id].trial_mut();
+        t.params.insert(name.clone(), value);
+        Arc::make_mut(&mut t.distributions).insert(name, dist);
+        Ok(())
+    }
+}
+
+/// A CREATE_TRIAL read into its trial (number 0) without the replay: the
+/// replay adds it (`add_trial`), or a checkpoint's reader on a thread of
+/// its own (checkpoint.rs).
+pub(super) fn read_trial(r: &Fields, dists: &mut Dists) -> Result<NewTrial, String> {
+    let study_id = uint(r, "study_id")?;
+    let distributions = dists.of(r)?;
+    let params = params(r, &distributions)?;
+    let (datetime_start, datetime_complete) = datetimes(r)?;
+    let state = match opt(r, "state")? {
+        None => TrialState::Running,
+        Some(s) => trial_state(&s)?,
+    };
+    Ok(NewTrial {
+        study_id,
+        values: value_or_values(r)?,
+        trial: Trial {
+            number: 0,
+            state,
+            params,
+            distributions,
+            value: None,
+            intermediate: intermediate_values(r)?,
+            user_attrs: attrs(r, "user_attrs")?,
+            system_attrs: attrs(r, "system_attrs")?,
+            datetime_start,
+            datetime_complete,
+            discarded: false,
+        },
+    })
+}
+
+impl Dists {
     /// A CREATE_TRIAL's distributions, each a JSON string.
-    fn distributions(&mut self, r: &Fields) -> Result<Arc<BTreeMap<String, Distribution>>, String> {
+    fn of(&mut self, r: &Fields) -> Result<Arc<BTreeMap<String, Distribution>>, String> {
         let text = r.get("distributions").map(RawValue::get);
         if let Some(shared) = text.and_then(|t| self.maps.get(t)) {
             return Ok(Arc::clone(shared));
@@ -420,35 +477,6 @@ impl Replay {
             self.maps.insert(t.to_owned(), Arc::clone(&shared));
         }
         Ok(shared)
-    }
-
-    fn set_param(&mut self, r: &Fields) -> Result<(), String> {
-        let Some(t) = self.updatable(r)? else {
-            return Ok(());
-        };
-        let study = t.study_id;
-        let name = string(r, "param_name")?.into_owned();
-        let json = string(r, "distribution")?;
-        let dist = self
-            .parsed
-            .get(&json)
-            .map_err(|e| format!("distribution: {e}"))?;
-        let value = to_external(&dist, &value(field(r, "param_value_internal")?)?)
-            .map_err(|e| format!("param_value_internal: {e}"))?;
-        if let Some(earlier) = self.study_trials.get(&study).and_then(|ids| {
-            ids.iter()
-                .find_map(|t| self.trials[*t as usize].trial.params.get(&name).map(|_| *t))
-        }) {
-            let old = &self.trials[earlier as usize].trial.distributions[&name];
-            if compatible(old, &dist).is_err() {
-                return Ok(()); // Optuna ignores another worker's incompatible param.
-            }
-        }
-        let id = uint(r, "trial_id")? as usize;
-        let t = self.trials[id].trial_mut();
-        t.params.insert(name.clone(), value);
-        Arc::make_mut(&mut t.distributions).insert(name, dist);
-        Ok(())
     }
 }
 

@@ -17,15 +17,15 @@
 //! passed over and every row read, as without one.
 
 use super::read::{Known, ISO};
-use crate::journal::checkpoint::{read_study, study_records, trials_writable};
+use crate::journal::checkpoint::{read_study, study_records, trials_writable, write_file};
 use crate::journal::TrialId;
 use crate::trial::Direction;
-use anyhow::{Context, Result};
+use anyhow::Result;
 use postgres::GenericClient;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::{BufRead, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -87,7 +87,7 @@ pub(super) fn load(c: &mut impl GenericClient, path: &Path, id: i32, name: &str)
         return None;
     }
     file.seek(SeekFrom::Start(line.len() as u64)).ok()?;
-    let trials = read_study(&mut file, path)?;
+    let trials = read_study(&mut file)?;
     if trials.len() != ids.len() {
         return None;
     }
@@ -125,14 +125,8 @@ pub(super) fn write(
         digest: digest(c, id, last, &open)?,
         open,
     };
-    common::files::write_atomic_with(path, |tmp| {
-        let file = File::create(tmp).with_context(|| format!("creating {}", tmp.display()))?;
-        let mut out = BufWriter::with_capacity(1 << 20, file);
-        serde_json::to_writer(&mut out, &header)?;
-        out.write_all(b"\n")?;
-        study_records(&mut out, name, direction, trials)?;
-        out.flush()
-            .with_context(|| format!("writing {}", tmp.display()))
+    write_file(path, &header, |out| {
+        study_records(out, name, direction, trials)
     })?;
     Ok(true)
 }

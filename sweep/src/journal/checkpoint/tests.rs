@@ -250,3 +250,30 @@ fn a_checkpoint_is_kept_as_the_journal_grows_by_a_quarter() {
         seen(&full_replay(j.path()).state)
     );
 }
+
+/// Workers sharing a folder write through temp files of their own; one a
+/// killed writer left is removed once it is an hour old.
+#[test]
+fn a_writer_uses_its_own_temp_file_and_removes_old_ones_left() {
+    let (d, j) = varied();
+    let left = |name: &str, age_s: u64| {
+        let p = d.path().join(name);
+        let f = File::create(&p).unwrap();
+        f.set_modified(std::time::SystemTime::now() - std::time::Duration::from_secs(age_s))
+            .unwrap();
+        p
+    };
+    let (stale, fresh) = (
+        left(".journal.log.checkpoint.1.tmp", 7200),
+        left(".journal.log.checkpoint.2.tmp", 60),
+    );
+    assert!(write(j.path(), &full_replay(j.path())).unwrap());
+    assert!(!stale.exists());
+    assert!(fresh.exists());
+    let mine = d.path().join(format!(
+        ".journal.log.checkpoint.{}.tmp",
+        std::process::id()
+    ));
+    assert!(!mine.exists(), "renamed into place");
+    assert!(from_checkpoint(j.path()).is_some());
+}
