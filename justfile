@@ -187,7 +187,7 @@ test: setup
     {{ just_executable() }} test-hook
     {{ just_executable() }} test-postgres
 
-# Sweeps whose truth is a real PostgreSQL (part of `just test`; installs Debian's postgresql if missing, which needs root; a throwaway server on 127.0.0.1, removed at the end): pg_dump of Optuna's schema and ours, bad credentials, 4 workers and an Optuna worker on 200 trials with SIGKILLs, optuna-dashboard's server, the database restarted mid-sweep, journal and database reporting alike, a generated study and another study's trials among ours read as Optuna reads them
+# Sweeps whose truth is a real PostgreSQL (part of `just test`; installs Debian's postgresql if missing, which needs root; a throwaway server on 127.0.0.1, removed at the end): pg_dump of Optuna's schema and ours, bad credentials, 4 workers and an Optuna worker on 200 trials with SIGKILLs, optuna-dashboard's server, the database restarted mid-sweep, journal and database reporting alike, a generated study and another study's trials among ours read as Optuna reads them, a 2,503-trial sweep's checkpoint read and passed over once the database changed by hand
 [group('test')]
 test-postgres: setup
     cargo test --workspace --no-run --quiet

@@ -84,6 +84,9 @@ def one_size(a, size, pg=None):
                     shutil.copyfile(saved, kept)
                 elif os.path.exists(kept):
                     os.unlink(kept)
+                # The copy on disk first: a write-back under way would hold
+                # up the join's first fsync (ext4 commits it with them).
+                os.sync()
                 if cmd is None:
                     m["join"].append(join(train, a.python, d, env))
                     continue

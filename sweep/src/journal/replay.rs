@@ -642,6 +642,8 @@ fn attrs(r: &Fields, key: &str) -> Result<Attrs, String> {
     for e in &mut v {
         e.1 = readable(std::mem::take(&mut e.1));
     }
+    // Without the room its growth left (up to half): it is kept as read.
+    v.shrink_to_fit();
     Ok(Attrs::from_sorted_store_unchecked(v))
 }
 
