@@ -4,7 +4,8 @@
 //! for 80% of the journal): copies the journal's whole lines up to
 //! `fraction` of its bytes to a temp file beside it, writes that copy's
 //! checkpoint and moves it beside the journal, where it matches the
-//! journal's first bytes.
+//! journal's first bytes. Prints the bytes and trials it stands for and
+//! the seconds its write took.
 //!
 //!     checkpoint_at JOURNAL STUDY FRACTION
 
@@ -26,14 +27,16 @@ fn main() -> Result<()> {
     std::fs::write(&part, &bytes[..end])?;
     let journal = Journal::open(&part)?;
     let trials = journal.load(name)?.context("no such study")?.trials.len();
+    let t0 = std::time::Instant::now();
     journal.keep_checkpoint(true);
+    let write_s = t0.elapsed().as_secs_f64();
     let made = PathBuf::from(format!("{}.checkpoint", part.display()));
     std::fs::rename(&made, format!("{path}.checkpoint"))
         .context("no checkpoint was written (the journal part is under 8 MiB?)")?;
     std::fs::remove_file(&part)?;
     println!(
         "{}",
-        serde_json::json!({"journal_bytes": end, "trials": trials})
+        serde_json::json!({"journal_bytes": end, "trials": trials, "write_s": write_s})
     );
     Ok(())
 }
