@@ -569,6 +569,8 @@ def main():
                     help="the restarted sweep's trials [default: 60 a restart]; enough to outlast the restarts")
     ap.add_argument("--only", nargs="*", default=None)
     args = ap.parse_args()
+    # Some checks run them from a sweep's folder.
+    args.train, args.python = os.path.abspath(args.train), os.path.abspath(args.python)
     tmp = tempfile.mkdtemp(prefix="trainguard-pg.")
     os.chmod(tmp, 0o755)
     state = os.path.join(tmp, "pg")
