@@ -106,7 +106,7 @@ pub fn run(args: &Args, train: &Path, libtorch: bool, stop: &Interrupter) -> any
         false => crate::program::Preloaded::start(&space, &settings, &args.preload)?,
     };
     let measuring = space.program.is_some() && parallel.is_none() && !in_slurm && !args.slurm;
-    let torch = torch_of(&space, &settings);
+    let torch = crate::start::torch_of(&space, &settings);
     // Everything is checked: now the sweep's directory and its truth.
     let (truth, study_id) = open_truth(db, &dir, &settings, space.metric.goal, mode)?;
     let torch = torch.and_then(|t| t.join().ok()).flatten();
@@ -223,18 +223,12 @@ fn joined(
             .as_ref()
             .map(|u| open_db(args, u))
             .transpose()?;
-        if let Some(db) = &db {
-            db.keep_checkpoint_in(
-                SweepDir::new(&dir).database_checkpoint(),
-                &settings.study_name,
-            );
-        }
         return Ok((dir, settings, mode, db));
     };
     let db = open_db(args, url)?;
     let name = study_in(&db, args, Some(&dir))?;
     // Before the first read: a joining worker starts from it.
-    db.keep_checkpoint_in(SweepDir::new(&dir).database_checkpoint(), &name);
+    db.keep_checkpoint_in(&dir, &name);
     let (_, mut settings) = stored_settings(&db, &name)?;
     if let Some(i) = &args.interpreter {
         settings.interpreter = Some(crate::start::interpreter_of(i)?);
@@ -287,20 +281,6 @@ fn parallel_of(args: &Args, settings: &Settings, mode: Mode) -> anyhow::Result<O
             bad_input!("--parallel: expected auto or a positive number, found {k:?}")
         })?),
     })
-}
-
-/// A program's interpreter's torch, asked on a thread (a Python start,
-/// 0.1 s or more) while the study loads, not before: a worker joining a
-/// large study waits for both.
-fn torch_of(
-    space: &crate::space::Space,
-    settings: &Settings,
-) -> Option<std::thread::JoinHandle<supervise::env::TorchVersion>> {
-    let python = std::path::PathBuf::from(settings.interpreter.as_ref()?);
-    space.program.as_ref()?;
-    Some(std::thread::spawn(move || {
-        supervise::env::torch_version(&python)
-    }))
 }
 
 /// Where trials run: none with `--slurm` (Slurm places the workers), where
@@ -399,7 +379,7 @@ fn open_truth(
     }
     let truth = match db {
         Some(db) => {
-            db.keep_checkpoint_in(sweep_dir.database_checkpoint(), &settings.study_name);
+            db.keep_checkpoint_in(dir, &settings.study_name);
             Truth::Db(db)
         }
         None => Truth::Journal(Journal::open(sweep_dir.journal())?),

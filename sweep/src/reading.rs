@@ -53,7 +53,7 @@ pub(crate) fn load(args: &Args, given: &Option<PathBuf>, flag: &str) -> anyhow::
             let db = open_db(args, url)?;
             let name = study_in(&db, args, dir.as_deref())?;
             if let Some(d) = &dir {
-                db.keep_checkpoint_in(SweepDir::new(d).database_checkpoint(), &name);
+                db.keep_checkpoint_in(d, &name);
             }
             let study = db
                 .load(&name)?

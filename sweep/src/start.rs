@@ -297,6 +297,20 @@ pub fn worst_peak_mib(space: &Space, base: &Config) -> u64 {
         .unwrap_or_else(|| common::estimate::estimate(base).peak_mib())
 }
 
+/// A program's interpreter's torch, asked on a thread (a Python start,
+/// 0.1 s or more) while the study loads, not before: a worker joining a
+/// large study waits for both.
+pub(crate) fn torch_of(
+    space: &crate::space::Space,
+    settings: &Settings,
+) -> Option<std::thread::JoinHandle<supervise::env::TorchVersion>> {
+    let python = std::path::PathBuf::from(settings.interpreter.as_ref()?);
+    space.program.as_ref()?;
+    Some(std::thread::spawn(move || {
+        supervise::env::torch_version(&python)
+    }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -62,8 +62,7 @@ impl Truth {
         match (&args.storage, &settings.storage) {
             (Some(url), _) | (None, Some(url)) => {
                 let db = open_db(args, url)?;
-                let kept = SweepDir::new(dir).database_checkpoint();
-                db.keep_checkpoint_in(kept, &settings.study_name);
+                db.keep_checkpoint_in(dir, &settings.study_name);
                 Ok(Truth::Db(db))
             }
             (None, None) => Ok(Truth::Journal(Journal::open(SweepDir::new(dir).journal())?)),

@@ -60,12 +60,19 @@ pub(super) fn path_of(journal: &Path) -> PathBuf {
 
 /// The header of the checkpoint beside `journal` (None: none, or not ours).
 pub(super) fn header(journal: &Path) -> Option<(Header, u64)> {
+    let (h, at): (Header, u64) = header_line(&path_of(journal))?;
+    (h.checkpoint == VERSION).then_some((h, at))
+}
+
+/// A checkpoint's first line read as its header, and where its records
+/// start (None: no file, or no header of that shape).
+pub(crate) fn header_line<H: serde::de::DeserializeOwned>(path: &Path) -> Option<(H, u64)> {
     let mut line = String::new();
-    BufReader::new(File::open(path_of(journal)).ok()?.take(4096))
+    BufReader::new(File::open(path).ok()?.take(64 << 20))
         .read_line(&mut line)
         .ok()?;
-    let h: Header = serde_json::from_str(line.strip_suffix('\n')?).ok()?;
-    (h.checkpoint == VERSION).then_some((h, line.len() as u64))
+    let h = serde_json::from_str(line.strip_suffix('\n')?).ok()?;
+    Some((h, line.len() as u64))
 }
 
 /// The replay of the journal's first bytes from the checkpoint beside it,

@@ -7,9 +7,10 @@
 //! The file is a header line, then the study's trials as the journal's
 //! checkpoint writes them (journal/checkpoint.rs: a CREATE_STUDY, one
 //! CREATE_TRIAL a trial, in number order). The header names the study (id
-//! and name), the trial ids the records stand for (as ranges), which of
-//! them were not finished (read again), and a digest the server computes
-//! over the finished ones' id, number, state and completion time. A
+//! and name), the trial ids the records stand for (as ranges), and a
+//! digest the server computes over the finished ones' id, number, state
+//! and completion time (the others, not finished when written, are read
+//! again). A
 //! finished trial never changes (Optuna refuses updates to one), so a
 //! reader uses the records only if the server still computes the same
 //! digest for them: a study made again, a trial deleted or rewritten by
@@ -17,7 +18,9 @@
 //! passed over and every row read, as without one.
 
 use super::read::{Known, ISO};
-use crate::journal::checkpoint::{read_study, study_records, trials_writable, write_file};
+use crate::journal::checkpoint::{
+    header_line, read_study, study_records, trials_writable, write_file,
+};
 use crate::journal::TrialId;
 use crate::trial::Direction;
 use anyhow::Result;
@@ -25,7 +28,7 @@ use postgres::GenericClient;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
+use std::io::{Seek, SeekFrom};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -43,9 +46,8 @@ struct Header {
     study_name: String,
     /// The trials' ids, ascending, as inclusive ranges.
     ids: Vec<(i32, i32)>,
-    /// Those not finished when written (read again).
-    open: Vec<i32>,
-    /// The server's digest of the others (`digest`).
+    /// The server's digest of the finished ones (`digest`; those not
+    /// finished are the records' own, read again).
     digest: String,
 }
 
@@ -70,36 +72,28 @@ fn digest(c: &mut impl GenericClient, study: i32, last: i32, open: &[i32]) -> Re
 /// if it is that study's and the server's digest still matches (else
 /// None: read every row).
 pub(super) fn load(c: &mut impl GenericClient, path: &Path, id: i32, name: &str) -> Option<Known> {
-    let mut file = File::open(path).ok()?;
-    let mut line = String::new();
-    BufReader::new((&mut file).take(64 << 20))
-        .read_line(&mut line)
-        .ok()?;
-    let h: Header = serde_json::from_str(line.strip_suffix('\n')?).ok()?;
+    let (h, body_at): (Header, u64) = header_line(path)?;
     if h.checkpoint != VERSION || h.study_id != id || h.study_name != name {
         return None;
     }
     let ids: Vec<TrialId> = (h.ids.iter())
         .flat_map(|&(lo, hi)| (lo..=hi).map(|t| TrialId(t as u64)))
         .collect();
-    let last = ids.last().map_or(0, |t| t.0 as i32);
-    if digest(c, id, last, &h.open).ok()? != h.digest {
-        return None;
-    }
-    file.seek(SeekFrom::Start(line.len() as u64)).ok()?;
+    let mut file = File::open(path).ok()?;
+    file.seek(SeekFrom::Start(body_at)).ok()?;
     let trials = read_study(&mut file)?;
     if trials.len() != ids.len() {
         return None;
     }
+    // The trials not finished when it was written are read again.
     let open: HashMap<i32, usize> = (ids.iter().enumerate())
         .filter(|(n, _)| !trials[*n].state.is_finished())
         .map(|(n, t)| (t.0 as i32, n))
         .collect();
-    let mut written: Vec<i32> = h.open;
-    written.sort_unstable();
-    let mut now: Vec<i32> = open.keys().copied().collect();
-    now.sort_unstable();
-    (written == now).then(|| Known::from_parts(trials, Arc::new(ids), open))
+    let last = ids.last().map_or(0, |t| t.0 as i32);
+    let open_ids: Vec<i32> = open.keys().copied().collect();
+    (digest(c, id, last, &open_ids).ok()? == h.digest)
+        .then(|| Known::from_parts(trials, Arc::new(ids), open))
 }
 
 /// Writes the checkpoint of `known` (study `id` named `name`) to `path`
@@ -114,8 +108,7 @@ pub(super) fn write(
     if !trials_writable(trials.iter().map(|t| &**t)) {
         return Ok(false);
     }
-    let mut open: Vec<i32> = open.keys().copied().collect();
-    open.sort_unstable();
+    let open: Vec<i32> = open.keys().copied().collect();
     let last = ids.last().map_or(0, |t| t.0 as i32);
     let header = Header {
         checkpoint: VERSION,
@@ -123,7 +116,6 @@ pub(super) fn write(
         study_name: name.to_string(),
         ids: ranges(ids.iter().map(|t| t.0 as i32)),
         digest: digest(c, id, last, &open)?,
-        open,
     };
     write_file(path, &header, |out| {
         study_records(out, name, direction, trials)

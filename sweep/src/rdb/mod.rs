@@ -101,10 +101,12 @@ impl Database {
         })
     }
 
-    /// Reads the study `study` first from the checkpoint at `path`, and
-    /// keeps one there as the sweep goes (`Storage::keep_checkpoint`).
-    /// Asked again for the same, it changes nothing.
-    pub fn keep_checkpoint_in(&self, path: PathBuf, study: &str) {
+    /// Reads the study `study` first from its checkpoint in the sweep's
+    /// directory `dir`, and keeps one there as the sweep goes
+    /// (`Storage::keep_checkpoint`). Asked again for the same, it changes
+    /// nothing.
+    pub fn keep_checkpoint_in(&self, dir: &std::path::Path, study: &str) {
+        let path = common::wire::run_dir::SweepDir::new(dir).database_checkpoint();
         let mut kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
         if kept
             .as_ref()
