@@ -197,8 +197,13 @@ impl Direction {
 
 /// A trial's (or a study's) attributes, keyed and ordered as a BTreeMap's,
 /// held in one sorted Vec: a trial has a dozen or two, and a map's nodes
-/// were a third of a 50,000-trial study's memory.
-pub type Attrs = litemap::LiteMap<String, serde_json::Value>;
+/// were a third of a 50,000-trial study's memory. A key of up to 24 bytes
+/// (all of ours) is held in place, not allocated: a dozen allocations a
+/// trial fewer.
+pub type Attrs = litemap::LiteMap<AttrKey, serde_json::Value>;
+
+/// An attribute's name.
+pub type AttrKey = compact_str::CompactString;
 
 /// `attrs` without the room that inserting them one at a time left (up to
 /// half of it), for a trial that takes no more.

@@ -78,7 +78,7 @@ fn as_optuna_prints(s: &Study) -> Value {
                 "distributions": t.distributions.iter().map(|(k, d)| (k.clone(), dist(d))).collect::<serde_json::Map<_, _>>(),
                 "value": t.value,
                 "intermediate_values": t.intermediate.iter().map(|(k, v)| (k.to_string(), json!(v))).collect::<serde_json::Map<_, _>>(),
-                "user_attrs": t.user_attrs.iter().map(|(k, v)| (k.clone(), v.clone())).collect::<serde_json::Map<_, _>>(),
+                "user_attrs": t.user_attrs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect::<serde_json::Map<_, _>>(),
                 "datetime_start": when(&t.datetime_start),
                 "datetime_complete": when(&t.datetime_complete),
             })

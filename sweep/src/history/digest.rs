@@ -230,7 +230,13 @@ mod tests {
             distributions: Default::default(),
             value: (state == TrialState::Complete).then_some(n as f64),
             intermediate: BTreeMap::new(),
-            user_attrs: attrs.as_object().unwrap().clone().into_iter().collect(),
+            user_attrs: attrs
+                .as_object()
+                .unwrap()
+                .clone()
+                .into_iter()
+                .map(|(k, v)| (k.into(), v))
+                .collect(),
             system_attrs: Default::default(),
             datetime_start: None,
             datetime_complete: state

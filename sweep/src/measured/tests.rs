@@ -43,7 +43,7 @@ fn trial(number: u64, state: TrialState, attrs: &[(&str, f64)]) -> Arc<Trial> {
         intermediate: BTreeMap::new(),
         user_attrs: attrs
             .iter()
-            .map(|(k, v)| (k.to_string(), Value::from(*v)))
+            .map(|(k, v)| ((*k).into(), Value::from(*v)))
             .collect(),
         system_attrs: Default::default(),
         datetime_start: None,

@@ -243,7 +243,13 @@ mod learn {
             distributions: Default::default(),
             value: None,
             intermediate: BTreeMap::new(),
-            user_attrs: attrs.as_object().unwrap().clone().into_iter().collect(),
+            user_attrs: attrs
+                .as_object()
+                .unwrap()
+                .clone()
+                .into_iter()
+                .map(|(k, v)| (k.into(), v))
+                .collect(),
             system_attrs: Default::default(),
             datetime_start: None,
             datetime_complete: None,

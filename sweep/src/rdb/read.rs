@@ -314,7 +314,7 @@ impl Details {
             for r in rows_of(c, table, "key, value_json", ids)? {
                 map.entry(r.get(0))
                     .or_default()
-                    .insert(r.get::<_, &str>(1).to_owned(), attr_value(r.get(2)));
+                    .insert(r.get::<_, &str>(1).into(), attr_value(r.get(2)));
             }
         }
         Ok(d)

@@ -328,7 +328,7 @@ fn params_of(t: &Trial) -> std::borrow::Cow<'_, BTreeMap<String, ParamValue>> {
     let text: String = (0..)
         .map_while(|i| {
             t.system_attrs
-                .get(&format!("{RELATIVE_PARAMS}:{i}"))
+                .get(format!("{RELATIVE_PARAMS}:{i}").as_str())
                 .and_then(|v| v.as_str())
         })
         .collect();

@@ -7,6 +7,7 @@ use super::super::codec::{float, readable, to_external, ParsedDistributions};
 use super::super::records::Fields;
 use super::super::timestamps::naive_utc;
 use crate::trial::{Attrs, Distribution, ParamValue, Trial, TrialState};
+use serde::de::DeserializeOwned;
 use serde_json::value::RawValue;
 use serde_json::Value;
 use std::borrow::Cow;
@@ -158,7 +159,7 @@ pub(super) fn object(
 }
 
 /// An attribute record's single `{key: value}`.
-pub(super) fn one_attr(r: &Fields, key: &str) -> Result<(String, Value), String> {
+pub(super) fn one_attr<K: DeserializeOwned>(r: &Fields, key: &str) -> Result<(K, Value), String> {
     let raw = field(r, key)?;
     let Entries(mut one) =
         serde_json::from_str(raw.get()).map_err(|_| format!("{key} is not an object"))?;
@@ -172,15 +173,18 @@ pub(super) fn one_attr(r: &Fields, key: &str) -> Result<(String, Value), String>
 /// An object field's entries as a map iterates them (by key, the last of
 /// a repeated key), read into a Vec: a map built to be turned into another
 /// was a tenth of a large journal's replay. Absent: none.
-pub(super) fn entries(r: &Fields, key: &str) -> Result<Vec<(String, Value)>, String> {
+pub(super) fn entries<K: DeserializeOwned + Ord>(
+    r: &Fields,
+    key: &str,
+) -> Result<Vec<(K, Value)>, String> {
     let Some(raw) = r.get(key) else {
         return Ok(Vec::new());
     };
-    let Entries(mut v) =
+    let Entries::<K>(mut v) =
         serde_json::from_str(raw.get()).map_err(|_| format!("{key} is not an object"))?;
     if !v.is_sorted_by(|a, b| a.0 < b.0) {
         v.sort_by(|a, b| a.0.cmp(&b.0)); // Stable: the last of a key stays last.
-        let mut kept: Vec<(String, Value)> = Vec::with_capacity(v.len());
+        let mut kept: Vec<(K, Value)> = Vec::with_capacity(v.len());
         for e in v {
             match kept.last_mut() {
                 Some(last) if last.0 == e.0 => *last = e,
@@ -193,28 +197,28 @@ pub(super) fn entries(r: &Fields, key: &str) -> Result<Vec<(String, Value)>, Str
 }
 
 /// A JSON object's entries in the order written.
-struct Entries(Vec<(String, Value)>);
+struct Entries<K>(Vec<(K, Value)>);
 
-impl<'de> serde::Deserialize<'de> for Entries {
+impl<'de, K: serde::Deserialize<'de>> serde::Deserialize<'de> for Entries<K> {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> serde::de::Visitor<'de> for V {
-            type Value = Entries;
+        struct V<K>(std::marker::PhantomData<K>);
+        impl<'de, K: serde::Deserialize<'de>> serde::de::Visitor<'de> for V<K> {
+            type Value = Entries<K>;
             fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
                 f.write_str("an object")
             }
             fn visit_map<M: serde::de::MapAccess<'de>>(
                 self,
                 mut m: M,
-            ) -> Result<Entries, M::Error> {
+            ) -> Result<Entries<K>, M::Error> {
                 let mut v = Vec::with_capacity(m.size_hint().unwrap_or(0));
-                while let Some(e) = m.next_entry::<String, Value>()? {
+                while let Some(e) = m.next_entry::<K, Value>()? {
                     v.push(e);
                 }
                 Ok(Entries(v))
             }
         }
-        d.deserialize_map(V)
+        d.deserialize_map(V(std::marker::PhantomData))
     }
 }
 
@@ -235,7 +239,7 @@ pub(super) fn params(
     distributions: &BTreeMap<String, Distribution>,
 ) -> Result<BTreeMap<String, ParamValue>, String> {
     let mut params = BTreeMap::new();
-    for (k, v) in entries(r, "params")? {
+    for (k, v) in entries::<String>(r, "params")? {
         let dist = distributions
             .get(&k)
             .ok_or_else(|| format!("params.{k} has no distribution"))?;
@@ -279,7 +283,7 @@ pub(super) fn value_or_values(r: &Fields) -> Result<Option<Vec<f64>>, String> {
 
 pub(super) fn intermediate_values(r: &Fields) -> Result<BTreeMap<u64, f64>, String> {
     let mut intermediate = BTreeMap::new();
-    for (k, v) in entries(r, "intermediate_values")? {
+    for (k, v) in entries::<String>(r, "intermediate_values")? {
         let step = k
             .trim()
             .parse::<u64>()
