@@ -213,6 +213,15 @@ pub fn shrunk(attrs: Attrs) -> Attrs {
     Attrs::from_sorted_store_unchecked(v)
 }
 
+/// The attributes of a JSON object (tests build trials from `json!`).
+#[cfg(test)]
+pub(crate) fn attrs_of(object: &serde_json::Value) -> Attrs {
+    let entries = object.as_object().expect("an object").iter();
+    entries
+        .map(|(k, v)| (k.as_str().into(), v.clone()))
+        .collect()
+}
+
 /// One trial as the journal's replay knows it (Optuna's FrozenTrial); the
 /// default is an empty WAITING trial 0.
 #[derive(Clone, Debug, Default, PartialEq)]

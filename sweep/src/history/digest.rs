@@ -230,13 +230,7 @@ mod tests {
             distributions: Default::default(),
             value: (state == TrialState::Complete).then_some(n as f64),
             intermediate: BTreeMap::new(),
-            user_attrs: attrs
-                .as_object()
-                .unwrap()
-                .clone()
-                .into_iter()
-                .map(|(k, v)| (k.into(), v))
-                .collect(),
+            user_attrs: crate::trial::attrs_of(&attrs),
             system_attrs: Default::default(),
             datetime_start: None,
             datetime_complete: state

@@ -243,13 +243,7 @@ mod learn {
             distributions: Default::default(),
             value: None,
             intermediate: BTreeMap::new(),
-            user_attrs: attrs
-                .as_object()
-                .unwrap()
-                .clone()
-                .into_iter()
-                .map(|(k, v)| (k.into(), v))
-                .collect(),
+            user_attrs: crate::trial::attrs_of(&attrs),
             system_attrs: Default::default(),
             datetime_start: None,
             datetime_complete: None,
