@@ -24,7 +24,7 @@ data: {synthetic_train_examples: 64, synthetic_val_examples: 32}
 architecture: {channels: [4], embed_dim: 8, attention_heads: 2}
 """
 
-# tools/train/tests/train.rs's TINY (two conv blocks), for the fallback chain.
+# tools/train/tests/run_support/mod.rs's TINY (two conv blocks), for the fallback chain.
 TINY2 = """\
 gradient_checkpointing: true
 batch_size: 32
