@@ -7,7 +7,7 @@ mod run_support;
 
 use predicates::prelude::*;
 use run_support::*;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use testkit::write;
 
 /// A run directory's metrics.csv rows, typed (train-metrics/v1).
@@ -130,30 +130,29 @@ fn out_of_memory_is_recovered_by_halving_the_micro_batch() {
     assert!(diff <= 1e-6, "max abs diff {diff}");
 }
 
+/// A config of a fallback chain: `base` with the fault `fault` in its
+/// environment ("none": no fault).
+fn faulted(d: &Path, name: &str, base: &str, fault: &str) -> PathBuf {
+    let env = format!("environment: {{TRAINGUARD_FAULT: \"{fault}\"}}\n");
+    write(d, name, &(base.to_string() + &env))
+}
+
+/// `base` with the smaller model (narrower encoder blocks).
+fn smaller(base: &str) -> String {
+    base.replace("channels: [8, 16]", "channels: [4, 8]")
+}
+
 #[test]
 fn the_fallback_chain_goes_a_b_c_as_the_seeds_did_by_hand() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let base = TINY.replace("epochs: 4", "epochs: 3");
     // A: CUDA graphs break in epoch 2 (seed 001).
-    let a = write(
-        d,
-        "a.yaml",
-        &(base.clone() + "environment: {TRAINGUARD_FAULT: \"cuda-graph@2:1\"}\n"),
-    );
+    let a = faulted(d, "a.yaml", &base, "cuda-graph@2:1");
     // B: runs out of memory at every micro-batch from epoch 2 on.
-    let b = write(
-        d,
-        "b.yaml",
-        &(base.clone() + "environment: {TRAINGUARD_FAULT: \"oom-always@2:1\"}\n"),
-    );
+    let b = faulted(d, "b.yaml", &base, "oom-always@2:1");
     // C: the smaller model (different encoder widths), no fault.
-    let c = write(
-        d,
-        "c.yaml",
-        &(base.replace("channels: [8, 16]", "channels: [4, 8]")
-            + "environment: {TRAINGUARD_FAULT: none}\n"),
-    );
+    let c = faulted(d, "c.yaml", &smaller(&base), "none");
     let out = d.join("run");
     let done = train()
         .arg("--config")
@@ -268,19 +267,10 @@ fn a_fallback_with_another_environment_runs_in_a_fresh_process() {
     // A and B share an environment, so B runs in A's process, where A's
     // fault (read once, at the start) fires again; C's environment differs:
     // a fresh process reads it, and C's `none` really disables the fault.
-    let env = "environment: {TRAINGUARD_FAULT: \"cuda-graph@2:1\"}\n";
-    let a = write(d, "a.yaml", &(base.clone() + env));
-    let b = write(
-        d,
-        "b.yaml",
-        &(base.replace("channels: [8, 16]", "channels: [8, 12]") + env),
-    );
-    let c = write(
-        d,
-        "c.yaml",
-        &(base.replace("channels: [8, 16]", "channels: [4, 8]")
-            + "environment: {TRAINGUARD_FAULT: none}\n"),
-    );
+    let a = faulted(d, "a.yaml", &base, "cuda-graph@2:1");
+    let narrower = base.replace("channels: [8, 16]", "channels: [8, 12]");
+    let b = faulted(d, "b.yaml", &narrower, "cuda-graph@2:1");
+    let c = faulted(d, "c.yaml", &smaller(&base), "none");
     let out = d.join("run");
     let done = train()
         .arg("--config")
@@ -321,17 +311,8 @@ fn a_first_config_that_fails_before_its_first_checkpoint_hands_over_to_a_fresh_p
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let base = TINY.replace("epochs: 4", "epochs: 2");
-    let a = write(
-        d,
-        "a.yaml",
-        &(base.clone() + "environment: {TRAINGUARD_FAULT: \"cuda-graph@1:1\"}\n"),
-    );
-    let c = write(
-        d,
-        "c.yaml",
-        &(base.replace("channels: [8, 16]", "channels: [4, 8]")
-            + "environment: {TRAINGUARD_FAULT: none}\n"),
-    );
+    let a = faulted(d, "a.yaml", &base, "cuda-graph@1:1");
+    let c = faulted(d, "c.yaml", &smaller(&base), "none");
     let out = d.join("run");
     train()
         .arg("--config")
@@ -363,17 +344,8 @@ fn a_chain_killed_in_its_second_config_resumes_in_it() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let base = TINY.replace("epochs: 4", "epochs: 40");
-    let a = write(
-        d,
-        "a.yaml",
-        &(base.clone() + "environment: {TRAINGUARD_FAULT: \"cuda-graph@2:1\"}\n"),
-    );
-    let b = write(
-        d,
-        "b.yaml",
-        &(base.replace("channels: [8, 16]", "channels: [4, 8]")
-            + "environment: {TRAINGUARD_FAULT: none}\n"),
-    );
+    let a = faulted(d, "a.yaml", &base, "cuda-graph@2:1");
+    let b = faulted(d, "b.yaml", &smaller(&base), "none");
     let out = d.join("run");
     let mut child = std::process::Command::new(BIN)
         .args(["--threads", "1", "--device", "cpu", "--config"])
