@@ -7,7 +7,8 @@
 //!     draw_cost JOURNAL STUDY [rounds]
 //!     {"trials": 28000, "tpe_ms": [...], "random_ms": [...]}
 //!
-//! bench/draw_cost.py runs it on generated studies of several sizes.
+//! bench/draw_cost.py runs it on generated studies of several sizes, beside
+//! Optuna's and Rustuna's TPE.
 
 use anyhow::{Context, Result};
 use std::collections::BTreeMap;
