@@ -15,9 +15,10 @@ trials (bench/gen_study.py: one journal a size, which all three read).
   and its trial appended to its journal.
 
 Each draw leaves a RUNNING trial behind, as a claim does. The first
-draw and the median of the rest are reported apart.
+draw and the median of the rest are reported apart. `--before OLD` adds
+another build's draw_cost, its rounds alternating with ours.
 
-  python bench/draw_cost.py --draw-cost target/release/examples/draw_cost --sizes 1000,10000,50000
+  python bench/draw_cost.py --draw-cost target/release/examples/draw_cost --sizes 1000,10000,50000 [--before OLD/draw_cost]
 """
 
 import argparse
@@ -39,6 +40,18 @@ SEED = 0
 def ours(draw_cost, journal, rounds):
     out = subprocess.run([draw_cost, journal, "s", str(rounds)], stdout=subprocess.PIPE, text=True, check=True)
     return json.loads(out.stdout)["tpe_ms"]
+
+
+def builds(draw_cost, before, journal, rounds):
+    """Ours (and the --before build's): 3 runs of `rounds` draws each, the
+    builds alternating; the first run's first draw, then every later draw."""
+    runs = [("train sweep", draw_cost)] + ([("train sweep, before", before)] if before else [])
+    got = {who: [] for who, _ in runs}
+    for _ in range(3):
+        for who, binary in runs:
+            ms = ours(binary, journal, rounds)
+            got[who] += ms[1:] if got[who] else ms
+    return list(got.items())
 
 
 def timed(rounds, draw):
@@ -89,11 +102,14 @@ def summary(ms):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--draw-cost", required=True, help="sweep's draw_cost example, built with --release")
+    ap.add_argument("--before", help="another build's draw_cost, side by side")
     ap.add_argument("--sizes", default="1000,10000,50000")
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--out", default=os.path.join(HERE, "results"))
     a = ap.parse_args()
     draw_cost = os.path.abspath(a.draw_cost)
+    if a.before:
+        a.before = os.path.abspath(a.before)
     note = load_note()
     rows = []
     for size in [int(s) for s in a.sizes.split(",")]:
@@ -101,10 +117,10 @@ def main():
         journal = os.path.join(d, "s.log")
         subprocess.run([sys.executable, os.path.join(HERE, "gen_study.py"), "--trials", str(size), "--interrupted",
                         "0", "--out", journal], check=True, stdout=subprocess.DEVNULL)
-        for who, draws in [("train sweep", lambda: ours(draw_cost, journal, a.rounds)),
-                           ("Optuna 5", lambda: optuna_draws(journal, a.rounds)),
-                           ("Rustuna 0.2", lambda: rustuna_draws(journal, a.rounds, d))]:
-            first, rest = summary(draws())
+        for who, ms in [*builds(draw_cost, a.before, journal, a.rounds),
+                        ("Optuna 5", optuna_draws(journal, a.rounds)),
+                        ("Rustuna 0.2", rustuna_draws(journal, a.rounds, d))]:
+            first, rest = summary(ms)
             rows.append({"study_trials": size, "sampler": who, "first_ms": first, "median_ms": rest})
             print(rows[-1], file=sys.stderr)
         shutil.rmtree(d)

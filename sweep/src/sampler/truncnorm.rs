@@ -286,17 +286,19 @@ pub(crate) fn ppf(q: f64, a: f64, b: f64) -> f64 {
     }
 }
 
-/// log density at x of N(loc, scale²) truncated to [loc + a·scale,
-/// loc + b·scale] (SciPy's parametrisation).
-pub(crate) fn logpdf(x: f64, a: f64, b: f64, loc: f64, scale: f64) -> f64 {
-    let z = (x - loc) / scale;
+/// log density of N(loc, scale²) truncated to [loc + a·scale,
+/// loc + b·scale] (SciPy's parametrisation) at z = (x - loc) / scale,
+/// given what depends on the distribution alone: `log_mass` =
+/// log_gauss_mass(a, b) and `ln_scale` (a mixture's kernels work them out
+/// once, not once a point).
+pub(crate) fn logpdf_z(z: f64, a: f64, b: f64, log_mass: f64, ln_scale: f64) -> f64 {
     if a == b {
         return f64::NAN;
     }
     if z < a || z > b {
         return f64::NEG_INFINITY;
     }
-    -(z * z) / 2.0 - NORM_PDF_LOG_C - log_gauss_mass(a, b) - scale.ln()
+    -(z * z) / 2.0 - NORM_PDF_LOG_C - log_mass - ln_scale
 }
 
 #[cfg(test)]
