@@ -126,7 +126,9 @@ def main():
         shutil.rmtree(d)
     base = {r["study_trials"]: r for r in rows if r["sampler"] == "train sweep"}
     lines = [f"`{command_line()}` ({stamp()}, {note}); multivariate TPE, one draw at a time, "
-             f"{a.rounds} draws a sampler: the first, and the median of the rest.", "",
+             f"{a.rounds} draws a sampler: the first, and the median of the rest"
+             + (" (ours and --before: 3 samplers each, alternating; the first one's first draw, and the "
+                "median of every later draw)." if a.before else "."), "",
              "| study trials | sampler | first draw ms | later draws ms (median) | later draws against ours |",
              "|---|---|---|---|---|"]
     for r in rows:
