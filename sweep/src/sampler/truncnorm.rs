@@ -240,7 +240,7 @@ pub(crate) fn log_gauss_mass(a: f64, b: f64) -> f64 {
     }
 }
 
-const NORM_PDF_LOG_C: f64 = 0.918_938_533_204_672_8; // ln √(2π)
+pub(crate) const NORM_PDF_LOG_C: f64 = 0.918_938_533_204_672_8; // ln √(2π)
 
 /// x with log Φ(x) = y, by Newton's method from Optuna's initial guesses.
 fn ndtri_exp(y: f64) -> f64 {
