@@ -164,11 +164,7 @@ fn a_run_killed_writing_its_summary_gets_one_on_resume() {
 #[test]
 fn a_damaged_checkpoint_is_refused_not_restarted() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = write(
-        dir.path(),
-        "tiny.yaml",
-        &TINY.replace("epochs: 4", "epochs: 1"),
-    );
+    let cfg = write(dir.path(), "tiny.yaml", &tiny(1));
     let out = dir.path().join("run");
     train()
         .arg("--config")
@@ -366,8 +362,7 @@ fn data_files_are_checked_and_capped() {
 #[test]
 fn classification_and_settings_train_does_not_apply() {
     let dir = tempfile::tempdir().unwrap();
-    let text = TINY.replace("epochs: 4", "epochs: 2")
-        + "task: classification\nnum_labels: 3\ntorch_compile: true\n";
+    let text = tiny(2) + "task: classification\nnum_labels: 3\ntorch_compile: true\n";
     let cfg = write(dir.path(), "cls.yaml", &text);
     let out = dir.path().join("run");
     train()
@@ -406,7 +401,7 @@ fn fp16_steps_with_overflowing_gradients_are_skipped_and_counted() {
     let cfg = write(
         dir.path(),
         "fp16.yaml",
-        &(TINY.replace("epochs: 4", "epochs: 2") + "mixed_precision: fp16\n"),
+        &(tiny(2) + "mixed_precision: fp16\n"),
     );
     let out = dir.path().join("run");
     train()
@@ -536,7 +531,7 @@ fn npz_files_from_numpy_savez_and_savez_compressed() {
     let d = dir.path();
     npz(&d.join("train.npz"), 80, true, "<f4");
     npz(&d.join("val.npz"), 16, false, "<f4");
-    let text = TINY.replace("epochs: 4", "epochs: 1").replace(
+    let text = tiny(1).replace(
         "data: {synthetic_train_examples: 192, synthetic_val_examples: 64}",
         &format!(
             "data: {{path: {}, val_path: {}}}\nmax_train_examples: 50",

@@ -44,7 +44,7 @@ fn max_abs_diff(a: &Path, b: &Path, prefix: &str) -> f32 {
 fn out_of_memory_is_recovered_by_halving_the_micro_batch() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let text = TINY.replace("epochs: 4", "epochs: 2");
+    let text = tiny(2);
     let cfg = write(d, "tiny.yaml", &text);
     // A run that meets the fault at epoch 1 step 1 and recovers; its summary.
     let recover_from = |fault: &str, out: &Path| -> serde_yaml::Value {
@@ -137,6 +137,17 @@ fn faulted(d: &Path, name: &str, base: &str, fault: &str) -> PathBuf {
     write(d, name, &(base.to_string() + &env))
 }
 
+/// `train --config A --fallback B ... --out OUT` of `configs` in order.
+fn chain(configs: &[&Path], out: &Path) -> assert_cmd::Command {
+    let mut c = train();
+    c.arg("--config").arg(configs[0]);
+    for next in &configs[1..] {
+        c.arg("--fallback").arg(next);
+    }
+    c.arg("--out").arg(out);
+    c
+}
+
 /// `base` with the smaller model (narrower encoder blocks).
 fn smaller(base: &str) -> String {
     base.replace("channels: [8, 16]", "channels: [4, 8]")
@@ -146,7 +157,7 @@ fn smaller(base: &str) -> String {
 fn the_fallback_chain_goes_a_b_c_as_the_seeds_did_by_hand() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let base = TINY.replace("epochs: 4", "epochs: 3");
+    let base = tiny(3);
     // A: CUDA graphs break in epoch 2 (seed 001).
     let a = faulted(d, "a.yaml", &base, "cuda-graph@2:1");
     // B: runs out of memory at every micro-batch from epoch 2 on.
@@ -154,17 +165,7 @@ fn the_fallback_chain_goes_a_b_c_as_the_seeds_did_by_hand() {
     // C: the smaller model (different encoder widths), no fault.
     let c = faulted(d, "c.yaml", &smaller(&base), "none");
     let out = d.join("run");
-    let done = train()
-        .arg("--config")
-        .arg(&a)
-        .arg("--fallback")
-        .arg(&b)
-        .arg("--fallback")
-        .arg(&c)
-        .arg("--out")
-        .arg(&out)
-        .assert()
-        .success();
+    let done = chain(&[&a, &b, &c], &out).assert().success();
     let stderr = String::from_utf8_lossy(&done.get_output().stderr).to_string();
     assert!(
         stderr.contains("falling back to the next config"),
@@ -202,11 +203,7 @@ fn the_fallback_chain_goes_a_b_c_as_the_seeds_did_by_hand() {
 #[test]
 fn a_single_non_finite_loss_is_skipped_not_fatal() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = write(
-        dir.path(),
-        "t.yaml",
-        &TINY.replace("epochs: 4", "epochs: 1"),
-    );
+    let cfg = write(dir.path(), "t.yaml", &tiny(1));
     let out = dir.path().join("run");
     train()
         .arg("--config")
@@ -238,11 +235,7 @@ fn summary_counts_the_skipped_steps_metrics_csv_counts() {
     // A non-finite loss is a skipped step in metrics.csv and in summary.yaml
     // alike (summary.yaml once counted fp16 skips only).
     let dir = tempfile::tempdir().unwrap();
-    let cfg = write(
-        dir.path(),
-        "t.yaml",
-        &TINY.replace("epochs: 4", "epochs: 2"),
-    );
+    let cfg = write(dir.path(), "t.yaml", &tiny(2));
     let out = dir.path().join("run");
     train()
         .arg("--config")
@@ -263,7 +256,7 @@ fn summary_counts_the_skipped_steps_metrics_csv_counts() {
 fn a_fallback_with_another_environment_runs_in_a_fresh_process() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let base = TINY.replace("epochs: 4", "epochs: 3");
+    let base = tiny(3);
     // A and B share an environment, so B runs in A's process, where A's
     // fault (read once, at the start) fires again; C's environment differs:
     // a fresh process reads it, and C's `none` really disables the fault.
@@ -272,17 +265,7 @@ fn a_fallback_with_another_environment_runs_in_a_fresh_process() {
     let b = faulted(d, "b.yaml", &narrower, "cuda-graph@2:1");
     let c = faulted(d, "c.yaml", &smaller(&base), "none");
     let out = d.join("run");
-    let done = train()
-        .arg("--config")
-        .arg(&a)
-        .arg("--fallback")
-        .arg(&b)
-        .arg("--fallback")
-        .arg(&c)
-        .arg("--out")
-        .arg(&out)
-        .assert()
-        .success();
+    let done = chain(&[&a, &b, &c], &out).assert().success();
     let stderr = String::from_utf8_lossy(&done.get_output().stderr).to_string();
     let fresh: Vec<&str> = stderr
         .lines()
@@ -310,19 +293,11 @@ fn a_first_config_that_fails_before_its_first_checkpoint_hands_over_to_a_fresh_p
     // afresh rather than say there is nothing to resume.
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let base = TINY.replace("epochs: 4", "epochs: 2");
+    let base = tiny(2);
     let a = faulted(d, "a.yaml", &base, "cuda-graph@1:1");
     let c = faulted(d, "c.yaml", &smaller(&base), "none");
     let out = d.join("run");
-    train()
-        .arg("--config")
-        .arg(&a)
-        .arg("--fallback")
-        .arg(&c)
-        .arg("--out")
-        .arg(&out)
-        .assert()
-        .success();
+    chain(&[&a, &c], &out).assert().success();
     let summary = summary_of(&out);
     let classes: Vec<Option<&str>> = summary
         .configs
@@ -343,7 +318,7 @@ fn a_first_config_that_fails_before_its_first_checkpoint_hands_over_to_a_fresh_p
 fn a_chain_killed_in_its_second_config_resumes_in_it() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let base = TINY.replace("epochs: 4", "epochs: 40");
+    let base = tiny(40);
     let a = faulted(d, "a.yaml", &base, "cuda-graph@2:1");
     let b = faulted(d, "b.yaml", &smaller(&base), "none");
     let out = d.join("run");
@@ -396,11 +371,7 @@ fn a_chain_killed_in_its_second_config_resumes_in_it() {
 #[test]
 fn sigterm_stops_between_steps_with_a_summary_and_resume_finishes() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = write(
-        dir.path(),
-        "t.yaml",
-        &TINY.replace("epochs: 4", "epochs: 60"),
-    );
+    let cfg = write(dir.path(), "t.yaml", &tiny(60));
     let out = dir.path().join("run");
     let child = std::process::Command::new(BIN)
         .args(["--threads", "1", "--device", "cpu", "--config"])

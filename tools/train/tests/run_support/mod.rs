@@ -19,6 +19,11 @@ data: {synthetic_train_examples: 192, synthetic_val_examples: 64}
 architecture: {channels: [8, 16], embed_dim: 16, attention_heads: 2}
 ";
 
+/// TINY trained for `epochs` epochs.
+pub fn tiny(epochs: u32) -> String {
+    TINY.replace("epochs: 4", &format!("epochs: {epochs}"))
+}
+
 pub fn train() -> Command {
     let mut c = Command::new(BIN);
     c.env_remove("TRAINGUARD_FAULT")
