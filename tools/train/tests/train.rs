@@ -14,13 +14,7 @@ fn a_run_writes_its_directory_and_seed_style_lines() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = write(dir.path(), "tiny.yaml", TINY);
     let out = dir.path().join("run");
-    let done = train()
-        .arg("--config")
-        .arg(&cfg)
-        .arg("--out")
-        .arg(&out)
-        .assert()
-        .success();
+    let done = chain(&[&cfg], &out).assert().success();
     let stderr = String::from_utf8_lossy(&done.get_output().stderr).to_string();
     assert!(
         stderr.contains("parameters (cfgcheck's estimate: "),
@@ -85,13 +79,7 @@ fn kill_9_mid_epoch_then_resume_ends_with_the_same_weights() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = write(dir.path(), "tiny.yaml", TINY);
     let straight = dir.path().join("straight");
-    train()
-        .arg("--config")
-        .arg(&cfg)
-        .arg("--out")
-        .arg(&straight)
-        .assert()
-        .success();
+    chain(&[&cfg], &straight).assert().success();
 
     let killed = dir.path().join("killed");
     let status = std::process::Command::new(BIN)
@@ -141,13 +129,7 @@ fn a_run_killed_writing_its_summary_gets_one_on_resume() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = write(dir.path(), "tiny.yaml", TINY);
     let run = dir.path().join("run");
-    train()
-        .arg("--config")
-        .arg(&cfg)
-        .arg("--out")
-        .arg(&run)
-        .assert()
-        .success();
+    chain(&[&cfg], &run).assert().success();
     let written = summary_of(&run);
     // As a kill inside write_atomic leaves it: the temp file, no summary.
     std::fs::rename(run.join("summary.yaml"), run.join(".summary.yaml.tmp.yaml")).unwrap();
@@ -166,13 +148,7 @@ fn a_damaged_checkpoint_is_refused_not_restarted() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = write(dir.path(), "tiny.yaml", &tiny(1));
     let out = dir.path().join("run");
-    train()
-        .arg("--config")
-        .arg(&cfg)
-        .arg("--out")
-        .arg(&out)
-        .assert()
-        .success();
+    chain(&[&cfg], &out).assert().success();
     let ck = out.join("checkpoint.safetensors");
     let bytes = std::fs::read(&ck).unwrap();
     std::fs::write(&ck, &bytes[..bytes.len() / 2]).unwrap();
@@ -365,17 +341,10 @@ fn classification_and_settings_train_does_not_apply() {
     let text = tiny(2) + "task: classification\nnum_labels: 3\ntorch_compile: true\n";
     let cfg = write(dir.path(), "cls.yaml", &text);
     let out = dir.path().join("run");
-    train()
-        .arg("--config")
-        .arg(&cfg)
-        .arg("--out")
-        .arg(&out)
-        .assert()
-        .success()
-        .stderr(
-            predicate::str::contains("not applied: torch_compile")
-                .and(predicate::str::contains("train: training labels: 0: ")),
-        );
+    chain(&[&cfg], &out).assert().success().stderr(
+        predicate::str::contains("not applied: torch_compile")
+            .and(predicate::str::contains("train: training labels: 0: ")),
+    );
     let metrics = std::fs::read_to_string(out.join("metrics.csv")).unwrap();
     let column = metrics
         .lines()
@@ -404,13 +373,7 @@ fn fp16_steps_with_overflowing_gradients_are_skipped_and_counted() {
         &(tiny(2) + "mixed_precision: fp16\n"),
     );
     let out = dir.path().join("run");
-    train()
-        .arg("--config")
-        .arg(&cfg)
-        .arg("--out")
-        .arg(&out)
-        .assert()
-        .success();
+    chain(&[&cfg], &out).assert().success();
     let metrics = std::fs::read_to_string(out.join("metrics.csv")).unwrap();
     let column = metrics
         .lines()
@@ -587,11 +550,7 @@ fn a_non_finite_loss_fails_the_run_with_exit_1_and_its_reason() {
     );
     let cfg = write(d, "huge.yaml", &text);
     let out = d.join("run");
-    train()
-        .arg("--config")
-        .arg(&cfg)
-        .arg("--out")
-        .arg(&out)
+    chain(&[&cfg], &out)
         .assert()
         .code(1)
         .stderr(predicate::str::contains(

@@ -48,11 +48,7 @@ fn out_of_memory_is_recovered_by_halving_the_micro_batch() {
     let cfg = write(d, "tiny.yaml", &text);
     // A run that meets the fault at epoch 1 step 1 and recovers; its summary.
     let recover_from = |fault: &str, out: &Path| -> serde_yaml::Value {
-        let run = train()
-            .arg("--config")
-            .arg(&cfg)
-            .arg("--out")
-            .arg(out)
+        let run = chain(&[&cfg], out)
             .env("TRAINGUARD_FAULT", fault)
             .assert()
             .success();
@@ -96,13 +92,7 @@ fn out_of_memory_is_recovered_by_halving_the_micro_batch() {
     // The same run with micro-batches of 16 from the start.
     let planned = d.join("planned");
     let cfg16 = write(d, "micro.yaml", &(text + "micro_batch_size: 16\n"));
-    train()
-        .arg("--config")
-        .arg(&cfg16)
-        .arg("--out")
-        .arg(&planned)
-        .assert()
-        .success();
+    chain(&[&cfg16], &planned).assert().success();
     // fp32 on CPU, the same operations in the same order: equal to the bit
     // in practice; the bound allows for nothing more than rounding.
     let diff = max_abs_diff(
@@ -135,17 +125,6 @@ fn out_of_memory_is_recovered_by_halving_the_micro_batch() {
 fn faulted(d: &Path, name: &str, base: &str, fault: &str) -> PathBuf {
     let env = format!("environment: {{TRAINGUARD_FAULT: \"{fault}\"}}\n");
     write(d, name, &(base.to_string() + &env))
-}
-
-/// `train --config A --fallback B ... --out OUT` of `configs` in order.
-fn chain(configs: &[&Path], out: &Path) -> assert_cmd::Command {
-    let mut c = train();
-    c.arg("--config").arg(configs[0]);
-    for next in &configs[1..] {
-        c.arg("--fallback").arg(next);
-    }
-    c.arg("--out").arg(out);
-    c
 }
 
 /// `base` with the smaller model (narrower encoder blocks).
@@ -205,11 +184,7 @@ fn a_single_non_finite_loss_is_skipped_not_fatal() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = write(dir.path(), "t.yaml", &tiny(1));
     let out = dir.path().join("run");
-    train()
-        .arg("--config")
-        .arg(&cfg)
-        .arg("--out")
-        .arg(&out)
+    chain(&[&cfg], &out)
         .env("TRAINGUARD_FAULT", "nan@1:2")
         .assert()
         .success()
@@ -237,11 +212,7 @@ fn summary_counts_the_skipped_steps_metrics_csv_counts() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = write(dir.path(), "t.yaml", &tiny(2));
     let out = dir.path().join("run");
-    train()
-        .arg("--config")
-        .arg(&cfg)
-        .arg("--out")
-        .arg(&out)
+    chain(&[&cfg], &out)
         .env("TRAINGUARD_FAULT", "nan@1:2,nan@2:1")
         .assert()
         .success();

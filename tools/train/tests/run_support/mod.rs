@@ -31,6 +31,17 @@ pub fn train() -> Command {
     c
 }
 
+/// `train --config A --fallback B ... --out OUT` of `configs` in order.
+pub fn chain(configs: &[&Path], out: &Path) -> Command {
+    let mut c = train();
+    c.arg("--config").arg(configs[0]);
+    for next in &configs[1..] {
+        c.arg("--fallback").arg(next);
+    }
+    c.arg("--out").arg(out);
+    c
+}
+
 /// A run directory's summary.yaml, typed (train-summary/v1).
 pub fn summary_of(run: &Path) -> common::wire::train::TrainSummary {
     let path = run.join("summary.yaml");
