@@ -180,7 +180,7 @@ test: setup
     cargo fmt --all --check
     cargo clippy --workspace --all-targets -- -D warnings
     python3 scripts/lint/long_fns.py --max 5
-    cargo test --workspace
+    cargo test --workspace --no-fail-fast
     bash scripts/fuzz/run.sh short
     {{ just_executable() }} reliability-short
     {{ just_executable() }} test-wheel

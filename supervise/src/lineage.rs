@@ -154,7 +154,9 @@ mod tests {
 
     /// `sh` in a process group of its own that starts `sleep 300` in a
     /// session of its own (as torchrun starts a rank), with its lineage,
-    /// once that has recorded the sleep: the sh, its lineage, the sleep.
+    /// once that has recorded the sleep as a stray: the sh, its lineage,
+    /// the sleep. Its pid is in the file before its setsid(2), while it is
+    /// still in the sh's group, so the wait is for the recording itself.
     fn job_with_a_stray() -> (std::process::Child, Lineage, u32) {
         let d = tempfile::tempdir().unwrap();
         let file = d.path().join("stray");
@@ -172,7 +174,7 @@ mod tests {
                 .ok()
                 .and_then(|s| s.trim().parse().ok())
                 .unwrap_or(0);
-            stray != 0 && alive(stray) && lineage.tree().contains(&stray)
+            stray != 0 && lineage.tree().contains(&stray) && lineage.strays() == [stray]
         });
         (sh, lineage, stray)
     }

@@ -15,6 +15,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
+pub mod budget;
+
 /// Variables of the caller's shell that change what the tools say: removed
 /// from every command so results do not depend on who runs the tests.
 pub const CALLER_ENV: [&str; 4] = [

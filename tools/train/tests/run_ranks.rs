@@ -404,14 +404,20 @@ fn an_out_of_memory_on_one_rank_is_fixed_on_all_and_ends_as_a_run_started_so() {
     let d = tmp.path();
     let script = testkit::repo_path("tools/train/tests/programs/ddp_mlp.py");
     // Rank 1 alone runs out of host memory, at the second epoch, at batch
-    // 64; 32 x 2 fits.
-    let job = |extra: &[&str]| -> Vec<String> {
+    // 64; 32 x 2 fits: the budget between what each needs here.
+    let job_in = |budget: &str, extra: &[&str]| -> Vec<String> {
         let mut v = torchrun();
         v.push(script.display().to_string());
-        v.extend(["--memory-budget-mib", "300"].map(String::from));
+        v.extend(["--memory-budget-mib", budget].map(String::from));
         v.extend(extra.iter().map(|w| w.to_string()));
         v
     };
+    let fit = [job_in("1", &["--batch-size", "32", "--grad-accum", "2"])];
+    let Some(budget) = testkit::budget::budget_or_skip(d, &fit, &[job_in("1", &[])]) else {
+        return;
+    };
+    let budget = budget.to_string();
+    let job = |extra: &[&str]| job_in(&budget, extra);
     let out = Command::new(BIN)
         .args(["run", "--auto-fix", "--quiet", "--out", "r"])
         .args(["--metric", "final_loss", "--"])

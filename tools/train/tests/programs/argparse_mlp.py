@@ -5,20 +5,20 @@ synthetic data, on the CPU; one JSON line per optimizer step and
 `{"final_loss": ...}` at the end (the trained model's mean loss).
 
 `--memory-budget-mib N` limits the address space (RLIMIT_AS) to what the
-process maps before it builds the model plus N MiB: a batch whose
-activations do not fit fails for real ("DefaultCPUAllocator: can't
-allocate memory"). At 650, batch 64 fails (with checkpointing too: the
-model is one layer) and 32 x 2 fits; under the model's 64 MiB weight (40)
-the model itself fails, at every batch.
+process maps before it builds the model plus N MiB (address_space.py): a
+batch whose activations do not fit fails for real ("DefaultCPUAllocator:
+can't allocate memory"). Between what 32 x 2 and 64 need, batch 64 fails
+(with checkpointing too: the model is one layer) and 32 x 2 fits; under
+the model's 64 MiB weight (40) the model itself fails, at every batch.
 """
 import argparse
-import ctypes
 import json
-import resource
 
 import torch
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
+
+import address_space
 
 p = argparse.ArgumentParser()
 p.add_argument("--batch-size", type=int, default=64)
@@ -30,15 +30,6 @@ p.add_argument("--memory-budget-mib", type=int, default=0)
 args = p.parse_args()
 
 
-def limit_address_space(budget_mib):
-    # A fixed mmap threshold: glibc's moving one keeps freed blocks mapped.
-    ctypes.CDLL(None).mallopt(-3, 2**20)
-    with open("/proc/self/statm") as f:
-        mapped = int(f.read().split()[0]) * resource.getpagesize()
-    limit = mapped + budget_mib * 2**20
-    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-
-
 torch.manual_seed(0)
 torch.set_num_threads(1)
 features, labels = 32, 4
@@ -46,7 +37,7 @@ g = torch.Generator().manual_seed(0)
 x = torch.randn(256, features, generator=g)
 y = (x @ torch.randn(features, labels, generator=g)).argmax(dim=1)
 if args.memory_budget_mib:
-    limit_address_space(args.memory_budget_mib)
+    address_space.limit(args.memory_budget_mib)
 # 32 x 524288 floats: a 64 MiB weight.
 up = torch.nn.Linear(features, args.hidden)
 down = torch.nn.Linear(args.hidden, labels)

@@ -4,20 +4,20 @@ per epoch and `{"final_loss": ...}` at the end (the trained model's mean
 loss over all the data).
 
 `--memory-budget-mib N` limits rank 1's address space (RLIMIT_AS) from the
-second epoch on to what it maps then plus N MiB: a batch whose activations
-do not fit fails for real on that rank only ("DefaultCPUAllocator: can't
-allocate memory"), and the launcher ends the other. At 200, batch 64 fails
-and 32 x 2 fits.
+second epoch on to what it maps then plus N MiB (address_space.py): a batch
+whose activations do not fit fails for real on that rank only
+("DefaultCPUAllocator: can't allocate memory"), and the launcher ends the
+other. Between what 32 x 2 and 64 need, batch 64 fails and 32 x 2 fits.
 """
 import argparse
-import ctypes
 import json
-import resource
 
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
+
+import address_space
 
 p = argparse.ArgumentParser()
 p.add_argument("--batch-size", type=int, default=64)
@@ -31,8 +31,6 @@ dist.init_process_group("gloo")
 rank, world = dist.get_rank(), dist.get_world_size()
 torch.manual_seed(0)
 torch.set_num_threads(1)
-# A fixed mmap threshold: glibc's moving one keeps freed blocks mapped.
-ctypes.CDLL(None).mallopt(-3, 2**20)
 features, labels = 32, 4
 g = torch.Generator().manual_seed(0)
 x = torch.randn(256, features, generator=g)
@@ -51,17 +49,10 @@ model = DDP(
 opt = torch.optim.SGD(model.parameters(), lr=0.001)
 
 
-def limit_address_space(budget_mib):
-    with open("/proc/self/statm") as f:
-        mapped = int(f.read().split()[0]) * resource.getpagesize()
-    limit = mapped + budget_mib * 2**20
-    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-
-
 micro = args.batch_size
 for epoch in range(1, args.epochs + 1):
     if epoch == 2 and rank == 1 and args.memory_budget_mib:
-        limit_address_space(args.memory_budget_mib)
+        address_space.limit(args.memory_budget_mib)
     for at in range(0, len(mine_y), micro * args.grad_accum):
         for k in range(args.grad_accum):
             lo = at + k * micro

@@ -2,21 +2,24 @@
 allocation made after the activations: a small language model (embedding
 and output head, 64 MiB each) trained with fused Adam, whose moments (64
 MiB each) are allocated at the first optimizer step, while the step's
-logits are still held for its accuracy. The failing allocation is the same
-64 MiB buffer at every batch that fails, but a smaller batch holds smaller
-logits: under `--memory-budget-mib 428` (the address space, RLIMIT_AS,
-past what the process maps once the model is built) batch 64 and batch 32
-x 2 fail there and batch 16 x 4 fits. It logs each step's loss once the
-backward pass is done, before the optimizer step. One step by default: the
-state allocated, later steps hold it and their activations at once.
+logits and their probabilities are still held for its accuracy and
+confidence. The failing allocation is the same 64 MiB buffer at every
+batch that fails, but a smaller batch holds less (2 MiB an example): under
+`--memory-budget-mib N` (the address space, RLIMIT_AS, past what the
+process maps once the model is built; address_space.py) with N between
+what 16 x 4 and 32 x 2 need (about 420 and 450 MiB), batch 64 and batch
+32 x 2 fail there and batch 16 x 4 fits. It logs each step's loss once
+the backward pass is done, before the optimizer step. One step by
+default: the state allocated, later steps hold it and their activations
+at once.
 """
 import argparse
-import ctypes
 import json
-import resource
 
 import torch
 import torch.nn.functional as F
+
+import address_space
 
 p = argparse.ArgumentParser()
 p.add_argument("--batch-size", type=int, default=64)
@@ -35,11 +38,7 @@ opt = torch.optim.Adam([embed.weight, head.weight], lr=1e-3, fused=True)
 g = torch.Generator().manual_seed(0)
 data = torch.randint(0, vocab, (256, tokens + 1), generator=g)
 if args.memory_budget_mib:
-    ctypes.CDLL(None).mallopt(-3, 2**20)
-    with open("/proc/self/statm") as f:
-        mapped = int(f.read().split()[0]) * resource.getpagesize()
-    limit = mapped + args.memory_budget_mib * 2**20
-    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    address_space.limit(args.memory_budget_mib)
 
 at = 0
 for step in range(1, args.steps + 1):
@@ -49,8 +48,11 @@ for step in range(1, args.steps + 1):
         logits = head(embed(batch[:, :-1]))
         loss = F.cross_entropy(logits.flatten(0, 1), batch[:, 1:].flatten())
         (loss / args.grad_accum).backward()
+        with torch.no_grad():
+            probs = logits.softmax(-1)
     print(json.dumps({"step": step, "loss": loss.item()}), flush=True)
     opt.step()
     opt.zero_grad(set_to_none=True)
     accuracy = (logits.argmax(-1) == batch[:, 1:]).float().mean().item()
-    print(json.dumps({"step": step, "accuracy": accuracy}), flush=True)
+    confidence = probs.max(-1).values.mean().item()
+    print(json.dumps({"step": step, "accuracy": accuracy, "confidence": confidence}), flush=True)
