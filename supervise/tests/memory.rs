@@ -1,11 +1,12 @@
 //! The memory sampler on real processes: Python children holding known
 //! amounts of touched host memory, alone, as a tree, and sharing pages.
 
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 use supervise::memory::{self, Sampler};
 
-/// A python3 that touches `mib` MiB, says so on stdout, then sleeps.
+/// A shell running `script` in a process group of its own.
 fn holder(script: &str) -> Child {
     Command::new("sh")
         .args(["-c", script])
@@ -17,10 +18,37 @@ fn holder(script: &str) -> Child {
 
 use std::os::unix::process::CommandExt;
 
-fn hold(mib: u32, secs: f32) -> String {
+/// A python3 that touches `mib` MiB (forking after it if `fork`), then
+/// creates `ready` (each process of it once it holds them) and sleeps.
+fn hold(mib: u32, ready: &Path, fork: bool) -> String {
+    let fork = if fork { "os.fork(); " } else { "" };
     format!(
-        "python3 -c \"import time; b = bytearray(b'\\x01') * ({mib} << 20); time.sleep({secs})\""
+        "python3 -c \"import os, time; b = bytearray(b'\\x01') * ({mib} << 20); {fork}open('{}.%d' % os.getpid(), 'w').close(); time.sleep(60)\"",
+        ready.display()
     )
+}
+
+/// Waits until `n` processes have created their `ready` file.
+fn ready(ready: &Path, n: usize) {
+    let (dir, name) = (ready.parent().unwrap(), ready.file_name().unwrap());
+    let name = name.to_str().unwrap();
+    testkit::wait_until("the holders to hold their memory", 60, || {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .filter(|e| {
+                let e = e.as_ref().unwrap().file_name();
+                e.to_str().unwrap().starts_with(&format!("{name}."))
+            })
+            .count()
+            >= n
+    });
+}
+
+/// The sampler's peaks of `pid`'s tree, once it has taken `n` samples.
+fn sampled(pid: u32, csv: &Path, n: u64) -> memory::Peaks {
+    let s = Sampler::start(pid, csv, Duration::from_millis(100)).unwrap();
+    testkit::wait_until("the sampler's samples", 60, || s.peaks().samples >= n);
+    s.finish()
 }
 
 fn end(mut c: Child) {
@@ -32,33 +60,20 @@ fn end(mut c: Child) {
 #[test]
 fn a_tree_is_summed_and_shared_pages_count_once_in_pss() {
     let tmp = tempfile::tempdir().unwrap();
+    let r = tmp.path().join("two");
     // Two holders of 150 MiB under one shell.
-    let two = holder(&format!("{} & {} & wait", hold(150, 30.0), hold(150, 30.0)));
-    std::thread::sleep(Duration::from_millis(1500));
-    let s = Sampler::start(
-        two.id(),
-        &tmp.path().join("m.csv"),
-        Duration::from_millis(100),
-    )
-    .unwrap();
-    std::thread::sleep(Duration::from_millis(600));
-    let p = s.finish();
+    let (a, b) = (hold(150, &r, false), hold(150, &r, false));
+    let two = holder(&format!("{a} & {b} & wait"));
+    ready(&r, 2);
+    let p = sampled(two.id(), &tmp.path().join("m.csv"), 3);
     end(two);
     assert!(p.processes >= 3, "{p:?}");
     assert!(p.host_pss_mib > 300.0 && p.host_pss_mib < 360.0, "{p:?}");
     // One holder that forks after touching: the child shares the pages.
-    let forked = holder(
-        "python3 -c \"import os, time; b = bytearray(b'\\x01') * (200 << 20); os.fork(); time.sleep(30)\"",
-    );
-    std::thread::sleep(Duration::from_millis(1500));
-    let s = Sampler::start(
-        forked.id(),
-        &tmp.path().join("f.csv"),
-        Duration::from_millis(100),
-    )
-    .unwrap();
-    std::thread::sleep(Duration::from_millis(600));
-    let p = s.finish();
+    let r = tmp.path().join("forked");
+    let forked = holder(&hold(200, &r, true));
+    ready(&r, 2);
+    let p = sampled(forked.id(), &tmp.path().join("f.csv"), 3);
     end(forked);
     assert!(
         p.host_rss_mib > 400.0,
@@ -82,11 +97,25 @@ fn a_tree_is_summed_and_shared_pages_count_once_in_pss() {
 fn a_process_that_exits_is_sampled_to_its_end_and_the_csv_and_plot_are_written() {
     let tmp = tempfile::tempdir().unwrap();
     let csv = tmp.path().join("memory.csv");
-    let short = holder(&hold(64, 0.6));
+    // Holds 64 MiB until its stdin closes: it ends once the sampler has
+    // seen it, however slow the machine.
+    let mut short = Command::new("python3")
+        .args([
+            "-c",
+            "import sys; b = bytearray(b'\\x01') * (64 << 20); sys.stdin.read()",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .unwrap();
     let s = Sampler::start(short.id(), &csv, Duration::from_millis(100)).unwrap();
-    let mut short = short;
+    testkit::wait_until("the sampler to see 64 MiB", 60, || {
+        let p = s.peaks();
+        p.samples >= 3 && p.host_pss_mib > 60.0
+    });
+    drop(short.stdin.take());
     short.wait().unwrap();
-    std::thread::sleep(Duration::from_millis(300));
     let p = s.finish();
     assert!(p.samples >= 3 && p.host_pss_mib > 60.0, "{p:?}");
     let text = std::fs::read_to_string(&csv).unwrap();

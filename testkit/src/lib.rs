@@ -57,21 +57,43 @@ pub fn guide_chapters() -> String {
         .join("\n")
 }
 
+/// Python that defines `sampled(secs)`: in a sweep's trial, waits (60 s at
+/// most) until its sampler has written two more rows of the trial's
+/// memory.csv (memory-N.csv for its attempt N), so that it has seen what
+/// the process holds now (the first new row may come from a reading taken
+/// before); anywhere else, sleeps `secs`. A trial whose peak or limit the test asserts holds it so,
+/// however slow the machine, not for a time that a busy one overruns.
+pub const SAMPLED_PY: &str = concat!(
+    "def sampled(secs):\n",
+    "    import os, time\n",
+    "    d = os.environ.get('TRAINGUARD_TRIAL_DIR')\n",
+    "    if not d:\n",
+    "        time.sleep(secs)\n",
+    "        return\n",
+    "    import glob\n",
+    "    csvs = os.path.join(d, 'run', 'memory*.csv')\n",
+    "    rows = lambda: sum(open(c).read().count('\\n') for c in glob.glob(csvs))\n",
+    "    n, t = rows(), time.time()\n",
+    "    while rows() < n + 2 and time.time() - t < 60:\n",
+    "        time.sleep(0.05)\n",
+);
+
 /// A Python program that holds `--rows` × `--width` MiB under an
 /// address-space limit (RLIMIT_AS) of what it maps at start plus
-/// `room_mib`, for `sleep_s` seconds, then reports `valid loss 1/MiB`:
-/// the memory model's real trials, a point too big dying of a real
-/// MemoryError.
+/// `room_mib`, until its trial's sampler has seen it (`SAMPLED_PY`; else
+/// for `sleep_s` seconds), then reports `valid loss 1/MiB`: the memory
+/// model's real trials, a point too big dying of a real MemoryError.
 pub fn hold_rows_width(room_mib: u32, sleep_s: f64) -> String {
     format!(
-        "import resource, sys, time\n\
+        "import resource, sys\n\
+{SAMPLED_PY}\
 args = dict(a.lstrip('-').split('=') for a in sys.argv[1:])\n\
 mib = int(args['rows']) * int(args['width'])\n\
 pages = int(open('/proc/self/statm').read().split()[0])\n\
 limit = pages * resource.getpagesize() + ({room_mib} << 20)\n\
 resource.setrlimit(resource.RLIMIT_AS, (limit, limit))\n\
 b = bytearray(b'\\x01') * (mib << 20)\n\
-time.sleep({sleep_s})\n\
+sampled({sleep_s})\n\
 print('valid loss', 1.0 / mib, flush=True)\n"
     )
 }

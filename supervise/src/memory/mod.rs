@@ -211,11 +211,13 @@ fn run(
     }
 }
 
-/// Each rank's processes in a job of ranks: a process's rank read once
-/// from its environment.
+/// Each rank's processes in a job of ranks: a process's rank read from its
+/// environment until it has one, then kept. A process seen between a
+/// launcher's fork and its exec still has the launcher's environment (no
+/// RANK), so a rankless one is read again at the next sample.
 #[derive(Default)]
 struct Ranks {
-    known: BTreeMap<u32, Option<u32>>,
+    known: BTreeMap<u32, u32>,
 }
 
 impl Ranks {
@@ -233,8 +235,9 @@ impl Ranks {
         self.known.retain(|p, _| read.iter().any(|(r, _)| r == p));
         let mut by_rank: BTreeMap<u32, Vec<(u32, &ProcessMemory)>> = BTreeMap::new();
         for (p, m) in read {
-            let rank = *self.known.entry(*p).or_insert_with(|| rank_of(*p));
+            let rank = self.known.get(p).copied().or_else(|| rank_of(*p));
             if let Some(r) = rank {
+                self.known.insert(*p, r);
                 by_rank.entry(r).or_default().push((*p, m));
             }
         }

@@ -39,6 +39,24 @@ fn alive(pid: i32) -> bool {
         .unwrap_or(false)
 }
 
+/// Whether a child of `parent` is the keeper of process group `pgid` (the
+/// `sh` whose script ends it: group::Keeper).
+fn keeper_of(parent: u32, pgid: i32) -> bool {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .any(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let ppid = stat
+                .rsplit_once(") ")
+                .and_then(|(_, r)| r.split(' ').nth(1)?.parse().ok());
+            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            ppid == Some(parent)
+                && String::from_utf8_lossy(&cmd).contains(&format!("kill -TERM -{pgid};"))
+        })
+}
+
 #[test]
 fn a_plain_command_is_read_and_its_exit_code_passed_on() {
     let tmp = tempfile::tempdir().unwrap();
@@ -249,6 +267,12 @@ fn killed_minus_nine_leaves_no_process_of_its_command() {
     });
     let (worker, leader) = (pid_of("worker.pid").unwrap(), pid_of("leader.pid").unwrap());
     assert!(alive(worker) && alive(leader));
+    // The keeper starts just after the command: killed before it, train
+    // would leave the command behind (a window of milliseconds after the
+    // start that no test asserts over).
+    wait_until("train's keeper of the command's group", 20, || {
+        keeper_of(train.id(), leader)
+    });
     train.kill().unwrap(); // SIGKILL
     train.wait().unwrap();
     wait_until("the command's process group to be gone", 15, || {

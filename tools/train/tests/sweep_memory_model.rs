@@ -140,12 +140,19 @@ fn held_out_trials_of_a_real_sweep_are_predicted_within_15_percent() {
     );
 }
 
-/// Holds `mib` MiB for 1.5 s.
-const SLEEPER: &str = "import sys, time\n\
+/// Holds `mib` MiB for 1.5 s, and until its trial's sampler has seen it.
+fn sleeper() -> String {
+    format!(
+        "import sys, time\n\
+{}\
 mib = int(sys.argv[1].split('=')[1])\n\
 b = bytearray(b'\\x01') * (mib << 20)\n\
 time.sleep(1.5)\n\
-print('valid loss', 1.0 / mib, flush=True)\n";
+sampled(0)\n\
+print('valid loss', 1.0 / mib, flush=True)\n",
+        testkit::SAMPLED_PY
+    )
+}
 
 #[test]
 fn trials_are_packed_by_their_predicted_peaks() {
@@ -154,7 +161,7 @@ fn trials_are_packed_by_their_predicted_peaks() {
     // and a big one share, two big ones never do.
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
-    write(d, "sleeper.py", SLEEPER);
+    write(d, "sleeper.py", &sleeper());
     write(
         d,
         "space.yaml",

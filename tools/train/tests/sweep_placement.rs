@@ -17,22 +17,30 @@ use testkit::python_arg as py;
 
 use testkit::user_attr as attr;
 
-/// Sleeps (so that trials overlap), then holds `mib` MiB under a limit of
-/// what it maps plus 300 MiB, and reports.
-const PROGRAM: &str = "import resource, sys, time\n\
+/// Sleeps (so that trials overlap) until its trial's sampler has seen its
+/// limit, then tries to hold `mib` MiB under a limit of what it maps plus
+/// 300 MiB, and reports.
+fn program() -> String {
+    format!(
+        "import resource, sys, time\n\
+{}\
 mib = int(sys.argv[1].split('=')[1])\n\
 pages = int(open('/proc/self/statm').read().split()[0])\n\
 limit = pages * resource.getpagesize() + (300 << 20)\n\
 resource.setrlimit(resource.RLIMIT_AS, (limit, limit))\n\
 time.sleep(1.0)\n\
+sampled(0)\n\
 b = bytearray(mib << 20)\n\
-print('valid loss', 1.0 / mib, flush=True)\n";
+print('valid loss', 1.0 / mib, flush=True)\n",
+        testkit::SAMPLED_PY
+    )
+}
 
 #[test]
 fn a_trial_over_its_own_limit_is_not_taken_for_crowding() {
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
-    write(d, "big.py", PROGRAM);
+    write(d, "big.py", &program());
     write(
         d,
         "space.yaml",

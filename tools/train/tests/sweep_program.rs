@@ -365,8 +365,13 @@ parameters:
 ",
     );
     let (mut driver, s) = driver_with_two_trials(p.path());
-    std::thread::sleep(std::time::Duration::from_millis(1500));
+    // Both trials run (3 epochs of a second each, after their imports)
+    // when the driver is killed: each is interrupted.
     let orphans = [trial_pid(&s, "0000"), trial_pid(&s, "0001")];
+    assert!(
+        orphans.iter().all(|&pid| !gone(pid)),
+        "a trial ended before the kill"
+    );
     driver.kill().unwrap();
     driver.wait().unwrap();
     // Before any --resume: the keepers end both trials (SIGTERM at once).
