@@ -232,6 +232,11 @@ reliability-short: setup
     python scripts/reliability/program_sweep.py --mode soak --train target/debug/train --out runs/reliability/short/program --trials 12
     python scripts/reliability/scale_soak.py --train target/debug/train --out runs/reliability/short/scale --trials 300 --workers 4 --kills 5
 
+# The process-tree tests (lineage, keeper, sampler, kill -9 of the supervisor) run 50 times over beside busy processes on every core: a test that waits for an earlier sign of what it asserts fails here first
+[group('test')]
+reliability-tests-under-load rounds="50":
+    python scripts/reliability/tests_under_load.py --rounds {{ rounds }}
+
 # Reliability, recorded (RELIABILITY.md): 100 SIGKILLs of train at random moments and 50 aimed at atomic writes, resumed, each run bit-identical to an uninterrupted one
 [group('test')]
 reliability-kill-train: build
