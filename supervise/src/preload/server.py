@@ -124,11 +124,20 @@ def pythonpath(env):
 def fork_trial(req, out, err, sock, signals, server_pythonpath, others):
     sys.stdout.flush()
     sys.stderr.flush()
+    ready_r, ready_w = os.pipe()
     pid = os.fork()
     if pid:
+        # Its pid is told once it is a session and process group of its
+        # own: a keeper's signal to the group -pid then reaches it.
+        os.close(ready_w)
+        os.read(ready_r, 1)
+        os.close(ready_r)
         return pid
     code = 1
     try:
+        os.close(ready_r)
+        os.setsid()
+        os.close(ready_w)
         keep = {out, err}
         os.close(sock.detach())
         for fd in others:
@@ -144,8 +153,8 @@ def fork_trial(req, out, err, sock, signals, server_pythonpath, others):
 
 
 def trial(req, out, err, signals, server_pythonpath, keep):
-    """The forked child: becomes the trial, runs it, returns its exit code."""
-    os.setsid()
+    """The forked child, a session of its own: becomes the trial, runs it,
+    returns its exit code."""
     for s, h in signals.items():
         try:
             signal.signal(s, h)
