@@ -7,14 +7,14 @@ state itself, fails here long before it fails in CI.
 
     python scripts/reliability/tests_under_load.py --rounds 50 --load 2
 
-Prints one line a round and a summary; writes DIR/tests_under_load.result.json;
+Prints one line a round and a summary; writes DIR/tests_under_load.result.json
+(reliability-result/v1);
 exits 0 only if every round passed. Builds nothing itself beyond what
 `cargo test --no-run` builds (the justfile's environment: run it under
 `just`, or with VIRTUAL_ENV and PATH set to the torch environment).
 """
 
 import argparse
-import json
 import multiprocessing
 import os
 import subprocess
@@ -50,7 +50,7 @@ def main():
     ap.add_argument("--load", type=int, default=os.cpu_count() or 2, help="busy processes beside the tests")
     ap.add_argument("--out", default=os.path.join(rel_common.ROOT, "runs", "reliability", "tests-under-load"))
     a = ap.parse_args()
-    os.makedirs(a.out, exist_ok=True)
+    started = rel_common.utc_now()
     build = subprocess.run(["cargo", "test", "-q", "-p", "supervise", "-p", "train", "--no-run"], cwd=rel_common.ROOT)
     if build.returncode != 0:
         sys.exit("tests_under_load: the tests did not build")
@@ -69,15 +69,13 @@ def main():
     finally:
         for s in spinners:
             s.terminate()
-    result = {
+    figures = {
         "rounds": a.rounds,
-        "load": a.load,
+        "busy_processes": a.load,
         "groups": [" ".join(g[0] + g[1]) for g in GROUPS],
-        "failures": failures,
-        "ok": not failures,
+        "failed_rounds": len(failures),
     }
-    with open(os.path.join(a.out, "tests_under_load.result.json"), "w") as f:
-        json.dump(result, f, indent=2)
+    rel_common.write_result(a.out, "tests_under_load", not failures, figures, failures, started)
     print(
         f"tests under load: {a.rounds} rounds of {len(GROUPS)} groups beside {a.load} busy processes: "
         f"{len(failures)} failure(s)"
