@@ -29,7 +29,7 @@ pub struct Need {
 /// Runs `argv` in `dir` without its limit ($ADDRESS_SPACE_PROBE set, the
 /// caller's variables that change a run removed): what it needed. Panics,
 /// with its stderr, if it does not exit 0 or writes no need.
-pub fn need(dir: &Path, name: &str, argv: &[String]) -> Need {
+fn need(dir: &Path, name: &str, argv: &[String]) -> Need {
     let file = dir.join(format!("{name}.need.json"));
     let _ = std::fs::remove_file(&file);
     let mut cmd = Command::new(&argv[0]);

@@ -6,7 +6,7 @@ build's kernels and buffers, the Python), so a test does not guess a
 budget: it runs the sizes that must fit and fail once each with
 $ADDRESS_SPACE_PROBE naming a file, where no limit is set and the peak
 past the call is written at exit, and puts the budget between them
-(testkit::calibrated_budget).
+(testkit::budget).
 """
 import atexit
 import ctypes
