@@ -101,10 +101,12 @@ pub fn calibrated_budget(
     Ok(budget)
 }
 
-/// `calibrated_budget`, or None after saying on stderr that the test is
-/// skipped and why: what a test calls before the run it checks.
-pub fn budget_or_skip(dir: &Path, fit: &[Vec<String>], fail: &[Vec<String>]) -> Option<u64> {
+/// `calibrated_budget` as a command line gives it, or None after saying on
+/// stderr that the test is skipped and why: what a test calls before the
+/// run it checks.
+pub fn budget_or_skip(dir: &Path, fit: &[Vec<String>], fail: &[Vec<String>]) -> Option<String> {
     calibrated_budget(dir, fit, fail)
+        .map(|b| b.to_string())
         .map_err(|why| eprintln!("SKIPPED: no address-space budget can be set here: {why}"))
         .ok()
 }

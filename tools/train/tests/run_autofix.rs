@@ -80,7 +80,7 @@ fn hf_budget(d: &Path) -> Option<String> {
         .concat(),
     )];
     let fail = [size(&b64), size(&[&b64[..], &gc].concat())];
-    testkit::budget::budget_or_skip(d, &fit, &fail).map(|b| b.to_string())
+    testkit::budget::budget_or_skip(d, &fit, &fail)
 }
 
 fn final_loss(s: &serde_yaml::Value) -> f64 {
@@ -453,7 +453,6 @@ fn a_plain_argparse_script_gets_checkpointing_then_a_smaller_batch_from_its_defa
     let Some(budget) = testkit::budget::budget_or_skip(d, &fit, &fail) else {
         return;
     };
-    let budget = budget.to_string();
     let r = train_run(
         d,
         &[
@@ -588,7 +587,6 @@ fn the_same_allocation_after_steps_keeps_halving_until_it_fits() {
     let Some(budget) = testkit::budget::budget_or_skip(d, &fit, &fail) else {
         return;
     };
-    let budget = budget.to_string();
     let r = auto_fix(
         d,
         &[

@@ -57,24 +57,16 @@ fn start_job(dir: &Path, launcher: &[&str]) -> (Child, [i32; 2], i32) {
     let ((r0, agent), (r1, _)) = (pids(0).unwrap(), pids(1).unwrap());
     // A sample of memory.csv taken after the ranks started counts the agent
     // and both ranks (the supervisor has seen and recorded them), with each
-    // rank's own row beside the whole job's. A sample's rows are written
-    // one by one: only whole lines, all of one sample, are read.
+    // rank's own row beside the whole job's, all at one time.
     let csv = dir.join("r/memory.csv");
-    let seen_after = std::fs::read_to_string(&csv).unwrap().lines().count();
+    let seen_after = memory_rows(&csv).len();
     let mut sample: Option<[Vec<String>; 3]> = None;
     wait_until("a memory sample of the job and of each rank", 20, || {
-        let text = std::fs::read_to_string(&csv).unwrap();
-        let rows: Vec<Vec<String>> = text
-            .split_inclusive('\n')
-            .skip(seen_after)
-            .filter_map(|l| l.strip_suffix('\n'))
-            .map(|l| l.split(',').map(String::from).collect::<Vec<_>>())
-            .filter(|f| f.len() == 6)
-            .collect();
+        let rows: Vec<_> = memory_rows(&csv).into_iter().skip(seen_after).collect();
         let row = |at: &str, rank: &str| rows.iter().find(|f| f[0] == at && f[5] == rank).cloned();
         sample = rows
             .iter()
-            .filter(|f| f[5].is_empty() && f[3].parse::<u32>().is_ok_and(|n| n >= 3))
+            .filter(|f| whole_job(f))
             .find_map(|job| Some([job.clone(), row(&job[0], "0")?, row(&job[0], "1")?]));
         sample.is_some()
     });
@@ -96,6 +88,24 @@ fn start_job(dir: &Path, launcher: &[&str]) -> (Child, [i32; 2], i32) {
         "{r0_row:?} {r1_row:?} {job:?}"
     );
     (train, [r0, r1], agent)
+}
+
+/// memory.csv's whole lines (a sample's rows are written one by one, so
+/// the last may be cut), each split into its six fields.
+fn memory_rows(csv: &Path) -> Vec<Vec<String>> {
+    std::fs::read_to_string(csv)
+        .unwrap_or_default()
+        .split_inclusive('\n')
+        .filter_map(|l| l.strip_suffix('\n'))
+        .map(|l| l.split(',').map(String::from).collect::<Vec<_>>())
+        .filter(|f| f.len() == 6)
+        .collect()
+}
+
+/// Whether a row of memory.csv is the whole job's (no rank) and counts
+/// the agent and both ranks.
+fn whole_job(f: &[String]) -> bool {
+    f[5].is_empty() && f[3].parse::<u32>().is_ok_and(|n| n >= 3)
 }
 
 /// torchrun's module form, from the test environment's Python.
@@ -224,13 +234,10 @@ fn a_rank_that_catches_its_out_of_memory_and_waits_is_ended_within_the_grace() {
         status = train.try_wait().unwrap();
         status.is_some()
     });
-    // The hang grace, then train's own 2 s grace, with room for a loaded
-    // machine: a job nobody ended would run to the 60 s wait.
+    // The hang grace, train's own 2 s and 10 s of room for a loaded machine:
+    // a job nobody ended would run to the 60 s wait.
     let took = failed.elapsed().as_secs_f64();
-    assert!(
-        took <= grace + 2.0 + 10.0,
-        "ended {took:.1} s after the failure"
-    );
+    assert!(took <= grace + 12.0, "ended {took:.1} s after the failure");
     let mut err = String::new();
     std::io::Read::read_to_string(&mut train.stderr.take().unwrap(), &mut err).unwrap();
     assert_eq!(status.unwrap().code(), Some(75), "{err}");
@@ -368,28 +375,15 @@ command:
             .count()
     };
     wait_until("two jobs' four ranks", 120, || ranks() == 4);
-    // Each trial's lineage has recorded its ranks (outside its group, they
-    // reach the keeper only so) once its sampler has written two rows of
-    // three processes or more after the ranks were there: the first may
-    // come from a scan made before.
-    let csv = |t: &str| tmp.path().join(format!("s/trials/{t}/run/memory.csv"));
-    let rows = |t: &str| -> Vec<String> {
-        std::fs::read_to_string(csv(t))
-            .unwrap_or_default()
-            .lines()
-            .map(String::from)
-            .collect()
-    };
+    // Each trial's lineage has recorded its ranks (for its keeper) once its
+    // sampler has written two whole-job rows of them: one may be older.
+    let rows = |t: &str| memory_rows(&tmp.path().join(format!("s/trials/{t}/run/memory.csv")));
     let seen = [rows("0000").len(), rows("0001").len()];
     wait_until("each trial's sampler to see its ranks twice", 30, || {
-        ["0000", "0001"].iter().zip(seen).all(|(t, n)| {
-            rows(t)
-                .iter()
-                .skip(n)
-                .filter(|l| l.split(',').nth(3).and_then(|n| n.parse::<u32>().ok()) >= Some(3))
-                .count()
-                >= 2
-        })
+        ["0000", "0001"]
+            .iter()
+            .zip(seen)
+            .all(|(t, n)| rows(t).iter().skip(n).filter(|f| whole_job(f)).count() >= 2)
     });
     assert_eq!(ranks(), 4);
     // The launchers first (a live one ends its ranks on the keeper's
@@ -434,7 +428,6 @@ fn an_out_of_memory_on_one_rank_is_fixed_on_all_and_ends_as_a_run_started_so() {
     let Some(budget) = testkit::budget::budget_or_skip(d, &fit, &[job_in("1", &[])]) else {
         return;
     };
-    let budget = budget.to_string();
     let job = |extra: &[&str]| job_in(&budget, extra);
     let out = Command::new(BIN)
         .args(["run", "--auto-fix", "--quiet", "--out", "r"])
